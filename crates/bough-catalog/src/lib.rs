@@ -1,0 +1,1 @@
+//! Bough: branches, terms and archives of each partition

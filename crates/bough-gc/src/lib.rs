@@ -1,0 +1,1 @@
+//! Bough: reachability-complete garbage collection of data files

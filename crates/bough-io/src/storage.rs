@@ -1,0 +1,132 @@
+//! The narrow storage trait every backend implements, and the handle to one open file.
+//!
+//! Paths are relative to the store root and use `/` (`orders.3/data_7_main_0`). Backends
+//! never interpret names; the naming crate does.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::error::IoResult;
+
+/// Which backend served a call (tests and benchmarks report it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// Local files through io_uring.
+    IoUring,
+    /// Local files through positional read/write system calls.
+    Pread,
+    /// Process memory (tests, ephemeral stores, power-loss simulation).
+    Memory,
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::IoUring => "io_uring",
+            BackendKind::Pread => "pread",
+            BackendKind::Memory => "memory",
+        })
+    }
+}
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpenOptions {
+    /// Create the file if missing (never truncates an existing one).
+    pub create: bool,
+    /// Fail with `AlreadyExists` if it exists (implies `create`).
+    pub create_new: bool,
+    /// Bytes to preallocate (`fallocate`, keep size) when the file is created.
+    pub preallocate: u64,
+    /// Open for writing.
+    pub write: bool,
+}
+
+impl OpenOptions {
+    /// Read-only.
+    pub fn read() -> Self {
+        OpenOptions::default()
+    }
+    /// Read-write, created if missing.
+    pub fn write_create() -> Self {
+        OpenOptions {
+            create: true,
+            write: true,
+            ..Default::default()
+        }
+    }
+    /// Read-write, must not exist yet.
+    pub fn write_new(preallocate: u64) -> Self {
+        OpenOptions {
+            create: true,
+            create_new: true,
+            write: true,
+            preallocate,
+        }
+    }
+}
+
+/// One open file. Offsets are absolute; reads are exact (a short read is an error).
+pub trait StorageFile: Send + Sync + Debug {
+    /// Path of the file, for error messages.
+    fn path(&self) -> &str;
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> IoResult<()>;
+    /// Reads several ranges; backends that can (io_uring) submit them as one batch.
+    fn read_batch(&self, reqs: &mut [(u64, &mut [u8])]) -> IoResult<()> {
+        for (offset, buf) in reqs.iter_mut() {
+            self.read_at(*offset, buf)?;
+        }
+        Ok(())
+    }
+    /// Writes all of `buf` at `offset`.
+    fn write_at(&self, offset: u64, buf: &[u8]) -> IoResult<()>;
+    /// Writes several ranges; backends that can submit them as one batch.
+    fn write_batch(&self, reqs: &[(u64, &[u8])]) -> IoResult<()> {
+        for (offset, buf) in reqs {
+            self.write_at(*offset, buf)?;
+        }
+        Ok(())
+    }
+    /// Makes every completed write durable (fdatasync). A failure poisons the storage.
+    fn sync(&self) -> IoResult<()>;
+    /// Current length in bytes (preallocated space past the length is not counted).
+    fn len(&self) -> IoResult<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> IoResult<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Sets the length (used when sealing a preallocated file).
+    fn set_len(&self, len: u64) -> IoResult<()>;
+}
+
+/// A storage backend rooted at one directory (or namespace).
+pub trait Storage: Send + Sync + Debug {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+    /// Opens (or creates) a file. The parent directory must exist.
+    fn open(&self, path: &str, opts: OpenOptions) -> IoResult<Arc<dyn StorageFile>>;
+    /// Reads a whole small file, refusing files longer than `max_len` (a guard against
+    /// allocating from a corrupt or hostile length).
+    fn read_file(&self, path: &str, max_len: u64) -> IoResult<Vec<u8>>;
+    /// Replaces `path` atomically and durably: write a temporary file, sync it, rename it
+    /// over `path`, sync the directory.
+    fn write_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<()>;
+    /// Creates `path` with `bytes` only if it does not exist, durably (file and directory
+    /// synced). Returns `AlreadyExists` if it does. Never leaves a partial file under `path`.
+    fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()>;
+    /// Deletes a file; deleting a missing file is not an error.
+    fn delete(&self, path: &str) -> IoResult<()>;
+    /// Lists the file names (not paths) in a directory; a missing directory lists empty.
+    fn list(&self, dir: &str) -> IoResult<Vec<String>>;
+    /// Lists the subdirectory names of the root.
+    fn list_dirs(&self) -> IoResult<Vec<String>>;
+    /// Creates a directory (and parents) and syncs its parent.
+    fn create_dir(&self, dir: &str) -> IoResult<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &str) -> IoResult<()>;
+    /// Makes the directory's entries (creates, renames, deletes) durable.
+    fn sync_dir(&self, dir: &str) -> IoResult<()>;
+    /// Size of a file in bytes.
+    fn file_len(&self, path: &str) -> IoResult<u64>;
+}

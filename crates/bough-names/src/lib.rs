@@ -1,0 +1,1 @@
+//! Bough: names of every file and directory the store writes, with nom parsers

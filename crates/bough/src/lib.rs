@@ -1,0 +1,1 @@
+//! Bough: an embedded key-value storage engine with git-like branches
