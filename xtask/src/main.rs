@@ -1,1 +1,51 @@
-fn main() {}
+//! Project tooling for Bough: `cargo xtask <command>`.
+//!
+//! Dependency-free on purpose (std only): it must build fast on a cold CI machine, and
+//! what it parses (`cargo metadata` JSON, a few Cargo.toml lines) needs no crates.
+
+use std::process::ExitCode;
+
+mod ci;
+mod fuzz;
+mod json;
+mod process;
+mod release;
+mod tidy;
+mod workspace;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  tidy                       layering, unsafe, placeholder macros, lints, module names
+  ci [--skip S] [--only S]   every CI stage, timed against budgets (fmt, clippy, tidy,
+                             doctest, test, fuzz-smoke); BOUGH_FUZZ_SECS sets seconds per
+                             fuzz target (default 20)
+  fuzz list                  the fuzz targets
+  fuzz <target> [--secs N]   run one fuzz target on stable (--sanitizer none)
+  release [--bump patch|minor|major] [--dry-run] [--no-package]
+                             bump the workspace version, check CHANGELOG.md, package
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace::root();
+    let result = match args.first().map(String::as_str) {
+        Some("tidy") if args.len() == 1 => tidy::run(&root),
+        Some("ci") => ci::cli(&root, &args[1..]),
+        Some("fuzz") => fuzz::cli(&root, &args[1..]),
+        Some("release") => release::cli(&root, &args[1..]),
+        Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.trim_end().to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}

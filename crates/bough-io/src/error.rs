@@ -74,7 +74,7 @@ pub enum IoError {
     AlreadyExists { path: String },
     /// A previous sync failed; the instance refuses durable work until reopened.
     Poisoned { cause: String },
-    /// Another process holds the store directory.
+    /// Another open handle (in this process or another) holds the store directory.
     Locked { path: String },
     /// The caller asked for something the backend cannot do.
     Unsupported { what: String },
@@ -115,6 +115,36 @@ impl IoError {
         }
     }
 
+    /// Shorthand for an OS error from a raw `errno`.
+    pub fn errno(op: &'static str, path: impl Into<String>, errno: i32) -> Self {
+        IoError::os(op, path, std::io::Error::from_raw_os_error(errno))
+    }
+
+    /// The error of a read that reached the end of the file before filling its buffer.
+    pub fn unexpected_eof(path: impl Into<String>) -> Self {
+        IoError::os(
+            "read",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "read past the end of the file",
+            ),
+        )
+    }
+
+    /// Whether this is a read that reached the end of the file early.
+    pub fn is_unexpected_eof(&self) -> bool {
+        matches!(self, IoError::Os { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof)
+    }
+
+    /// The `errno` of an OS error, if it has one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            IoError::Os { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
     /// Shorthand for a corruption error.
     pub fn corruption(path: impl Into<String>, offset: u64, reason: impl Into<String>) -> Self {
         IoError::Corruption {
@@ -141,7 +171,7 @@ impl fmt::Display for IoError {
                 "storage poisoned by an earlier sync failure ({cause}); reopen the store"
             ),
             IoError::Locked { path } => {
-                write!(f, "{path} is locked by another process")
+                write!(f, "{path} is locked: the store is open elsewhere")
             }
             IoError::Unsupported { what } => write!(f, "unsupported: {what}"),
             IoError::InvalidArgument { what } => write!(f, "invalid argument: {what}"),

@@ -1,10 +1,39 @@
 //! Bough: page frames, data-file layout and storage backends (io_uring, positional I/O,
 //! memory). The only crate allowed `unsafe` (io_uring submissions, aligned buffers); every
 //! block carries a `// SAFETY:` comment.
+//!
+//! - [`Storage`]/[`StorageFile`]: the narrow trait the engine does all file I/O through,
+//!   implemented by [`MemoryStorage`] (with power-loss simulation), [`PreadStorage`] and
+//!   [`UringStorage`]; [`open_local`] picks a local backend.
+//! - [`layout`]: the data-file header and the page frame (pure functions on bytes).
+//! - [`FaultInjector`]: per-instance error injection and sync stalls for tests.
+//! - [`lock_dir`]: the store lock.
+//!
+//! The on-disk format and the durability rules are described in `docs/format/io.md`.
 #![allow(unsafe_code)]
 
 pub mod error;
+pub mod faults;
+pub mod layout;
+mod local;
+pub mod lock;
+pub mod memory;
+mod path;
+pub mod stats;
 pub mod storage;
+mod uring;
 
 pub use error::{ErrorKind, IoError, IoResult};
+pub use faults::{FaultInjector, FaultOp};
+pub use layout::{
+    DataFileHeader, FRAME_HEADER_LEN, FileSalt, MAX_PAGE_SIZE, MIN_PAGE_SIZE, open_page, seal_page,
+    validate_page_size,
+};
+pub use local::{
+    BackendChoice, LocalOptions, PreadStorage, UringOptions, UringStorage, open_local,
+    open_local_with,
+};
+pub use lock::{DirLock, lock_dir};
+pub use memory::{CrashPolicy, MemoryStorage};
+pub use stats::{IoStats, IoStatsSnapshot};
 pub use storage::{BackendKind, OpenOptions, Storage, StorageFile};

@@ -1,12 +1,18 @@
 //! The narrow storage trait every backend implements, and the handle to one open file.
 //!
-//! Paths are relative to the store root and use `/` (`orders.3/data_7_main_0`). Backends
-//! never interpret names; the naming crate does.
+//! Paths are relative to the store root and use `/` (`orders.3/data_7_main_0`); `""` is the
+//! root directory. Empty, `.` and `..` components and absolute paths are `InvalidArgument`.
+//! Backends never interpret names; the naming crate does.
+//!
+//! Every backend instance carries a poison flag: the first failed sync (file or directory)
+//! sets it, and from then on every write, sync, create, rename and delete of that instance
+//! (and its clones and open files) fails with `IoError::Poisoned`; reads keep working.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use crate::error::IoResult;
+use crate::stats::IoStats;
 
 /// Which backend served a call (tests and benchmarks report it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,11 +38,12 @@ impl std::fmt::Display for BackendKind {
 /// How to open a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OpenOptions {
-    /// Create the file if missing (never truncates an existing one).
+    /// Create the file if missing (never truncates an existing one). Implies `write`.
     pub create: bool,
     /// Fail with `AlreadyExists` if it exists (implies `create`).
     pub create_new: bool,
-    /// Bytes to preallocate (`fallocate`, keep size) when the file is created.
+    /// Bytes to preallocate from offset 0 (`fallocate` keeping the size) when the file is
+    /// opened for writing; the length reported by `len` does not change.
     pub preallocate: u64,
     /// Open for writing.
     pub write: bool,
@@ -98,16 +105,21 @@ pub trait StorageFile: Send + Sync + Debug {
     }
     /// Sets the length (used when sealing a preallocated file).
     fn set_len(&self, len: u64) -> IoResult<()>;
+    /// Reserves disk space for `offset..offset + len` without changing the length (a no-op
+    /// where the file system or backend cannot). Writes into reserved space avoid the slow
+    /// size-extending path of the file system.
+    fn preallocate(&self, offset: u64, len: u64) -> IoResult<()>;
 }
 
 /// A storage backend rooted at one directory (or namespace).
 pub trait Storage: Send + Sync + Debug {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
-    /// Opens (or creates) a file. The parent directory must exist.
+    /// Opens (or creates) a file. The parent directory must exist. A created file's name is
+    /// durable only after `sync_dir` of its directory.
     fn open(&self, path: &str, opts: OpenOptions) -> IoResult<Arc<dyn StorageFile>>;
     /// Reads a whole small file, refusing files longer than `max_len` (a guard against
-    /// allocating from a corrupt or hostile length).
+    /// allocating from a corrupt or hostile length): a longer file is `Corruption`.
     fn read_file(&self, path: &str, max_len: u64) -> IoResult<Vec<u8>>;
     /// Replaces `path` atomically and durably: write a temporary file, sync it, rename it
     /// over `path`, sync the directory.
@@ -115,18 +127,24 @@ pub trait Storage: Send + Sync + Debug {
     /// Creates `path` with `bytes` only if it does not exist, durably (file and directory
     /// synced). Returns `AlreadyExists` if it does. Never leaves a partial file under `path`.
     fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()>;
-    /// Deletes a file; deleting a missing file is not an error.
+    /// Deletes a file; deleting a missing file is not an error, deleting a directory is. Not
+    /// durable until `sync_dir`.
     fn delete(&self, path: &str) -> IoResult<()>;
-    /// Lists the file names (not paths) in a directory; a missing directory lists empty.
+    /// Lists the file names (not paths, not subdirectories) in a directory, sorted; a missing
+    /// directory lists empty. Leftover temporary files (`<name>.<nonce>.tmp`) are listed.
     fn list(&self, dir: &str) -> IoResult<Vec<String>>;
-    /// Lists the subdirectory names of the root.
+    /// Lists the subdirectory names of the root, sorted.
     fn list_dirs(&self) -> IoResult<Vec<String>>;
-    /// Creates a directory (and parents) and syncs its parent.
+    /// Creates a directory (and parents) and syncs the parent of every component, so the
+    /// whole path is durable. Creating an existing directory is not an error.
     fn create_dir(&self, dir: &str) -> IoResult<()>;
-    /// Removes an empty directory.
+    /// Removes an empty directory; a missing one is not an error. Not durable until
+    /// `sync_dir` of its parent.
     fn remove_dir(&self, dir: &str) -> IoResult<()>;
     /// Makes the directory's entries (creates, renames, deletes) durable.
     fn sync_dir(&self, dir: &str) -> IoResult<()>;
     /// Size of a file in bytes.
     fn file_len(&self, path: &str) -> IoResult<u64>;
+    /// The I/O counters of this instance (shared by its clones and open files).
+    fn stats(&self) -> &IoStats;
 }

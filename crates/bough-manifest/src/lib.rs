@@ -1,7 +1,39 @@
 //! Bough: the manifest format (snapshot + log records, `CURRENT_TERM`, branch file ranges).
 //!
 //! This crate does no I/O: it turns structures into bytes and bytes (from anywhere, trusted
-//! or not) back into structures, failing with a typed error that names the offset.
+//! or not) back into structures, failing with a typed error that names the offset. The
+//! byte-level format is documented in `docs/format/manifest.md`.
+//!
+//! - A manifest file is a [`Snapshot`] record at offset 0 followed by [`LogRecord`]s, each
+//!   starting on a [`BLOCK_SIZE`] boundary: [`encode_snapshot`], [`encode_log`],
+//!   [`decode_record`], [`replay`] → [`Replayed`] / [`ManifestState`].
+//! - An archive file is a single snapshot record.
+//! - `CURRENT_TERM.<branch>` holds a [`CurrentTerm`].
+//! - [`BranchFileMapping`] answers which (branch, term) allocated a file id.
+//! - [`PageAddr`] packs a page's physical location; [`PageId`] is a logical page id.
 
 pub mod checksum;
+mod codec;
+mod current_term;
+mod error;
+pub mod ext;
+mod page;
+mod ranges;
+mod record;
+mod replay;
 pub mod varint;
+
+pub use bough_names::{BranchName, FileId, Term};
+pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
+pub use error::{DecodeError, DecodeReason, EncodeError};
+pub use page::{
+    FREE_SLOT_BIT, MAX_ADDR_FILE_ID, MAX_PAGE_INDEX, NO_PAGE, PAGE_INDEX_BITS, PageAddr, PageId,
+    slot_is_valid,
+};
+pub use ranges::{BranchFileMapping, BranchFileRange, RangeError};
+pub use record::{
+    BLOCK_SIZE, FORMAT_VERSION, HEADER_LEN, LogRecord, MAX_DICT_LEN, MAX_PAGE_SIZE,
+    MAX_RECORD_PAYLOAD, MIN_PAGE_SIZE, ManifestMetadata, Record, RecordHeader, RecordKind,
+    Snapshot, decode_record, encode_log, encode_snapshot, record_len,
+};
+pub use replay::{ManifestState, Replayed, replay};

@@ -76,7 +76,17 @@ mod tests {
 
     #[test]
     fn round_trips_edges() {
-        for v in [0, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut buf = Vec::new();
             put(&mut buf, v);
             assert_eq!(buf.len(), encoded_len(v));
@@ -88,7 +98,11 @@ mod tests {
     fn rejects_overflow_that_varint_rs_accepts() {
         let overflowing = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
         let mut r = std::io::Cursor::new(&overflowing[..]);
-        assert_eq!(r.read_u64_varint().unwrap(), u64::MAX, "varint-rs accepts it");
+        assert_eq!(
+            r.read_u64_varint().unwrap(),
+            u64::MAX,
+            "varint-rs accepts it"
+        );
         assert_eq!(get(&overflowing), Err(VarintError::Overflow));
         assert_eq!(get(&[0xff; 11]), Err(VarintError::Overflow));
     }

@@ -1,1 +1,8 @@
-//! Bough: page layouts and the copy-on-write B+tree over the page-mapping table
+//! Bough: page layouts and the copy-on-write B+tree over the page-mapping table.
+
+pub mod btree;
+pub mod cache;
+pub mod files;
+pub mod head;
+pub mod mapping;
+pub mod page;

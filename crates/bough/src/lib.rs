@@ -1,1 +1,32 @@
-//! Bough: an embedded key-value storage engine with git-like branches
+//! Bough: an embedded key-value storage engine with git-like branches.
+//!
+//! ```
+//! use bough::{Options, Store, WriteBatch};
+//!
+//! let store = Store::open(Options::in_memory()).unwrap();
+//! let main = store.partition("orders", 3).unwrap().branch("main").unwrap();
+//! let mut batch = WriteBatch::new();
+//! batch.put("order-1", "pending");
+//! main.write_blocking(batch).unwrap();
+//! let v = main.get_blocking(b"order-1").unwrap().unwrap();
+//! assert_eq!(v.value, b"pending");
+//! store.close().unwrap();
+//! ```
+//!
+//! The same calls are `async` without the `_blocking` suffix and work on any executor.
+
+mod batch;
+pub mod clock;
+mod error;
+pub mod oneshot;
+mod options;
+mod store;
+
+pub use batch::{PutOptions, WriteBatch, show_key};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, ErrorKind, Result};
+pub use options::{Backend, MAX_VALUE_LEN, Options};
+pub use store::{Branch, KeyValue, PartitionHandle, ReadView, ScanOptions, ScanPage, Store, Value};
+
+/// Lower layers, for users who embed them directly.
+pub use bough_io as io;

@@ -1,0 +1,224 @@
+//! Fault injection, one injector per storage instance (no global registry, so tests running in
+//! parallel never see each other's faults).
+//!
+//! A backend built with an injector calls [`FaultInjector::before`] at the start of every
+//! operation. Two kinds of faults exist:
+//!
+//! - *errors*: `fail_next(op, errno, count)` makes the next `count` operations of kind `op`
+//!   fail with `errno`, as if the system call had returned it;
+//! - *stalls*: `stall_sync()` closes a gate that every sync (file or directory) waits at until
+//!   `release_sync()`, so a test can hold a writer "inside fsync" and check who else waits.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+/// The operation a fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultOp {
+    /// `write_at`, each request of `write_batch`, the payload of `write_atomic`/`create_new`,
+    /// `set_len` and `preallocate`.
+    Write,
+    /// File sync (`fdatasync`) and directory sync, including those inside
+    /// `write_atomic`/`create_new`/`create_dir`. A failed sync poisons the instance.
+    Sync,
+    /// `read_at`, each request of `read_batch`, `read_file`.
+    Read,
+    /// Opening with `create`/`create_new`, `create_new`, `create_dir`, and the temporary file of
+    /// `write_atomic`.
+    Create,
+    /// The rename (or link) step of `write_atomic` and `create_new`.
+    Rename,
+    /// `delete` and `remove_dir`.
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    /// Operations of this kind to let through before failing.
+    skip: u64,
+    /// Operations to fail once `skip` reached zero.
+    count: u64,
+    errno: i32,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    closed: bool,
+    waiting: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    planned: Mutex<HashMap<FaultOp, VecDeque<Planned>>>,
+    fired: AtomicU64,
+    gate: Mutex<Gate>,
+    gate_cv: Condvar,
+}
+
+/// Per-instance fault injector. Cheap to clone; clones share the plan.
+#[derive(Debug, Clone, Default)]
+pub struct FaultInjector {
+    inner: Arc<Inner>,
+}
+
+impl FaultInjector {
+    /// An injector with nothing planned.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes the next `count` operations of kind `op` fail with `errno` (for example
+    /// `libc::EIO` or `libc::ENOSPC`). Plans for the same `op` run one after the other.
+    pub fn fail_next(&self, op: FaultOp, errno: i32, count: u64) {
+        self.fail_after(op, 0, errno, count);
+    }
+
+    /// Lets `skip` operations of kind `op` succeed, then fails the following `count`.
+    pub fn fail_after(&self, op: FaultOp, skip: u64, errno: i32, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.inner
+            .planned
+            .lock()
+            .entry(op)
+            .or_default()
+            .push_back(Planned { skip, count, errno });
+    }
+
+    /// Forgets every planned error (a closed sync gate stays closed).
+    pub fn clear(&self) {
+        self.inner.planned.lock().clear();
+    }
+
+    /// How many injected errors have fired so far.
+    pub fn fired(&self) -> u64 {
+        self.inner.fired.load(Ordering::Relaxed)
+    }
+
+    /// Closes the sync gate: every sync started from now on blocks until [`release_sync`].
+    ///
+    /// [`release_sync`]: FaultInjector::release_sync
+    pub fn stall_sync(&self) {
+        self.inner.gate.lock().closed = true;
+    }
+
+    /// Opens the sync gate and wakes the stalled syncs.
+    pub fn release_sync(&self) {
+        self.inner.gate.lock().closed = false;
+        self.inner.gate_cv.notify_all();
+    }
+
+    /// How many syncs are waiting at the closed gate right now.
+    pub fn stalled_syncs(&self) -> usize {
+        self.inner.gate.lock().waiting
+    }
+
+    /// Waits until at least `n` syncs are stalled at the gate, or `timeout` passes. Returns
+    /// whether they are.
+    pub fn wait_for_stalled_syncs(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut gate = self.inner.gate.lock();
+        while gate.waiting < n {
+            if self
+                .inner
+                .gate_cv
+                .wait_until(&mut gate, deadline)
+                .timed_out()
+            {
+                return gate.waiting >= n;
+            }
+        }
+        true
+    }
+
+    /// Called by backends before an operation: waits at the sync gate (for `Sync`), then
+    /// returns the planned error, if any.
+    pub fn before(&self, op: FaultOp) -> Result<(), std::io::Error> {
+        if op == FaultOp::Sync {
+            let mut gate = self.inner.gate.lock();
+            if gate.closed {
+                gate.waiting += 1;
+                // Wake `wait_for_stalled_syncs` callers.
+                self.inner.gate_cv.notify_all();
+                while gate.closed {
+                    self.inner.gate_cv.wait(&mut gate);
+                }
+                gate.waiting -= 1;
+            }
+        }
+        let mut planned = self.inner.planned.lock();
+        let Some(queue) = planned.get_mut(&op) else {
+            return Ok(());
+        };
+        let Some(front) = queue.front_mut() else {
+            return Ok(());
+        };
+        if front.skip > 0 {
+            front.skip -= 1;
+            return Ok(());
+        }
+        let errno = front.errno;
+        front.count -= 1;
+        if front.count == 0 {
+            queue.pop_front();
+        }
+        self.inner.fired.fetch_add(1, Ordering::Relaxed);
+        Err(std::io::Error::from_raw_os_error(errno))
+    }
+}
+
+/// Shorthand used by the backends: consult an optional injector.
+pub(crate) fn check(faults: &Option<FaultInjector>, op: FaultOp) -> Result<(), std::io::Error> {
+    match faults {
+        Some(f) => f.before(op),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_fire_in_order_and_count_down() {
+        let f = FaultInjector::new();
+        f.fail_after(FaultOp::Write, 1, libc::EIO, 2);
+        f.fail_next(FaultOp::Write, libc::ENOSPC, 1);
+        assert!(f.before(FaultOp::Write).is_ok());
+        assert!(f.before(FaultOp::Read).is_ok());
+        let errs: Vec<_> = (0..4)
+            .map(|_| {
+                f.before(FaultOp::Write)
+                    .err()
+                    .and_then(|e| e.raw_os_error())
+            })
+            .collect();
+        assert_eq!(
+            errs,
+            vec![Some(libc::EIO), Some(libc::EIO), Some(libc::ENOSPC), None]
+        );
+        assert_eq!(f.fired(), 3);
+    }
+
+    #[test]
+    fn sync_gate_blocks_until_released() {
+        let f = FaultInjector::new();
+        f.stall_sync();
+        let g = f.clone();
+        let t = std::thread::spawn(move || g.before(FaultOp::Sync).is_ok());
+        assert!(f.wait_for_stalled_syncs(1, Duration::from_secs(10)));
+        assert!(
+            f.before(FaultOp::Read).is_ok(),
+            "reads never wait at the gate"
+        );
+        f.release_sync();
+        assert!(t.join().unwrap_or(false));
+        assert_eq!(f.stalled_syncs(), 0);
+    }
+}

@@ -1,0 +1,568 @@
+//! [`MemoryStorage`]: a namespace of directories and files in process memory that remembers
+//! what is durable, so tests can simulate a power loss.
+//!
+//! The model follows POSIX file systems:
+//! - a file (inode) has *current* contents and *durable* contents, the latter copied from the
+//!   former by `sync`;
+//! - a directory has a *current* entry set and a *durable* one, the latter copied by
+//!   `sync_dir` (and by `create_new`, `write_atomic` and `create_dir`, which sync the
+//!   directory themselves);
+//! - [`MemoryStorage::crash`] rebuilds the namespace from durable entries only, each file
+//!   holding its durable contents. A file whose contents were synced but whose name was not
+//!   vanishes; a name synced before its contents comes back holding the last synced bytes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{IoError, IoResult};
+use crate::faults::{self, FaultInjector, FaultOp};
+use crate::path::{self, components};
+use crate::stats::{IoStats, Poison};
+use crate::storage::{BackendKind, OpenOptions, Storage, StorageFile};
+
+/// Largest file the memory backend holds (larger writes fail with `EFBIG`), so a wild offset
+/// never turns into a huge allocation.
+pub const MAX_MEMORY_FILE_LEN: u64 = 1 << 32;
+
+/// What a simulated power loss keeps of the writes that were not synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CrashPolicy {
+    /// Every unsynced write, and every unsynced directory change, is lost.
+    #[default]
+    DropAllUnsynced,
+}
+
+type DirRef = Arc<Mutex<MemDir>>;
+
+#[derive(Debug, Default)]
+struct MemDir {
+    current: BTreeMap<String, Node>,
+    durable: BTreeMap<String, Node>,
+    /// Set by `remove_dir`; handles resolved before the removal see `NotFound`.
+    removed: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    File(Arc<MemInode>),
+    Dir(DirRef),
+}
+
+#[derive(Default)]
+struct MemInode {
+    data: RwLock<FileData>,
+}
+
+#[derive(Default)]
+struct FileData {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+impl fmt::Debug for MemInode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.data.read();
+        f.debug_struct("MemInode")
+            .field("len", &d.current.len())
+            .field("durable_len", &d.durable.len())
+            .finish()
+    }
+}
+
+struct MemShared {
+    root: Mutex<DirRef>,
+    poison: Poison,
+    faults: Option<FaultInjector>,
+    stats: IoStats,
+}
+
+impl fmt::Debug for MemShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemShared")
+            .field("poisoned", &self.poison.is_poisoned())
+            .field("faults", &self.faults.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// In-memory storage with power-loss simulation. Clones share the namespace.
+#[derive(Debug, Clone)]
+pub struct MemoryStorage {
+    shared: Arc<MemShared>,
+}
+
+impl Default for MemoryStorage {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn os(op: &'static str, path: &str, e: std::io::Error) -> IoError {
+    IoError::os(op, path, e)
+}
+
+impl MemoryStorage {
+    /// An empty namespace.
+    pub fn new() -> Self {
+        Self::build(Arc::default(), None)
+    }
+
+    /// An empty namespace whose operations consult `faults`.
+    pub fn with_faults(faults: FaultInjector) -> Self {
+        Self::build(Arc::default(), Some(faults))
+    }
+
+    fn build(root: DirRef, faults: Option<FaultInjector>) -> Self {
+        MemoryStorage {
+            shared: Arc::new(MemShared {
+                root: Mutex::new(root),
+                poison: Poison::default(),
+                faults,
+                stats: IoStats::default(),
+            }),
+        }
+    }
+
+    /// Simulates a power loss followed by a reboot: the namespace keeps only what was durable
+    /// (see the module comment), the poison flag clears. Files opened before the crash keep
+    /// working on detached contents that no path reaches any more.
+    pub fn crash(&self, policy: CrashPolicy) {
+        let root = self.shared.root.lock().clone();
+        let image = durable_image(&root, policy);
+        *self.shared.root.lock() = image;
+        self.shared.poison.clear();
+    }
+
+    /// A new, independent storage holding what would survive a power loss now (no faults,
+    /// fresh counters). `self` is unchanged.
+    pub fn clone_durable(&self) -> MemoryStorage {
+        let root = self.shared.root.lock().clone();
+        Self::build(durable_image(&root, CrashPolicy::DropAllUnsynced), None)
+    }
+
+    fn fault(&self, op: FaultOp, name: &'static str, path: &str) -> IoResult<()> {
+        faults::check(&self.shared.faults, op).map_err(|e| os(name, path, e))
+    }
+
+    /// Consults the injector for a sync; a failure poisons the instance.
+    fn sync_fault(&self, name: &'static str, path: &str) -> IoResult<()> {
+        self.fault(FaultOp::Sync, name, path)
+            .map_err(|e| self.shared.poison.poison(e))
+    }
+
+    /// Resolves a directory (`""` is the root).
+    fn dir(&self, dir: &str) -> IoResult<DirRef> {
+        let mut d = self.shared.root.lock().clone();
+        let mut walked = String::new();
+        for c in components(dir) {
+            if !walked.is_empty() {
+                walked.push('/');
+            }
+            walked.push_str(c);
+            let next = {
+                let g = d.lock();
+                if g.removed {
+                    return Err(IoError::NotFound { path: walked });
+                }
+                match g.current.get(c) {
+                    Some(Node::Dir(x)) => x.clone(),
+                    Some(Node::File(_)) => {
+                        return Err(IoError::errno("resolve", walked, libc::ENOTDIR));
+                    }
+                    None => return Err(IoError::NotFound { path: walked }),
+                }
+            };
+            d = next;
+        }
+        if d.lock().removed {
+            return Err(IoError::NotFound { path: dir.into() });
+        }
+        Ok(d)
+    }
+
+    fn inode(&self, path: &str) -> IoResult<Arc<MemInode>> {
+        path::check_file(path)?;
+        let (parent, name) = path::split(path);
+        let d = self.dir(parent)?;
+        let g = d.lock();
+        match g.current.get(name) {
+            Some(Node::File(i)) => Ok(i.clone()),
+            Some(Node::Dir(_)) => Err(IoError::errno("open", path, libc::EISDIR)),
+            None => Err(IoError::NotFound { path: path.into() }),
+        }
+    }
+
+    /// Shared tail of `write_atomic` and `create_new`: the temporary file is written and
+    /// synced (faults consulted in the same order as the local backends), then installed.
+    fn install(&self, path: &str, bytes: &[u8], replace: bool) -> IoResult<()> {
+        path::check_file(path)?;
+        self.shared.poison.check()?;
+        let (parent, name) = path::split(path);
+        let d = self.dir(parent)?;
+        self.fault(FaultOp::Create, "create", path)?;
+        self.fault(FaultOp::Write, "write", path)?;
+        if bytes.len() as u64 > MAX_MEMORY_FILE_LEN {
+            return Err(IoError::errno("write", path, libc::EFBIG));
+        }
+        self.shared.stats.add_write(bytes.len());
+        self.sync_fault("sync", path)?;
+        self.shared.stats.add_sync();
+        let inode = Arc::new(MemInode {
+            data: RwLock::new(FileData {
+                current: bytes.to_vec(),
+                durable: bytes.to_vec(),
+            }),
+        });
+        {
+            let mut g = d.lock();
+            if g.removed {
+                return Err(IoError::NotFound {
+                    path: parent.into(),
+                });
+            }
+            match g.current.get(name) {
+                Some(Node::Dir(_)) => return Err(IoError::errno("rename", path, libc::EISDIR)),
+                Some(Node::File(_)) if !replace => {
+                    return Err(IoError::AlreadyExists { path: path.into() });
+                }
+                _ => {}
+            }
+            self.fault(FaultOp::Rename, "rename", path)?;
+            g.current.insert(name.to_string(), Node::File(inode));
+        }
+        self.sync_fault("sync_dir", parent)?;
+        let mut g = d.lock();
+        g.durable = g.current.clone();
+        self.shared.stats.add_dir_sync();
+        Ok(())
+    }
+}
+
+/// The namespace that survives a power loss now.
+fn durable_image(dir: &DirRef, policy: CrashPolicy) -> DirRef {
+    let CrashPolicy::DropAllUnsynced = policy;
+    let g = dir.lock();
+    let mut entries = BTreeMap::new();
+    for (name, node) in &g.durable {
+        let node = match node {
+            Node::File(inode) => {
+                let durable = inode.data.read().durable.clone();
+                Node::File(Arc::new(MemInode {
+                    data: RwLock::new(FileData {
+                        current: durable.clone(),
+                        durable,
+                    }),
+                }))
+            }
+            Node::Dir(d) => Node::Dir(durable_image(d, policy)),
+        };
+        entries.insert(name.clone(), node);
+    }
+    Arc::new(Mutex::new(MemDir {
+        current: entries.clone(),
+        durable: entries,
+        removed: false,
+    }))
+}
+
+impl Storage for MemoryStorage {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Memory
+    }
+
+    fn open(&self, path: &str, opts: OpenOptions) -> IoResult<Arc<dyn StorageFile>> {
+        path::check_file(path)?;
+        let creating = opts.create || opts.create_new;
+        let writable = opts.write || creating;
+        if writable {
+            self.shared.poison.check()?;
+        }
+        let (parent, name) = path::split(path);
+        let d = self.dir(parent)?;
+        if creating {
+            self.fault(FaultOp::Create, "open", path)?;
+        }
+        let inode = {
+            let mut g = d.lock();
+            match g.current.get(name) {
+                Some(Node::Dir(_)) => return Err(IoError::errno("open", path, libc::EISDIR)),
+                Some(Node::File(_)) if opts.create_new => {
+                    return Err(IoError::AlreadyExists { path: path.into() });
+                }
+                Some(Node::File(i)) => i.clone(),
+                None if creating => {
+                    let i = Arc::new(MemInode::default());
+                    g.current.insert(name.to_string(), Node::File(i.clone()));
+                    i
+                }
+                None => return Err(IoError::NotFound { path: path.into() }),
+            }
+        };
+        let file = MemFile {
+            storage: self.clone(),
+            inode,
+            path: path.to_string(),
+            writable,
+        };
+        if writable && opts.preallocate > 0 {
+            file.preallocate(0, opts.preallocate)?;
+        }
+        Ok(Arc::new(file))
+    }
+
+    fn read_file(&self, path: &str, max_len: u64) -> IoResult<Vec<u8>> {
+        let inode = self.inode(path)?;
+        self.fault(FaultOp::Read, "read", path)?;
+        let data = inode.data.read();
+        let len = data.current.len() as u64;
+        if len > max_len {
+            return Err(IoError::corruption(
+                path,
+                max_len,
+                format!("file is {len} bytes, longer than the limit of {max_len}"),
+            ));
+        }
+        self.shared.stats.add_read(data.current.len());
+        Ok(data.current.clone())
+    }
+
+    fn write_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
+        self.install(path, bytes, true)
+    }
+
+    fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
+        self.install(path, bytes, false)
+    }
+
+    fn delete(&self, path: &str) -> IoResult<()> {
+        path::check_file(path)?;
+        self.shared.poison.check()?;
+        self.fault(FaultOp::Delete, "delete", path)?;
+        let (parent, name) = path::split(path);
+        let d = match self.dir(parent) {
+            Ok(d) => d,
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut g = d.lock();
+        match g.current.get(name) {
+            Some(Node::Dir(_)) => Err(IoError::errno("delete", path, libc::EISDIR)),
+            Some(Node::File(_)) => {
+                g.current.remove(name);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn list(&self, dir: &str) -> IoResult<Vec<String>> {
+        path::check_dir(dir)?;
+        let d = match self.dir(dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let g = d.lock();
+        Ok(g.current
+            .iter()
+            .filter(|(_, n)| matches!(n, Node::File(_)))
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+
+    fn list_dirs(&self) -> IoResult<Vec<String>> {
+        let d = self.dir("")?;
+        let g = d.lock();
+        Ok(g.current
+            .iter()
+            .filter(|(_, n)| matches!(n, Node::Dir(_)))
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+
+    fn create_dir(&self, dir: &str) -> IoResult<()> {
+        path::check_dir(dir)?;
+        if dir.is_empty() {
+            return Ok(());
+        }
+        self.shared.poison.check()?;
+        self.fault(FaultOp::Create, "create_dir", dir)?;
+        let mut d = self.dir("")?;
+        let mut walked = String::new();
+        for c in components(dir) {
+            let next = {
+                let mut g = d.lock();
+                let next = match g.current.get(c) {
+                    Some(Node::Dir(x)) => x.clone(),
+                    Some(Node::File(_)) => {
+                        return Err(IoError::errno("create_dir", dir, libc::ENOTDIR));
+                    }
+                    None => {
+                        let x = DirRef::default();
+                        g.current.insert(c.to_string(), Node::Dir(x.clone()));
+                        x
+                    }
+                };
+                drop(g);
+                // The parent is synced so the new entry survives a crash.
+                self.sync_fault("sync_dir", &walked)?;
+                let mut g = d.lock();
+                g.durable = g.current.clone();
+                self.shared.stats.add_dir_sync();
+                next
+            };
+            if !walked.is_empty() {
+                walked.push('/');
+            }
+            walked.push_str(c);
+            d = next;
+        }
+        Ok(())
+    }
+
+    fn remove_dir(&self, dir: &str) -> IoResult<()> {
+        path::check_dir(dir)?;
+        if dir.is_empty() {
+            return Err(IoError::InvalidArgument {
+                what: "cannot remove the root directory".into(),
+            });
+        }
+        self.shared.poison.check()?;
+        self.fault(FaultOp::Delete, "remove_dir", dir)?;
+        let (parent, name) = path::split(dir);
+        let p = match self.dir(parent) {
+            Ok(d) => d,
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut g = p.lock();
+        match g.current.get(name) {
+            Some(Node::Dir(x)) => {
+                let mut child = x.lock();
+                if !child.current.is_empty() {
+                    return Err(IoError::errno("remove_dir", dir, libc::ENOTEMPTY));
+                }
+                child.removed = true;
+                drop(child);
+                g.current.remove(name);
+                Ok(())
+            }
+            Some(Node::File(_)) => Err(IoError::errno("remove_dir", dir, libc::ENOTDIR)),
+            None => Ok(()),
+        }
+    }
+
+    fn sync_dir(&self, dir: &str) -> IoResult<()> {
+        path::check_dir(dir)?;
+        self.shared.poison.check()?;
+        let d = self.dir(dir)?;
+        self.sync_fault("sync_dir", dir)?;
+        let mut g = d.lock();
+        g.durable = g.current.clone();
+        self.shared.stats.add_dir_sync();
+        Ok(())
+    }
+
+    fn file_len(&self, path: &str) -> IoResult<u64> {
+        Ok(self.inode(path)?.data.read().current.len() as u64)
+    }
+
+    fn stats(&self) -> &IoStats {
+        &self.shared.stats
+    }
+}
+
+/// An open file of a [`MemoryStorage`].
+#[derive(Debug)]
+struct MemFile {
+    storage: MemoryStorage,
+    inode: Arc<MemInode>,
+    path: String,
+    writable: bool,
+}
+
+impl MemFile {
+    fn writable(&self, op: &'static str) -> IoResult<()> {
+        if !self.writable {
+            return Err(IoError::errno(op, &self.path, libc::EBADF));
+        }
+        self.storage.shared.poison.check()
+    }
+
+    fn end(&self, op: &'static str, offset: u64, len: usize) -> IoResult<usize> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= MAX_MEMORY_FILE_LEN => Ok(end as usize),
+            _ => Err(IoError::errno(op, &self.path, libc::EFBIG)),
+        }
+    }
+}
+
+impl StorageFile for MemFile {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> IoResult<()> {
+        self.storage.fault(FaultOp::Read, "read", &self.path)?;
+        let data = self.inode.data.read();
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(buf.len())?))
+            .and_then(|range| data.current.get(range))
+            .ok_or_else(|| IoError::unexpected_eof(&self.path))?;
+        buf.copy_from_slice(src);
+        self.storage.shared.stats.add_read(buf.len());
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> IoResult<()> {
+        self.writable("write")?;
+        self.storage.fault(FaultOp::Write, "write", &self.path)?;
+        let end = self.end("write", offset, buf.len())?;
+        let start = end - buf.len();
+        let mut data = self.inode.data.write();
+        if data.current.len() < end {
+            data.current.resize(end, 0);
+        }
+        data.current[start..end].copy_from_slice(buf);
+        self.storage.shared.stats.add_write(buf.len());
+        Ok(())
+    }
+
+    fn sync(&self) -> IoResult<()> {
+        self.storage.shared.poison.check()?;
+        self.storage.sync_fault("sync", &self.path)?;
+        let mut data = self.inode.data.write();
+        let FileData { current, durable } = &mut *data;
+        durable.clone_from(current);
+        self.storage.shared.stats.add_sync();
+        Ok(())
+    }
+
+    fn len(&self) -> IoResult<u64> {
+        Ok(self.inode.data.read().current.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> IoResult<()> {
+        self.writable("set_len")?;
+        self.storage.fault(FaultOp::Write, "set_len", &self.path)?;
+        let len = self.end("set_len", len, 0)?;
+        self.inode.data.write().current.resize(len, 0);
+        Ok(())
+    }
+
+    fn preallocate(&self, offset: u64, len: u64) -> IoResult<()> {
+        self.writable("preallocate")?;
+        self.storage
+            .fault(FaultOp::Write, "preallocate", &self.path)?;
+        // Nothing to reserve in memory; only the range is checked.
+        match offset.checked_add(len) {
+            Some(end) if end <= MAX_MEMORY_FILE_LEN => Ok(()),
+            _ => Err(IoError::errno("preallocate", &self.path, libc::EFBIG)),
+        }
+    }
+}

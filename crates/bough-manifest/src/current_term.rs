@@ -1,0 +1,161 @@
+//! The `CURRENT_TERM.<branch>` record: a branch's current term, or its tombstone.
+
+use bough_names::Term;
+
+use crate::checksum::{Domain, checksum};
+use crate::codec::{le_u32, le_u64};
+use crate::error::{DecodeError, DecodeReason};
+
+/// Size of a `CURRENT_TERM` record.
+pub const CURRENT_TERM_LEN: usize = 32;
+
+/// Format version of the `CURRENT_TERM` record.
+pub const CURRENT_TERM_VERSION: u32 = 1;
+
+/// Flag bit: the branch was deleted.
+pub const FLAG_DELETED: u32 = 1;
+
+/// Contents of `CURRENT_TERM.<branch>`.
+///
+/// | bytes  | field                                              |
+/// |--------|----------------------------------------------------|
+/// | 0..8   | `checksum(Domain::CurrentTerm, bytes[8..32])`, LE  |
+/// | 8..12  | version = 1, LE                                    |
+/// | 12..16 | flags, LE: bit 0 = deleted; other bits zero        |
+/// | 16..24 | term, LE                                           |
+/// | 24..32 | reserved, zero                                     |
+///
+/// A deleted branch keeps its file as a tombstone with its last term, so a branch created
+/// again under the same name continues above that term and never reuses a (branch, term)
+/// pair (and with it, data file names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CurrentTerm {
+    /// The branch's current term (for a tombstone: the last term it used).
+    pub term: Term,
+    /// Whether the branch was deleted.
+    pub deleted: bool,
+}
+
+impl CurrentTerm {
+    /// The record's 32 bytes.
+    pub fn encode(&self) -> [u8; CURRENT_TERM_LEN] {
+        let mut out = [0u8; CURRENT_TERM_LEN];
+        out[8..12].copy_from_slice(&CURRENT_TERM_VERSION.to_le_bytes());
+        let flags = if self.deleted { FLAG_DELETED } else { 0 };
+        out[12..16].copy_from_slice(&flags.to_le_bytes());
+        out[16..24].copy_from_slice(&self.term.to_le_bytes());
+        let sum = checksum(Domain::CurrentTerm, &out[8..]);
+        out[0..8].copy_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Decodes a whole `CURRENT_TERM` file (exactly 32 bytes). Errors name offset 0.
+    pub fn decode(bytes: &[u8]) -> Result<CurrentTerm, DecodeError> {
+        Self::decode_reason(bytes).map_err(|reason| DecodeError::new(0, reason))
+    }
+
+    fn decode_reason(bytes: &[u8]) -> Result<CurrentTerm, DecodeReason> {
+        if bytes.len() != CURRENT_TERM_LEN {
+            return Err(DecodeReason::WrongLength(bytes.len()));
+        }
+        let stored = le_u64(bytes, 0);
+        let computed = checksum(Domain::CurrentTerm, &bytes[8..]);
+        if stored != computed {
+            return Err(DecodeReason::BadChecksum { stored, computed });
+        }
+        let version = le_u32(bytes, 8);
+        if version != CURRENT_TERM_VERSION {
+            return Err(DecodeReason::UnsupportedVersion(version));
+        }
+        let flags = le_u32(bytes, 12);
+        if flags & !FLAG_DELETED != 0 {
+            return Err(DecodeReason::UnknownFlags(flags & !FLAG_DELETED));
+        }
+        if le_u64(bytes, 24) != 0 {
+            return Err(DecodeReason::ReservedNotZero);
+        }
+        Ok(CurrentTerm {
+            term: le_u64(bytes, 16),
+            deleted: flags & FLAG_DELETED != 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Re-seals `bytes` after a test edits a field, so the check after the checksum fires.
+    fn reseal(mut bytes: [u8; 32]) -> [u8; 32] {
+        let sum = checksum(Domain::CurrentTerm, &bytes[8..]);
+        bytes[0..8].copy_from_slice(&sum.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn round_trips() {
+        for ct in [
+            CurrentTerm {
+                term: 0,
+                deleted: false,
+            },
+            CurrentTerm {
+                term: 7,
+                deleted: true,
+            },
+            CurrentTerm {
+                term: u64::MAX,
+                deleted: false,
+            },
+        ] {
+            assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
+        }
+    }
+
+    #[test]
+    fn rejects_damage_and_unknown_fields() {
+        let good = CurrentTerm {
+            term: 9,
+            deleted: false,
+        }
+        .encode();
+        let reason = |b: &[u8]| CurrentTerm::decode(b).map_err(|e| e.reason);
+
+        assert_eq!(reason(&good[..31]), Err(DecodeReason::WrongLength(31)));
+        assert_eq!(
+            reason(&[good.as_slice(), &[0]].concat()),
+            Err(DecodeReason::WrongLength(33))
+        );
+        assert!(matches!(
+            reason(&[0u8; 32]),
+            Err(DecodeReason::BadChecksum { .. })
+        ));
+        for bit in 0..256 {
+            let mut b = good;
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(reason(&b).is_err(), "bit {bit} flip undetected");
+        }
+
+        let mut b = good;
+        b[8] = 2;
+        assert_eq!(reason(&reseal(b)), Err(DecodeReason::UnsupportedVersion(2)));
+        let mut b = good;
+        b[12] = 0b110;
+        assert_eq!(reason(&reseal(b)), Err(DecodeReason::UnknownFlags(0b110)));
+        let mut b = good;
+        b[31] = 1;
+        assert_eq!(reason(&reseal(b)), Err(DecodeReason::ReservedNotZero));
+    }
+
+    #[test]
+    fn another_domain_does_not_validate() {
+        let mut b = CurrentTerm {
+            term: 1,
+            deleted: false,
+        }
+        .encode();
+        let sum = checksum(Domain::ManifestRecord, &b[8..]);
+        b[0..8].copy_from_slice(&sum.to_le_bytes());
+        assert!(CurrentTerm::decode(&b).is_err());
+    }
+}

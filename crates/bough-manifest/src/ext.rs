@@ -1,0 +1,70 @@
+//! Extensions: tagged byte strings at the end of snapshot and log payloads, so later
+//! versions can add fields without a format-version bump.
+//!
+//! Tags are strictly increasing within a record. An even tag is optional: a reader that does
+//! not know it skips it, and a writer that rewrites the manifest drops it, so even tags may
+//! only carry information that is safe to lose. An odd tag is must-understand: a reader that
+//! does not know it refuses the record. To add a field, pick a tag (odd unless losing it is
+//! harmless), add a `pub const` here, list it in [`KNOWN`], and give the structures typed
+//! accessors built on [`get`] and [`set`].
+
+/// An extension list: `(tag, bytes)` pairs, tags strictly increasing.
+pub type Extensions = Vec<(u64, Vec<u8>)>;
+
+/// Every tag this version understands. Decoding keeps these, skips other even tags and
+/// refuses other odd tags; encoding refuses tags not listed here.
+pub const KNOWN: &[u64] = &[];
+
+/// Whether this version understands `tag`.
+pub fn is_known(tag: u64) -> bool {
+    KNOWN.contains(&tag)
+}
+
+/// Whether a tag must be understood by every reader.
+pub fn is_mandatory(tag: u64) -> bool {
+    tag & 1 == 1
+}
+
+/// The bytes stored under `tag`.
+pub fn get(exts: &[(u64, Vec<u8>)], tag: u64) -> Option<&[u8]> {
+    exts.binary_search_by_key(&tag, |(t, _)| *t)
+        .ok()
+        .map(|i| exts[i].1.as_slice())
+}
+
+/// Stores `value` under `tag`, keeping tags sorted; returns the previous value.
+pub fn set(exts: &mut Extensions, tag: u64, value: Vec<u8>) -> Option<Vec<u8>> {
+    match exts.binary_search_by_key(&tag, |(t, _)| *t) {
+        Ok(i) => Some(std::mem::replace(&mut exts[i].1, value)),
+        Err(i) => {
+            exts.insert(i, (tag, value));
+            None
+        }
+    }
+}
+
+/// Removes `tag`; returns its value.
+pub fn remove(exts: &mut Extensions, tag: u64) -> Option<Vec<u8>> {
+    exts.binary_search_by_key(&tag, |(t, _)| *t)
+        .ok()
+        .map(|i| exts.remove(i).1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_get_remove_keep_order() {
+        let mut e = Extensions::new();
+        assert_eq!(set(&mut e, 4, vec![4]), None);
+        assert_eq!(set(&mut e, 2, vec![2]), None);
+        assert_eq!(set(&mut e, 4, vec![5]), Some(vec![4]));
+        assert_eq!(e, vec![(2, vec![2]), (4, vec![5])]);
+        assert_eq!(get(&e, 4), Some(&[5u8][..]));
+        assert_eq!(get(&e, 3), None);
+        assert_eq!(remove(&mut e, 2), Some(vec![2]));
+        assert_eq!(remove(&mut e, 2), None);
+        assert!(is_mandatory(1) && !is_mandatory(2));
+    }
+}

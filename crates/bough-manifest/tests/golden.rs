@@ -1,0 +1,82 @@
+//! Golden bytes: any change to these dumps is a format change (bump the version or add an
+//! extension instead).
+
+mod common;
+
+use bough_manifest::{
+    CurrentTerm, FORMAT_VERSION, NO_PAGE, RecordHeader, encode_log, encode_snapshot,
+};
+use common::{hex_dump, hex_record, sample_log, sample_snapshot};
+
+#[test]
+fn record_header() {
+    let header = RecordHeader {
+        checksum: 0x0123_4567_89ab_cdef,
+        version: FORMAT_VERSION,
+        root: 7,
+        ttl_root: NO_PAGE,
+        payload_len: 0x0102,
+    };
+    let bytes = header.encode();
+    assert_eq!(RecordHeader::parse(&bytes), Some(header));
+    insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
+}
+
+#[test]
+fn snapshot_record() {
+    let bytes = encode_snapshot(&sample_snapshot()).expect("encodes");
+    insta::assert_snapshot!(hex_record(&bytes));
+}
+
+#[test]
+fn log_record_without_checkpoint() {
+    let log = sample_log(1);
+    assert_eq!(log.checkpoint, None);
+    insta::assert_snapshot!(hex_record(&encode_log(&log).expect("encodes")));
+}
+
+#[test]
+fn log_record_with_checkpoint() {
+    let log = sample_log(3);
+    assert!(log.checkpoint.is_some());
+    insta::assert_snapshot!(hex_record(&encode_log(&log).expect("encodes")));
+}
+
+#[test]
+fn current_term_live() {
+    let bytes = CurrentTerm {
+        term: 5,
+        deleted: false,
+    }
+    .encode();
+    insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
+}
+
+#[test]
+fn current_term_tombstone() {
+    let bytes = CurrentTerm {
+        term: 0x1_0000_0005,
+        deleted: true,
+    }
+    .encode();
+    insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
+}
+
+/// The checksum is CRC-64/NVME over the domain tag followed by bytes `8 .. 24 + payload_len`;
+/// checked here against the `crc` crate's independent table implementation.
+#[test]
+fn checksums_match_the_reference_crc() {
+    let reference = crc::Crc::<u64>::new(&crc::CRC_64_NVME);
+    let record = encode_snapshot(&sample_snapshot()).expect("encodes");
+    let payload_len = u32::from_le_bytes(record[20..24].try_into().expect("4 bytes")) as usize;
+    let covered = [&b"bough/manifest-record"[..], &record[8..24 + payload_len]].concat();
+    assert_eq!(record[..8], reference.checksum(&covered).to_le_bytes());
+
+    let term = CurrentTerm {
+        term: 5,
+        deleted: true,
+    }
+    .encode();
+    let covered = [&b"bough/current-term"[..], &term[8..]].concat();
+    assert_eq!(term[..8], reference.checksum(&covered).to_le_bytes());
+}

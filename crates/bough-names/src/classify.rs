@@ -1,0 +1,314 @@
+//! Sorting directory entries into kinds, for recovery, listing and GC.
+
+use std::fmt;
+
+use nom::Parser;
+use nom::branch::alt;
+use nom::bytes::complete::tag;
+use nom::combinator::{opt, value};
+
+use crate::grammar::{self, NameKind, NameParseError};
+use crate::ident::BranchName;
+use crate::names::{
+    ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
+};
+use crate::{CURRENT_TERM_PREFIX, DATA_PREFIX, LOCK_FILE, MANIFEST_PREFIX};
+
+/// What a file name in a partition or store directory denotes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FileKind {
+    /// `manifest_<branch>_<term>`
+    Manifest(ManifestName),
+    /// `manifest_<branch>_<term>_<ts>`
+    Archive(ArchiveName),
+    /// `data_<file_id>_<branch>_<term>`
+    Data(DataFileName),
+    /// `CURRENT_TERM.<branch>`
+    CurrentTerm(CurrentTermName),
+    /// `<target>.<nonce>.tmp`
+    Tmp(TmpName),
+    /// [`LOCK_FILE`]
+    Lock,
+    /// Anything else, kept verbatim. Never to be treated as store data.
+    Unknown(String),
+}
+
+impl FileKind {
+    /// The branch the file belongs to, if it belongs to one.
+    pub fn branch(&self) -> Option<&BranchName> {
+        match self {
+            FileKind::Manifest(n) => Some(&n.branch),
+            FileKind::Archive(n) => Some(&n.branch),
+            FileKind::Data(n) => Some(&n.branch),
+            FileKind::CurrentTerm(n) => Some(&n.branch),
+            FileKind::Tmp(n) => Some(n.target.branch()),
+            FileKind::Lock | FileKind::Unknown(_) => None,
+        }
+    }
+
+    /// Whether the name was recognised (anything but [`FileKind::Unknown`]).
+    pub fn is_known(&self) -> bool {
+        !matches!(self, FileKind::Unknown(_))
+    }
+}
+
+impl From<TmpTarget> for FileKind {
+    fn from(t: TmpTarget) -> Self {
+        match t {
+            TmpTarget::Manifest(n) => FileKind::Manifest(n),
+            TmpTarget::Archive(n) => FileKind::Archive(n),
+            TmpTarget::Data(n) => FileKind::Data(n),
+            TmpTarget::CurrentTerm(n) => FileKind::CurrentTerm(n),
+        }
+    }
+}
+
+/// Formats the file name; for every kind [`classify`] returns, this is
+/// exactly the classified string.
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileKind::Manifest(n) => n.fmt(f),
+            FileKind::Archive(n) => n.fmt(f),
+            FileKind::Data(n) => n.fmt(f),
+            FileKind::CurrentTerm(n) => n.fmt(f),
+            FileKind::Tmp(n) => n.fmt(f),
+            FileKind::Lock => f.write_str(LOCK_FILE),
+            FileKind::Unknown(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Prefixes that claim a name for the store: a name with one of these that
+/// fails to parse is damage or a bug, not a stranger's file.
+const KNOWN_PREFIXES: [&str; 3] = [MANIFEST_PREFIX, DATA_PREFIX, CURRENT_TERM_PREFIX];
+
+/// Parses any file name the store writes.
+pub fn parse_file_name(name: &str) -> Result<FileKind, NameParseError> {
+    let lock = value(FileKind::Lock, tag(LOCK_FILE));
+    // A target optionally followed by `.<nonce>.tmp`; branch names hold no
+    // dot, so a target always ends before the first `.` that follows it.
+    let stored =
+        (grammar::tmp_target, opt(grammar::tmp_suffix)).map(|(target, nonce)| match nonce {
+            Some(nonce) => FileKind::Tmp(TmpName { target, nonce }),
+            None => FileKind::from(target),
+        });
+    grammar::run(NameKind::File, name, alt((lock, stored)))
+}
+
+/// Classifies one file name. Never fails and never panics.
+///
+/// A name that carries a store prefix (`manifest_`, `data_`, `CURRENT_TERM.`)
+/// but does not parse is logged at `warn` level, since it points at damage or
+/// a bug; any other foreign name is logged at `debug` level. Both come back
+/// as [`FileKind::Unknown`] and must be left alone.
+pub fn classify(file_name: &str) -> FileKind {
+    match parse_file_name(file_name) {
+        Ok(kind) => kind,
+        Err(err) => {
+            if KNOWN_PREFIXES.iter().any(|p| file_name.starts_with(p)) {
+                tracing::warn!(file = %file_name.escape_debug(), error = %err, "ignoring malformed store file name");
+            } else {
+                tracing::debug!(file = %file_name.escape_debug(), "ignoring foreign file name");
+            }
+            FileKind::Unknown(file_name.to_owned())
+        }
+    }
+}
+
+/// Classifies one directory name in the store root as a partition directory.
+pub fn classify_dir(dir_name: &str) -> Option<PartitionDir> {
+    match PartitionDir::parse(dir_name) {
+        Ok(dir) => Some(dir),
+        Err(err) => {
+            tracing::debug!(dir = %dir_name.escape_debug(), error = %err, "ignoring foreign directory name");
+            None
+        }
+    }
+}
+
+/// Whether `file_name` is a current (non-archive) manifest of some branch.
+pub fn is_branch_manifest(file_name: &str) -> bool {
+    matches!(classify(file_name), FileKind::Manifest(_))
+}
+
+/// Whether `file_name` is a manifest archive of some branch.
+pub fn is_branch_archive(file_name: &str) -> bool {
+    matches!(classify(file_name), FileKind::Archive(_))
+}
+
+/// Whether `file_name` is a data file of some branch.
+pub fn is_branch_data_file(file_name: &str) -> bool {
+    matches!(classify(file_name), FileKind::Data(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ident::TableName;
+
+    fn b(s: &str) -> BranchName {
+        BranchName::new(s).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn known(s: &str) -> FileKind {
+        let k = classify(s);
+        assert!(k.is_known(), "{s:?} not recognised");
+        assert_eq!(k.to_string(), s, "format(classify(s)) != s");
+        k
+    }
+
+    #[test]
+    fn seed_cases() {
+        assert_eq!(
+            known("manifest_main_5"),
+            FileKind::Manifest(ManifestName::new(BranchName::main(), 5))
+        );
+        assert_eq!(
+            known("manifest_feature_5"),
+            FileKind::Manifest(ManifestName::new(b("feature"), 5))
+        );
+        assert_eq!(
+            known("manifest_main_5_123"),
+            FileKind::Archive(ArchiveName::new(BranchName::main(), 5, 123))
+        );
+        assert_eq!(
+            known("manifest_feature_5_123"),
+            FileKind::Archive(ArchiveName::new(b("feature"), 5, 123))
+        );
+        assert_eq!(
+            known("data_10_main_5"),
+            FileKind::Data(DataFileName::new(10, BranchName::main(), 5))
+        );
+        assert_eq!(
+            known("data_10_feature_5"),
+            FileKind::Data(DataFileName::new(10, b("feature"), 5))
+        );
+        assert_eq!(
+            known("CURRENT_TERM.main"),
+            FileKind::CurrentTerm(CurrentTermName::new(BranchName::main()))
+        );
+        assert_eq!(
+            known("CURRENT_TERM.feature"),
+            FileKind::CurrentTerm(CurrentTermName::new(b("feature")))
+        );
+        assert_eq!(known("LOCK"), FileKind::Lock);
+    }
+
+    #[test]
+    fn ambiguity_cases() {
+        assert_eq!(
+            known("manifest_v_1_2"),
+            FileKind::Archive(ArchiveName::new(b("v"), 1, 2))
+        );
+        assert_eq!(
+            known("manifest_a_b_3"),
+            FileKind::Manifest(ManifestName::new(b("a_b"), 3))
+        );
+        assert_eq!(
+            classify("data_1_x_2_3"),
+            FileKind::Unknown("data_1_x_2_3".into())
+        );
+        assert_eq!(
+            classify("manifest_v_1_2_3"),
+            FileKind::Unknown("manifest_v_1_2_3".into())
+        );
+    }
+
+    #[test]
+    fn tmp_files() {
+        assert_eq!(
+            known("manifest_main_5.1.tmp"),
+            FileKind::Tmp(TmpName::new(ManifestName::new(BranchName::main(), 5), 1))
+        );
+        assert_eq!(
+            known("manifest_main_5_9.1.tmp"),
+            FileKind::Tmp(TmpName::new(ArchiveName::new(BranchName::main(), 5, 9), 1))
+        );
+        assert_eq!(
+            known("data_10_x_5.2.tmp"),
+            FileKind::Tmp(TmpName::new(DataFileName::new(10, b("x"), 5), 2))
+        );
+        assert_eq!(
+            known("CURRENT_TERM.feature.18446744073709551615.tmp"),
+            FileKind::Tmp(TmpName::new(CurrentTermName::new(b("feature")), u64::MAX))
+        );
+    }
+
+    #[test]
+    fn malformed_and_foreign_are_unknown() {
+        for s in [
+            "",
+            "manifest_",
+            "manifest",
+            "manifest_main",
+            "manifest_main_",
+            "manifest_main_05",
+            "manifest_Main_5",
+            "manifest_MAIN_5",
+            "manifest_5",
+            "manifest__5",
+            "manifest_main__5",
+            "manifest_main_5_",
+            "manifest_main_5_1_2",
+            "manifest_main_5.tmp",
+            "manifest_main_5.07.tmp",
+            "manifest_main_18446744073709551616",
+            "data_",
+            "data_abc_5",
+            "data_10_main",
+            "data_10_main_",
+            "data_010_main_5",
+            "data_1_main_18446744073709551616",
+            "data_10_5",
+            "data_1_x_2_3",
+            "data_1_2_x_3",
+            "CURRENT_TERM.",
+            "CURRENT_TERM.Main",
+            "CURRENT_TERM.main.tmp",
+            "CURRENT_TERM.a.b",
+            "LOCK.tmp",
+            "LOCK.1.tmp",
+            "LOCKS",
+            "lock",
+            "README",
+            ".DS_Store",
+            "t.0",
+            "manifest_main_5\n",
+            "manifest_main_5\0",
+            "data_10_m\u{e4}in_5",
+        ] {
+            assert_eq!(classify(s), FileKind::Unknown(s.to_owned()), "{s:?}");
+            assert!(parse_file_name(s).is_err(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn predicates() {
+        assert!(is_branch_manifest("manifest_main_5"));
+        assert!(is_branch_manifest("manifest_feature_5"));
+        assert!(!is_branch_manifest("manifest_main_5_123"));
+        assert!(!is_branch_manifest("manifest_main_5.1.tmp"));
+        assert!(is_branch_archive("manifest_feature_5_123"));
+        assert!(!is_branch_archive("manifest_feature_5"));
+        assert!(is_branch_data_file("data_10_feature_5"));
+        assert!(!is_branch_data_file("data_abc_5"));
+        assert!(!is_branch_data_file("manifest_main_5"));
+    }
+
+    #[test]
+    fn branch_of_kind() {
+        assert_eq!(classify("data_1_f_2").branch(), Some(&b("f")));
+        assert_eq!(classify("CURRENT_TERM.g.4.tmp").branch(), Some(&b("g")));
+        assert_eq!(classify("LOCK").branch(), None);
+        assert_eq!(classify("zzz").branch(), None);
+    }
+
+    #[test]
+    fn dirs() {
+        let t = TableName::new("orders.eu").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(classify_dir("orders.eu.3"), Some(PartitionDir::new(t, 3)));
+        assert_eq!(classify_dir("LOCK"), None);
+        assert_eq!(classify_dir("../etc.1"), None);
+    }
+}

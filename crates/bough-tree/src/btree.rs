@@ -1,0 +1,799 @@
+//! The copy-on-write B+tree: lookups, cursors and batched mutation over logical page ids.
+//!
+//! Pages are addressed by logical id; [`TreeRead`]/[`TreeWrite`] hide where they live. A
+//! rewritten page keeps its logical id and gets a new physical page (the mapping changes),
+//! so a parent is rewritten only when its list of children changes — a split, a merge or a
+//! removal. Readers holding an older mapping keep seeing the older pages.
+
+use std::sync::Arc;
+
+use bough_io::{IoError, IoResult};
+use bough_manifest::{NO_PAGE, PageId};
+
+use crate::page::index::IndexNode;
+use crate::page::leaf::{self, Entry, LeafView, ValueLoc};
+
+/// A page as the tree sees it.
+#[derive(Debug, Clone)]
+pub enum Node {
+    /// A leaf payload (decoded on demand; lookups read one restart block).
+    Leaf(Arc<[u8]>),
+    /// A decoded index page.
+    Index(Arc<IndexNode>),
+}
+
+/// Read access to tree pages.
+pub trait TreeRead {
+    /// The page with logical id `id`.
+    fn node(&self, id: PageId) -> IoResult<Node>;
+    /// The bytes of an overflow value.
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>>;
+}
+
+/// Write access for one commit.
+pub trait TreeWrite: TreeRead {
+    /// Largest leaf/index payload.
+    fn payload_capacity(&self) -> usize;
+    /// Writes a leaf payload as page `id` (a fresh id when `None`); returns the id.
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId>;
+    /// Writes an index page as page `id` (a fresh id when `None`); returns the id.
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId>;
+    /// Releases a page id.
+    fn free(&mut self, id: PageId) -> IoResult<()>;
+    /// Writes a large value into overflow pages; returns (first id, page count).
+    fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)>;
+    /// Releases an overflow value's pages.
+    fn free_overflow(&mut self, first: PageId, pages: u32) -> IoResult<()>;
+}
+
+/// A change to one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Insert or replace.
+    Put {
+        value: Vec<u8>,
+        timestamp: u64,
+        expire_at: u64,
+    },
+    /// Remove.
+    Delete { timestamp: u64 },
+    /// Remove regardless of timestamps (TTL expiry, truncate).
+    ForceDelete,
+}
+
+/// A mutation of a batch; batches are sorted by key with distinct keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mutation {
+    pub key: Vec<u8>,
+    pub op: Op,
+}
+
+/// What a batch changed, for the TTL index.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// (key, expire_at) of entries that were removed or replaced and had an expiry.
+    pub expiry_removed: Vec<(Vec<u8>, u64)>,
+    /// (key, expire_at) of entries written with an expiry.
+    pub expiry_added: Vec<(Vec<u8>, u64)>,
+    /// Entries written (not skipped by last-writer-wins).
+    pub written: u64,
+    /// Entries removed.
+    pub removed: u64,
+}
+
+fn corrupt(reason: impl Into<String>) -> IoError {
+    IoError::corruption("<tree>", 0, reason)
+}
+
+/// The entry for `key`, if present.
+pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
+    if root == NO_PAGE {
+        return Ok(None);
+    }
+    let mut id = root;
+    for _ in 0..MAX_DEPTH {
+        match t.node(id)? {
+            Node::Index(n) => id = n.children[n.child_for(key)],
+            Node::Leaf(p) => {
+                let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
+                return Ok(view
+                    .seek_floor(key)
+                    .map_err(|e| corrupt(e.0))?
+                    .filter(|(_, exact)| *exact)
+                    .map(|(e, _)| e));
+            }
+        }
+    }
+    Err(corrupt("tree deeper than the maximum depth (a cycle?)"))
+}
+
+/// Bounds the descent so a corrupt cycle of index pages cannot loop forever.
+pub const MAX_DEPTH: usize = 64;
+
+/// A forward cursor over the leaves.
+#[derive(Debug)]
+pub struct Cursor {
+    /// Index nodes on the path, with the child taken at each.
+    stack: Vec<(Arc<IndexNode>, usize)>,
+    entries: Vec<Entry>,
+    pos: usize,
+}
+
+impl Cursor {
+    /// Positions at the first entry with key ≥ `key` (or the first entry for `None`).
+    pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> IoResult<Cursor> {
+        let mut c = Cursor {
+            stack: Vec::new(),
+            entries: Vec::new(),
+            pos: 0,
+        };
+        if root == NO_PAGE {
+            return Ok(c);
+        }
+        c.descend(t, root, key)?;
+        if let Some(k) = key {
+            c.pos = c.entries.partition_point(|e| e.key.as_slice() < k);
+        }
+        Ok(c)
+    }
+
+    /// The last entry with key ≤ `key` (the floor), or none.
+    pub fn floor(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
+        Self::before(t, root, key, true)
+    }
+
+    /// The last entry with key < `key` (`inclusive`: ≤), or none.
+    pub fn before(
+        t: &dyn TreeRead,
+        root: PageId,
+        key: &[u8],
+        inclusive: bool,
+    ) -> IoResult<Option<Entry>> {
+        if root == NO_PAGE {
+            return Ok(None);
+        }
+        let mut c = Cursor {
+            stack: Vec::new(),
+            entries: Vec::new(),
+            pos: 0,
+        };
+        c.descend(t, root, Some(key))?;
+        let n = c
+            .entries
+            .partition_point(|e| e.key.as_slice() < key || (inclusive && e.key.as_slice() == key));
+        if n > 0 {
+            return Ok(c.entries.into_iter().nth(n - 1));
+        }
+        // Everything in this leaf is above `key`: the floor is the last entry of the
+        // previous leaf.
+        while let Some((node, idx)) = c.stack.pop() {
+            if idx > 0 {
+                let mut id = node.children[idx - 1];
+                for _ in 0..MAX_DEPTH {
+                    match t.node(id)? {
+                        Node::Index(n) => {
+                            id = *n.children.last().ok_or_else(|| corrupt("empty index"))?
+                        }
+                        Node::Leaf(p) => {
+                            let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
+                            return Ok(view.entries().map_err(|e| corrupt(e.0))?.pop());
+                        }
+                    }
+                }
+                return Err(corrupt("tree deeper than the maximum depth"));
+            }
+        }
+        Ok(None)
+    }
+
+    fn descend(&mut self, t: &dyn TreeRead, mut id: PageId, key: Option<&[u8]>) -> IoResult<()> {
+        for _ in 0..MAX_DEPTH {
+            match t.node(id)? {
+                Node::Index(n) => {
+                    let idx = key.map_or(0, |k| n.child_for(k));
+                    id = n.children[idx];
+                    self.stack.push((n, idx));
+                }
+                Node::Leaf(p) => {
+                    let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
+                    self.entries = view.entries().map_err(|e| corrupt(e.0))?;
+                    self.pos = 0;
+                    return Ok(());
+                }
+            }
+            if self.stack.len() > MAX_DEPTH {
+                break;
+            }
+        }
+        Err(corrupt("tree deeper than the maximum depth (a cycle?)"))
+    }
+
+    /// The next entry in key order.
+    pub fn next_entry(&mut self, t: &dyn TreeRead) -> IoResult<Option<Entry>> {
+        loop {
+            if self.pos < self.entries.len() {
+                let e = self.entries[self.pos].clone();
+                self.pos += 1;
+                return Ok(Some(e));
+            }
+            // Climb to the first ancestor with a right sibling, then go down its left edge.
+            loop {
+                let Some((node, idx)) = self.stack.pop() else {
+                    self.entries.clear();
+                    self.pos = 0;
+                    return Ok(None);
+                };
+                if idx + 1 < node.children.len() {
+                    let child = node.children[idx + 1];
+                    self.stack.push((node, idx + 1));
+                    self.descend(t, child, None)?;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Applies a sorted batch of distinct-key mutations; returns the new root.
+pub fn apply(
+    t: &mut dyn TreeWrite,
+    root: PageId,
+    muts: &[Mutation],
+    applied: &mut Applied,
+) -> IoResult<PageId> {
+    debug_assert!(muts.windows(2).all(|w| w[0].key < w[1].key));
+    if muts.is_empty() {
+        return Ok(root);
+    }
+    let mut children = if root == NO_PAGE {
+        let mut entries = Vec::new();
+        merge_leaf(t, &mut entries, muts, applied)?;
+        if entries.is_empty() {
+            return Ok(NO_PAGE);
+        }
+        write_leaves(t, None, entries)?
+    } else {
+        apply_node(t, root, muts, applied, 0)?
+    };
+    // Grow: more than one node at the top becomes a new root level.
+    while children.len() > 1 {
+        let node = IndexNode {
+            keys: children[1..]
+                .iter()
+                .map(|(k, _)| k.clone().unwrap_or_default())
+                .collect(),
+            children: children.iter().map(|(_, c)| *c).collect(),
+        };
+        children = write_index(t, None, node)?;
+    }
+    let Some((_, mut new_root)) = children.pop() else {
+        return Ok(NO_PAGE);
+    };
+    // Shrink: an index root with one child is replaced by that child.
+    loop {
+        match t.node(new_root)? {
+            Node::Index(n) if n.children.len() == 1 => {
+                t.free(new_root)?;
+                new_root = n.children[0];
+            }
+            _ => return Ok(new_root),
+        }
+    }
+}
+
+/// Replacement of one node: (low key, id) pairs; the first low key is `None` (the parent
+/// keeps its separator).
+type Replacement = Vec<(Option<Vec<u8>>, PageId)>;
+
+fn apply_node(
+    t: &mut dyn TreeWrite,
+    id: PageId,
+    muts: &[Mutation],
+    applied: &mut Applied,
+    depth: usize,
+) -> IoResult<Replacement> {
+    if depth > MAX_DEPTH {
+        return Err(corrupt("tree deeper than the maximum depth (a cycle?)"));
+    }
+    match t.node(id)? {
+        Node::Leaf(p) => {
+            let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
+            let mut entries = view.entries().map_err(|e| corrupt(e.0))?;
+            merge_leaf(t, &mut entries, muts, applied)?;
+            if entries.is_empty() {
+                t.free(id)?;
+                return Ok(Vec::new());
+            }
+            write_leaves(t, Some(id), entries)
+        }
+        Node::Index(n) => {
+            let mut slots: Vec<(Option<Vec<u8>>, PageId, bool)> = Vec::new();
+            let mut rest = muts;
+            for (i, &child) in n.children.iter().enumerate() {
+                let low = if i == 0 {
+                    None
+                } else {
+                    Some(n.keys[i - 1].clone())
+                };
+                let take = match n.keys.get(i) {
+                    Some(upper) => rest.partition_point(|m| m.key.as_slice() < upper.as_slice()),
+                    None => rest.len(),
+                };
+                let (mine, later) = rest.split_at(take);
+                rest = later;
+                if mine.is_empty() {
+                    slots.push((low, child, false));
+                    continue;
+                }
+                let repl = apply_node(t, child, mine, applied, depth + 1)?;
+                for (j, (k, c)) in repl.into_iter().enumerate() {
+                    let key = if j == 0 { low.clone() } else { k };
+                    slots.push((key, c, true));
+                }
+            }
+            if slots.is_empty() {
+                t.free(id)?;
+                return Ok(Vec::new());
+            }
+            rebalance(t, &mut slots)?;
+            let node = IndexNode {
+                keys: slots[1..]
+                    .iter()
+                    .map(|(k, _, _)| k.clone().unwrap_or_default())
+                    .collect(),
+                children: slots.iter().map(|(_, c, _)| *c).collect(),
+            };
+            write_index(t, Some(id), node)
+        }
+    }
+}
+
+/// Merges a changed child that became small with a neighbour, so deletes do not leave a
+/// tree of nearly empty pages.
+fn rebalance(
+    t: &mut dyn TreeWrite,
+    slots: &mut Vec<(Option<Vec<u8>>, PageId, bool)>,
+) -> IoResult<()> {
+    let cap = t.payload_capacity();
+    let mut i = 0;
+    while i < slots.len() && slots.len() > 1 {
+        if !slots[i].2 || node_size(t, slots[i].1)? >= cap / 4 {
+            i += 1;
+            continue;
+        }
+        // Merge with the right neighbour, or the left one for the last child.
+        let (l, r) = if i + 1 < slots.len() {
+            (i, i + 1)
+        } else {
+            (i - 1, i)
+        };
+        let (left, right) = (t.node(slots[l].1)?, t.node(slots[r].1)?);
+        let repl = match (left, right) {
+            (Node::Leaf(a), Node::Leaf(b)) => {
+                let mut entries = LeafView::new(&a)
+                    .and_then(|v| v.entries())
+                    .map_err(|e| corrupt(e.0))?;
+                entries.extend(
+                    LeafView::new(&b)
+                        .and_then(|v| v.entries())
+                        .map_err(|e| corrupt(e.0))?,
+                );
+                t.free(slots[r].1)?;
+                write_leaves(t, Some(slots[l].1), entries)?
+            }
+            (Node::Index(a), Node::Index(b)) => {
+                let sep = slots[r].0.clone().unwrap_or_default();
+                let mut node = (*a).clone();
+                node.keys.push(sep);
+                node.keys.extend(b.keys.iter().cloned());
+                node.children.extend(b.children.iter().copied());
+                t.free(slots[r].1)?;
+                write_index(t, Some(slots[l].1), node)?
+            }
+            _ => return Err(corrupt("siblings of different kinds")),
+        };
+        let low = slots[l].0.clone();
+        let new: Vec<_> = repl
+            .into_iter()
+            .enumerate()
+            .map(|(j, (k, c))| (if j == 0 { low.clone() } else { k }, c, false))
+            .collect();
+        slots.splice(l..=r, new);
+        i = l + 1;
+    }
+    Ok(())
+}
+
+fn node_size(t: &dyn TreeRead, id: PageId) -> IoResult<usize> {
+    Ok(match t.node(id)? {
+        Node::Leaf(p) => p.len(),
+        Node::Index(n) => n.encoded_len(),
+    })
+}
+
+/// Applies mutations to a leaf's entries in place (last writer wins by timestamp).
+fn merge_leaf(
+    t: &mut dyn TreeWrite,
+    entries: &mut Vec<Entry>,
+    muts: &[Mutation],
+    applied: &mut Applied,
+) -> IoResult<()> {
+    let inline_max = inline_limit(t.payload_capacity());
+    let old = std::mem::take(entries);
+    let mut out = Vec::with_capacity(old.len() + muts.len());
+    let mut old_iter = old.into_iter().peekable();
+    for m in muts {
+        while let Some(e) = old_iter.next_if(|e| e.key < m.key) {
+            out.push(e);
+        }
+        let existing = old_iter.next_if(|e| e.key == m.key);
+        let wins = match (&existing, &m.op) {
+            (None, _) => true,
+            (Some(e), Op::Put { timestamp, .. }) | (Some(e), Op::Delete { timestamp }) => {
+                *timestamp >= e.timestamp
+            }
+            (Some(_), Op::ForceDelete) => true,
+        };
+        if !wins {
+            out.extend(existing);
+            continue;
+        }
+        if let Some(e) = &existing {
+            release(t, e, applied)?;
+        }
+        match &m.op {
+            Op::Put {
+                value,
+                timestamp,
+                expire_at,
+            } => {
+                let loc = if m.key.len() + value.len() <= inline_max {
+                    ValueLoc::Inline(value.clone())
+                } else {
+                    let (first, pages) = t.put_overflow(value)?;
+                    ValueLoc::Overflow {
+                        len: value.len() as u64,
+                        first,
+                        pages,
+                    }
+                };
+                if *expire_at != 0 {
+                    applied.expiry_added.push((m.key.clone(), *expire_at));
+                }
+                applied.written += 1;
+                out.push(Entry {
+                    key: m.key.clone(),
+                    timestamp: *timestamp,
+                    expire_at: *expire_at,
+                    value: loc,
+                });
+            }
+            Op::Delete { .. } | Op::ForceDelete => {
+                if existing.is_some() {
+                    applied.removed += 1;
+                }
+            }
+        }
+    }
+    out.extend(old_iter);
+    *entries = out;
+    Ok(())
+}
+
+/// Frees what an entry owns and notes its expiry for the TTL index.
+fn release(t: &mut dyn TreeWrite, e: &Entry, applied: &mut Applied) -> IoResult<()> {
+    if let ValueLoc::Overflow { first, pages, .. } = e.value {
+        t.free_overflow(first, pages)?;
+    }
+    if e.expire_at != 0 {
+        applied.expiry_removed.push((e.key.clone(), e.expire_at));
+    }
+    Ok(())
+}
+
+/// The largest key + value kept inline: a quarter of a page, so a leaf always holds at
+/// least four entries and a split always succeeds.
+pub fn inline_limit(payload_capacity: usize) -> usize {
+    payload_capacity / 4 - 64
+}
+
+/// Writes entries as one or more leaves (the first reusing `id`).
+fn write_leaves(
+    t: &mut dyn TreeWrite,
+    id: Option<PageId>,
+    entries: Vec<Entry>,
+) -> IoResult<Replacement> {
+    let cap = t.payload_capacity() - leaf::LEAF_OVERHEAD;
+    let mut groups: Vec<Vec<Entry>> = vec![Vec::new()];
+    let mut size = 0;
+    for e in entries {
+        let n = e.max_encoded_len();
+        if size + n > cap && !groups.last().is_some_and(|g| g.is_empty()) {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += n;
+        if let Some(g) = groups.last_mut() {
+            g.push(e);
+        }
+    }
+    balance_last(&mut groups);
+    let mut out = Vec::with_capacity(groups.len());
+    let mut reuse = id;
+    for g in groups {
+        let low = g.first().map(|e| e.key.clone());
+        let pid = t.put_leaf(reuse.take(), leaf::encode(&g))?;
+        out.push((if out.is_empty() { None } else { low }, pid));
+    }
+    Ok(out)
+}
+
+/// Avoids a tiny last group after a split by evening out the last two.
+fn balance_last<T>(groups: &mut [Vec<T>]) {
+    let n = groups.len();
+    if n < 2 {
+        return;
+    }
+    let (a, b) = (groups[n - 2].len(), groups[n - 1].len());
+    if b * 4 < a {
+        let moved = (a - b) / 2;
+        let tail: Vec<T> = groups[n - 2].drain(a - moved..).collect();
+        let last = &mut groups[n - 1];
+        let mut merged = tail;
+        merged.append(last);
+        *last = merged;
+    }
+}
+
+/// Writes an index node, splitting it if it does not fit.
+fn write_index(
+    t: &mut dyn TreeWrite,
+    id: Option<PageId>,
+    node: IndexNode,
+) -> IoResult<Replacement> {
+    let cap = t.payload_capacity();
+    if node.encoded_len() <= cap {
+        let pid = t.put_index(id, node)?;
+        return Ok(vec![(None, pid)]);
+    }
+    // Split into pieces of at most half a page each; separators between pieces move up.
+    let half = cap / 2;
+    let mut out: Replacement = Vec::new();
+    let mut reuse = id;
+    let mut cur = IndexNode {
+        keys: Vec::new(),
+        children: vec![node.children[0]],
+    };
+    let mut cur_low: Option<Vec<u8>> = None;
+    for (k, c) in node.keys.into_iter().zip(node.children.into_iter().skip(1)) {
+        if cur.encoded_len() + IndexNode::slot_len(&k) > half && cur.children.len() >= 2 {
+            let pid = t.put_index(reuse.take(), std::mem::take(&mut cur))?;
+            out.push((cur_low.take(), pid));
+            cur_low = Some(k);
+            cur.children = vec![c];
+        } else {
+            cur.keys.push(k);
+            cur.children.push(c);
+        }
+    }
+    let pid = t.put_index(reuse.take(), cur)?;
+    out.push((cur_low, pid));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, HashMap};
+
+    /// Pages in a map: enough to test the tree's logic without I/O.
+    #[derive(Default)]
+    struct MemTree {
+        pages: HashMap<PageId, Node>,
+        overflow: HashMap<PageId, Vec<u8>>,
+        next: PageId,
+        freed: Vec<PageId>,
+        cap: usize,
+    }
+
+    impl TreeRead for MemTree {
+        fn node(&self, id: PageId) -> IoResult<Node> {
+            self.pages
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| corrupt(format!("no page {id}")))
+        }
+        fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> IoResult<Vec<u8>> {
+            Ok(self.overflow[&first].clone())
+        }
+    }
+
+    impl MemTree {
+        fn alloc(&mut self, id: Option<PageId>) -> PageId {
+            id.unwrap_or_else(|| {
+                self.freed.pop().unwrap_or_else(|| {
+                    self.next += 1;
+                    self.next
+                })
+            })
+        }
+    }
+
+    impl TreeWrite for MemTree {
+        fn payload_capacity(&self) -> usize {
+            self.cap
+        }
+        fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+            assert!(
+                payload.len() <= self.cap,
+                "leaf {} > {}",
+                payload.len(),
+                self.cap
+            );
+            let id = self.alloc(id);
+            self.pages.insert(id, Node::Leaf(payload.into()));
+            Ok(id)
+        }
+        fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+            assert!(node.encoded_len() <= self.cap);
+            let id = self.alloc(id);
+            self.pages.insert(id, Node::Index(Arc::new(node)));
+            Ok(id)
+        }
+        fn free(&mut self, id: PageId) -> IoResult<()> {
+            assert!(self.pages.remove(&id).is_some(), "double free {id}");
+            self.freed.push(id);
+            Ok(())
+        }
+        fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)> {
+            self.next += 1;
+            self.overflow.insert(self.next, value.to_vec());
+            Ok((self.next, 1))
+        }
+        fn free_overflow(&mut self, first: PageId, _pages: u32) -> IoResult<()> {
+            assert!(self.overflow.remove(&first).is_some());
+            Ok(())
+        }
+    }
+
+    fn check(t: &MemTree, root: PageId, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+        let mut c = Cursor::seek(t, root, None).unwrap();
+        let mut got = Vec::new();
+        while let Some(e) = c.next_entry(t).unwrap() {
+            let v = match e.value {
+                ValueLoc::Inline(v) => v,
+                ValueLoc::Overflow { first, pages, len } => t.overflow(first, pages, len).unwrap(),
+            };
+            got.push((e.key, v));
+        }
+        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want);
+    }
+
+    /// xorshift: deterministic, seedable, no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn random_batches_match_a_btreemap() {
+        for seed in 1..=6u64 {
+            eprintln!("seed {seed}");
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut t = MemTree {
+                cap: 4080,
+                ..Default::default()
+            };
+            let mut root = NO_PAGE;
+            let mut model = BTreeMap::new();
+            for round in 0..200 {
+                let mut batch = BTreeMap::new();
+                let n = 1 + rng.next() % 60;
+                let deletes = round % 7 == 3;
+                for _ in 0..n {
+                    let k = format!("key{:06}", rng.next() % 3000).into_bytes();
+                    let op = if deletes || rng.next().is_multiple_of(4) {
+                        Op::Delete { timestamp: round }
+                    } else {
+                        let len = match rng.next() % 20 {
+                            0 => 2000,
+                            1 => 0,
+                            _ => (rng.next() % 100) as usize,
+                        };
+                        Op::Put {
+                            value: vec![b'a' + (round % 26) as u8; len],
+                            timestamp: round,
+                            expire_at: 0,
+                        }
+                    };
+                    batch.insert(k, op);
+                }
+                let muts: Vec<Mutation> = batch
+                    .into_iter()
+                    .map(|(key, op)| {
+                        match &op {
+                            Op::Put { value, .. } => {
+                                model.insert(key.clone(), value.clone());
+                            }
+                            _ => {
+                                model.remove(&key);
+                            }
+                        }
+                        Mutation { key, op }
+                    })
+                    .collect();
+                let mut applied = Applied::default();
+                root = apply(&mut t, root, &muts, &mut applied).unwrap();
+                check(&t, root, &model);
+            }
+            for (k, v) in &model {
+                let e = get(&t, root, k).unwrap().unwrap();
+                if let ValueLoc::Inline(x) = e.value {
+                    assert_eq!(&x, v);
+                }
+            }
+            // Floor of keys between existing ones.
+            for probe in 0..300 {
+                let k = format!("key{:06}x", probe * 10).into_bytes();
+                let want = model
+                    .range(..=k.clone())
+                    .next_back()
+                    .map(|(k, _)| k.clone());
+                let got = Cursor::floor(&t, root, &k).unwrap().map(|e| e.key);
+                assert_eq!(got, want);
+            }
+            // Delete everything: the tree must shrink to nothing and free every page.
+            let muts: Vec<Mutation> = model
+                .keys()
+                .map(|k| Mutation {
+                    key: k.clone(),
+                    op: Op::ForceDelete,
+                })
+                .collect();
+            root = apply(&mut t, root, &muts, &mut Applied::default()).unwrap();
+            assert_eq!(root, NO_PAGE);
+            assert!(t.pages.is_empty(), "leaked {} pages", t.pages.len());
+            assert!(t.overflow.is_empty());
+        }
+    }
+
+    #[test]
+    fn last_writer_wins_by_timestamp() {
+        let mut t = MemTree {
+            cap: 4080,
+            ..Default::default()
+        };
+        let put = |v: &str, ts| Mutation {
+            key: b"k".to_vec(),
+            op: Op::Put {
+                value: v.as_bytes().to_vec(),
+                timestamp: ts,
+                expire_at: 0,
+            },
+        };
+        let mut root = apply(&mut t, NO_PAGE, &[put("new", 10)], &mut Applied::default()).unwrap();
+        root = apply(&mut t, root, &[put("old", 5)], &mut Applied::default()).unwrap();
+        assert_eq!(
+            get(&t, root, b"k").unwrap().unwrap().value,
+            ValueLoc::Inline(b"new".to_vec())
+        );
+        let del = Mutation {
+            key: b"k".to_vec(),
+            op: Op::Delete { timestamp: 9 },
+        };
+        root = apply(&mut t, root, &[del], &mut Applied::default()).unwrap();
+        assert!(get(&t, root, b"k").unwrap().is_some());
+        root = apply(&mut t, root, &[put("same", 10)], &mut Applied::default()).unwrap();
+        assert_eq!(
+            get(&t, root, b"k").unwrap().unwrap().value,
+            ValueLoc::Inline(b"same".to_vec())
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! The data files of one partition, shared by every branch head of it: open handles, header
+//! checks, and verified page reads through the page cache.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bough_io::layout::{DataFileHeader, FileSalt, open_page, page_offset};
+use bough_io::{IoError, IoResult, OpenOptions, Storage, StorageFile};
+use bough_manifest::{BranchFileMapping, PageAddr};
+use bough_names::{BranchName, DataFileName, FileId, Term};
+use parking_lot::Mutex;
+
+use crate::btree::Node;
+use crate::cache::{CachedPage, PageCache};
+use crate::page::index::IndexNode;
+use crate::page::kind;
+use crate::page::mapping::{MappingNode, fanout};
+
+/// Source of cache ids for file handles (process-wide, so caches can be shared).
+static NEXT_HANDLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One open data file.
+#[derive(Debug)]
+pub struct DataFile {
+    /// `data_<id>_<branch>_<term>`.
+    pub name: DataFileName,
+    /// Path relative to the store root.
+    pub path: String,
+    /// The open file.
+    pub file: Arc<dyn StorageFile>,
+    /// Hashed into every page checksum.
+    pub salt: FileSalt,
+    /// Key prefix of this file's pages in the page cache.
+    pub cache_id: u64,
+}
+
+/// The data files of one partition directory.
+#[derive(Debug)]
+pub struct FileTable {
+    storage: Arc<dyn Storage>,
+    dir: String,
+    page_size: u32,
+    cache: Arc<PageCache>,
+    /// Whether leaf and overflow pages are cached (index and mapping pages always are).
+    cache_data_pages: bool,
+    handles: Mutex<HashMap<String, Arc<DataFile>>>,
+}
+
+impl FileTable {
+    /// The files of partition directory `dir`.
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        dir: String,
+        page_size: u32,
+        cache: Arc<PageCache>,
+        cache_data_pages: bool,
+    ) -> Self {
+        FileTable {
+            storage,
+            dir,
+            page_size,
+            cache,
+            cache_data_pages,
+            handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The storage backend.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    /// The partition's page size.
+    pub fn page_size(&self) -> u32 {
+        self.page_size
+    }
+
+    /// The page cache.
+    pub fn cache(&self) -> &Arc<PageCache> {
+        &self.cache
+    }
+
+    /// Path of a file in this partition.
+    pub fn path_of(&self, name: &str) -> String {
+        format!("{}/{}", self.dir, name)
+    }
+
+    /// The name of file `file_id` as seen through `ranges`.
+    pub fn resolve(&self, ranges: &BranchFileMapping, file_id: FileId) -> IoResult<DataFileName> {
+        let r = ranges.resolve(file_id).ok_or_else(|| {
+            IoError::corruption(
+                self.dir.clone(),
+                file_id,
+                format!("file id {file_id} is outside every branch file range of the manifest"),
+            )
+        })?;
+        Ok(DataFileName::new(file_id, r.branch.clone(), r.term))
+    }
+
+    /// An open handle for an existing file, checking its header once.
+    pub fn open(&self, name: &DataFileName) -> IoResult<Arc<DataFile>> {
+        let key = name.to_string();
+        if let Some(h) = self.handles.lock().get(&key) {
+            return Ok(h.clone());
+        }
+        let path = self.path_of(&key);
+        let file = self.storage.open(&path, OpenOptions::read())?;
+        let header = DataFileHeader::read_from(file.as_ref())?;
+        header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
+        if header.page_size != self.page_size {
+            return Err(IoError::corruption(
+                path,
+                0,
+                format!(
+                    "data file page size {} differs from the partition's {}",
+                    header.page_size, self.page_size
+                ),
+            ));
+        }
+        Ok(self.register(name.clone(), path, file))
+    }
+
+    /// Creates a new data file (header page written, not yet synced). A file of that name
+    /// can only be an orphan of a commit that never became durable (its id is above the
+    /// writer's durable high-water mark), so it is replaced.
+    pub fn create(
+        &self,
+        file_id: FileId,
+        branch: &BranchName,
+        term: Term,
+        preallocate: u64,
+        now_ms: u64,
+    ) -> IoResult<Arc<DataFile>> {
+        let name = DataFileName::new(file_id, branch.clone(), term);
+        let key = name.to_string();
+        let path = self.path_of(&key);
+        self.forget(&key);
+        let file = match self
+            .storage
+            .open(&path, OpenOptions::write_new(preallocate))
+        {
+            Err(e) if e.kind() == bough_io::ErrorKind::AlreadyExists => {
+                self.storage.delete(&path)?;
+                self.storage
+                    .open(&path, OpenOptions::write_new(preallocate))?
+            }
+            other => other?,
+        };
+        let header = DataFileHeader::new(self.page_size, file_id, branch.clone(), term, now_ms);
+        file.write_at(0, &header.encode())?;
+        Ok(self.register(name, path, file))
+    }
+
+    fn register(
+        &self,
+        name: DataFileName,
+        path: String,
+        file: Arc<dyn StorageFile>,
+    ) -> Arc<DataFile> {
+        let salt = FileSalt::new(name.file_id, &name.branch, name.term);
+        let h = Arc::new(DataFile {
+            name,
+            path,
+            file,
+            salt,
+            cache_id: NEXT_HANDLE_ID.fetch_add(1, Ordering::Relaxed),
+        });
+        self.handles
+            .lock()
+            .entry(h.name.to_string())
+            .or_insert(h)
+            .clone()
+    }
+
+    /// Drops a handle and its cached pages (the file was deleted or replaced).
+    pub fn forget(&self, name: &str) {
+        if let Some(h) = self.handles.lock().remove(name) {
+            self.cache.forget_file(h.cache_id);
+        }
+    }
+
+    /// Reads, verifies and decodes the page at `addr` (through the cache).
+    pub fn read(&self, ranges: &BranchFileMapping, addr: PageAddr) -> IoResult<CachedPage> {
+        let name = self.resolve(ranges, addr.file_id())?;
+        let h = self.open(&name)?;
+        let key = PageCache::key(h.cache_id, addr.page_index());
+        if let Some(p) = self.cache.get(key) {
+            return Ok(p);
+        }
+        let (page_kind, payload, offset) = self.read_raw(&h, addr.page_index())?;
+        let page = self.decode(&h.path, offset, page_kind, payload)?;
+        let cacheable = match &page {
+            CachedPage::Tree(Node::Leaf(_)) => self.cache_data_pages,
+            _ => true,
+        };
+        if cacheable {
+            self.cache.insert(key, page.clone());
+        }
+        Ok(page)
+    }
+
+    /// Reads and verifies one page; returns (type, payload, file offset).
+    pub fn read_raw(&self, h: &DataFile, page_index: u32) -> IoResult<(u8, Vec<u8>, u64)> {
+        let offset = page_offset(page_index, self.page_size);
+        let mut buf = vec![0u8; self.page_size as usize];
+        h.file.read_at(offset, &mut buf).map_err(|e| {
+            if e.is_unexpected_eof() {
+                IoError::corruption(
+                    h.path.clone(),
+                    offset,
+                    format!("page {page_index} lies past the end of the file"),
+                )
+            } else {
+                e
+            }
+        })?;
+        let (t, payload) = open_page(&buf, h.salt, page_index, &h.path, offset)?;
+        Ok((t, payload.to_vec(), offset))
+    }
+
+    /// Reads the payloads of `count` consecutive pages of one file in one batch.
+    pub fn read_run(&self, h: &DataFile, first_index: u32, count: u32) -> IoResult<Vec<Vec<u8>>> {
+        let ps = self.page_size as usize;
+        let mut buf = vec![0u8; ps * count as usize];
+        let offset = page_offset(first_index, self.page_size);
+        h.file.read_at(offset, &mut buf).map_err(|e| {
+            if e.is_unexpected_eof() {
+                IoError::corruption(
+                    h.path.clone(),
+                    offset,
+                    "overflow run lies past the end of the file",
+                )
+            } else {
+                e
+            }
+        })?;
+        let mut out = Vec::with_capacity(count as usize);
+        for (i, page) in buf.chunks_exact(ps).enumerate() {
+            let idx = first_index + i as u32;
+            let (t, payload) =
+                open_page(page, h.salt, idx, &h.path, page_offset(idx, self.page_size))?;
+            if t != kind::OVERFLOW {
+                return Err(IoError::corruption(
+                    h.path.clone(),
+                    page_offset(idx, self.page_size),
+                    format!("expected an overflow page, found type {t}"),
+                ));
+            }
+            out.push(payload.to_vec());
+        }
+        Ok(out)
+    }
+
+    /// Decodes a verified payload by its page type.
+    pub fn decode(
+        &self,
+        path: &str,
+        offset: u64,
+        page_kind: u8,
+        payload: Vec<u8>,
+    ) -> IoResult<CachedPage> {
+        let bad = |r: crate::page::CodecError| IoError::corruption(path, offset, r.0);
+        Ok(match page_kind {
+            kind::LEAF => {
+                crate::page::leaf::LeafView::new(&payload).map_err(bad)?;
+                CachedPage::Tree(Node::Leaf(payload.into()))
+            }
+            kind::INDEX => CachedPage::Tree(Node::Index(Arc::new(
+                IndexNode::decode(&payload).map_err(bad)?,
+            ))),
+            kind::MAPPING => {
+                let cap = bough_io::layout::max_payload(self.page_size);
+                CachedPage::Mapping(Arc::new(
+                    MappingNode::decode(&payload, fanout(cap)).map_err(bad)?,
+                ))
+            }
+            other => {
+                return Err(IoError::corruption(
+                    path,
+                    offset,
+                    format!("unexpected page type {other}"),
+                ));
+            }
+        })
+    }
+}

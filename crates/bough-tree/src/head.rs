@@ -1,0 +1,1064 @@
+//! One branch head of one partition: its manifest, its data files and its tree, and the
+//! commit pipeline that moves it forward.
+//!
+//! Commit order (ARCHITECTURE.md, invariant 3): stage every new page in memory → write the
+//! pages and `fdatasync` each data file written (and the directory when a file was created)
+//! → append one manifest log record and `fdatasync` the manifest → publish the new snapshot.
+//! A failed sync poisons the head: the storage refuses further durable work, and so does
+//! the head, until it is reopened.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bough_io::layout::{FRAME_HEADER_LEN, max_payload, page_offset, seal_page};
+use bough_io::{ErrorKind, IoError, IoResult, OpenOptions, StorageFile};
+use bough_manifest::{
+    BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
+    encode_log, encode_snapshot, replay,
+};
+use bough_names::{BranchName, FileId, ManifestName, Term};
+use parking_lot::RwLock;
+
+use crate::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
+use crate::cache::CachedPage;
+use crate::files::FileTable;
+use crate::mapping::{MappingTable, MappingView, NodeSource, PageSink, Slot};
+use crate::page::index::IndexNode;
+use crate::page::kind;
+use crate::page::mapping::{MappingNode, fanout};
+
+/// Largest manifest file read back into memory (a guard against hostile lengths).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 32;
+
+/// Tuning of a branch head.
+#[derive(Debug, Clone)]
+pub struct HeadConfig {
+    /// Page size of the partition (persisted in every manifest and data file).
+    pub page_size: u32,
+    /// Pages per data file, header page included.
+    pub file_pages: u32,
+    /// Bytes preallocated when a data file is created.
+    pub preallocate: u64,
+    /// Checkpoint the mapping table when this many mapping chunks are dirty.
+    pub checkpoint_chunks: usize,
+    /// Rewrite the manifest as a fresh snapshot once it is larger than this.
+    pub manifest_rewrite_bytes: u64,
+}
+
+impl Default for HeadConfig {
+    fn default() -> Self {
+        HeadConfig {
+            page_size: 4096,
+            file_pages: 2048,
+            preallocate: 8 << 20,
+            checkpoint_chunks: 128,
+            manifest_rewrite_bytes: 16 << 20,
+        }
+    }
+}
+
+/// An immutable view of a branch at one commit. Readers hold it as long as they like.
+#[derive(Debug, Clone)]
+pub struct TreeSnapshot {
+    /// Root of the key tree.
+    pub root: PageId,
+    /// Root of the TTL index.
+    pub ttl_root: PageId,
+    /// The mapping table as of this commit.
+    pub mapping: MappingView,
+    /// Who wrote which file id.
+    pub ranges: Arc<BranchFileMapping>,
+    /// The partition's files.
+    pub files: Arc<FileTable>,
+    /// Commit sequence number (grows by one per commit of this head).
+    pub version: u64,
+}
+
+/// Page lookups shared by snapshots and transactions.
+struct Fetch<'a> {
+    files: &'a FileTable,
+    ranges: &'a BranchFileMapping,
+    staged: Option<&'a HashMap<PageAddr, CachedPage>>,
+}
+
+impl Fetch<'_> {
+    fn page(&self, addr: PageAddr) -> IoResult<CachedPage> {
+        if let Some(p) = self.staged.and_then(|s| s.get(&addr)) {
+            return Ok(p.clone());
+        }
+        self.files.read(self.ranges, addr)
+    }
+
+    fn overflow(
+        &self,
+        mapping: &MappingView,
+        first: PageId,
+        pages: u32,
+        len: u64,
+    ) -> IoResult<Vec<u8>> {
+        let cap = max_payload(self.files.page_size()) as u64;
+        if len.div_ceil(cap.max(1)) != u64::from(pages) {
+            return Err(IoError::corruption(
+                self.files.dir(),
+                u64::from(first),
+                format!("overflow value of {len} bytes cannot span {pages} pages"),
+            ));
+        }
+        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        let mut id = first;
+        let end = first.checked_add(pages).ok_or_else(|| {
+            IoError::corruption(self.files.dir(), u64::from(first), "overflow range wraps")
+        })?;
+        while id < end {
+            let addr = mapping.addr(id, self)?;
+            if let Some(CachedPage::Tree(Node::Leaf(p))) = self.staged.and_then(|s| s.get(&addr)) {
+                out.extend_from_slice(p);
+                id += 1;
+                continue;
+            }
+            // Consecutive ids written together sit in consecutive pages: read them as one run.
+            let mut run = 1u32;
+            while id + run < end {
+                let next = mapping.addr(id + run, self)?;
+                if next.file_id() != addr.file_id() || next.page_index() != addr.page_index() + run
+                {
+                    break;
+                }
+                run += 1;
+            }
+            let name = self.files.resolve(self.ranges, addr.file_id())?;
+            let h = self.files.open(&name)?;
+            for payload in self.files.read_run(&h, addr.page_index(), run)? {
+                out.extend_from_slice(&payload);
+            }
+            id += run;
+        }
+        if out.len() as u64 != len {
+            return Err(IoError::corruption(
+                self.files.dir(),
+                u64::from(first),
+                format!("overflow value has {} bytes, expected {len}", out.len()),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl NodeSource for Fetch<'_> {
+    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+        match self.page(addr)? {
+            CachedPage::Mapping(m) => Ok(m),
+            CachedPage::Tree(_) => Err(IoError::corruption(
+                self.files.dir(),
+                addr.to_u64(),
+                format!("page {addr} is a tree page where a mapping page was expected"),
+            )),
+        }
+    }
+}
+
+fn tree_node(page: CachedPage, files: &FileTable, addr: PageAddr) -> IoResult<Node> {
+    match page {
+        CachedPage::Tree(n) => Ok(n),
+        CachedPage::Mapping(_) => Err(IoError::corruption(
+            files.dir(),
+            addr.to_u64(),
+            format!("page {addr} is a mapping page where a tree page was expected"),
+        )),
+    }
+}
+
+impl TreeSnapshot {
+    fn fetch(&self) -> Fetch<'_> {
+        Fetch {
+            files: &self.files,
+            ranges: &self.ranges,
+            staged: None,
+        }
+    }
+
+    /// Reads an overflow value.
+    pub fn read_overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+        self.fetch().overflow(&self.mapping, first, pages, len)
+    }
+
+    /// Every physical page this snapshot references (tree, overflow and mapping pages), as
+    /// (file id, page index) — what GC and compaction need.
+    pub fn for_each_page(&self, f: &mut dyn FnMut(PageAddr)) -> IoResult<()> {
+        let fetch = self.fetch();
+        self.mapping.for_each_node_addr(&fetch, f)?;
+        let mut bad = None;
+        self.mapping
+            .for_each_slot(&fetch, &mut |id, raw| match Slot::decode(raw) {
+                Some(Slot::Page(a)) => f(a),
+                Some(_) => {}
+                None => bad = Some((id, raw)),
+            })?;
+        if let Some((id, raw)) = bad {
+            return Err(IoError::corruption(
+                self.files.dir(),
+                u64::from(id),
+                format!("mapping slot of page {id} holds an invalid value {raw:#x}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl NodeSource for TreeSnapshot {
+    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+        self.fetch().mapping_node(addr)
+    }
+}
+
+impl TreeRead for TreeSnapshot {
+    fn node(&self, id: PageId) -> IoResult<Node> {
+        let fetch = self.fetch();
+        let addr = self.mapping.addr(id, &fetch)?;
+        tree_node(fetch.page(addr)?, &self.files, addr)
+    }
+
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+        self.read_overflow(first, pages, len)
+    }
+}
+
+/// The current snapshot of a head, readable without the writer.
+#[derive(Debug)]
+pub struct Published(RwLock<Arc<TreeSnapshot>>);
+
+impl Published {
+    /// The latest committed snapshot.
+    pub fn load(&self) -> Arc<TreeSnapshot> {
+        self.0.read().clone()
+    }
+
+    fn store(&self, s: Arc<TreeSnapshot>) {
+        *self.0.write() = s;
+    }
+}
+
+/// The data file a head appends to.
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    file_id: FileId,
+    next_index: u32,
+}
+
+/// What a transaction may change; cloned at its start (cheaply) so a failed commit leaves
+/// the head exactly as it was.
+#[derive(Debug, Clone)]
+struct HeadState {
+    root: PageId,
+    ttl_root: PageId,
+    mapping: MappingTable,
+    ranges: BranchFileMapping,
+    max_file_id: FileId,
+    active: Option<Active>,
+}
+
+/// A page staged for writing.
+#[derive(Debug)]
+struct StagedPage {
+    addr: PageAddr,
+    kind: u8,
+    payload: Vec<u8>,
+}
+
+struct Txn<'a> {
+    files: &'a FileTable,
+    cfg: &'a HeadConfig,
+    branch: &'a BranchName,
+    term: Term,
+    st: HeadState,
+    pages: Vec<StagedPage>,
+    staged: HashMap<PageAddr, CachedPage>,
+    new_files: Vec<FileId>,
+}
+
+impl Txn<'_> {
+    fn fetch(&self) -> Fetch<'_> {
+        Fetch {
+            files: self.files,
+            ranges: &self.st.ranges,
+            staged: Some(&self.staged),
+        }
+    }
+
+    fn next_addr(&mut self) -> IoResult<PageAddr> {
+        let need_new = self
+            .st
+            .active
+            .is_none_or(|a| a.next_index >= self.cfg.file_pages);
+        if need_new {
+            let id = self.st.max_file_id + 1;
+            self.st
+                .ranges
+                .extend_own(self.branch, self.term, id)
+                .map_err(|e| IoError::InvalidArgument {
+                    what: format!("cannot allocate file id {id}: {e}"),
+                })?;
+            self.st.max_file_id = id;
+            self.st.active = Some(Active {
+                file_id: id,
+                next_index: 1,
+            });
+            self.new_files.push(id);
+        }
+        let a = self
+            .st
+            .active
+            .as_mut()
+            .ok_or_else(|| IoError::InvalidArgument {
+                what: "no active data file".into(),
+            })?;
+        let addr =
+            PageAddr::new(a.file_id, a.next_index).ok_or_else(|| IoError::InvalidArgument {
+                what: format!(
+                    "page address out of range: file {} page {}",
+                    a.file_id, a.next_index
+                ),
+            })?;
+        a.next_index += 1;
+        Ok(addr)
+    }
+
+    fn stage_page(
+        &mut self,
+        page_kind: u8,
+        payload: Vec<u8>,
+        cached: CachedPage,
+    ) -> IoResult<PageAddr> {
+        let addr = self.next_addr()?;
+        self.staged.insert(addr, cached);
+        self.pages.push(StagedPage {
+            addr,
+            kind: page_kind,
+            payload,
+        });
+        Ok(addr)
+    }
+
+    fn map(&mut self, id: PageId, addr: PageAddr) -> IoResult<()> {
+        let src = Fetch {
+            files: self.files,
+            ranges: &self.st.ranges,
+            staged: Some(&self.staged),
+        };
+        self.st.mapping.map(id, addr, &src)
+    }
+
+    fn alloc(&mut self) -> IoResult<PageId> {
+        let src = Fetch {
+            files: self.files,
+            ranges: &self.st.ranges,
+            staged: Some(&self.staged),
+        };
+        self.st.mapping.alloc(&src)
+    }
+}
+
+impl PageSink for Txn<'_> {
+    fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> IoResult<PageAddr> {
+        let cap = max_payload(self.files.page_size());
+        let cached = match page_kind {
+            kind::MAPPING => CachedPage::Mapping(Arc::new(
+                MappingNode::decode(&payload, fanout(cap))
+                    .map_err(|e| IoError::InvalidArgument { what: e.0.into() })?,
+            )),
+            _ => CachedPage::Tree(Node::Leaf(payload.clone().into())),
+        };
+        self.stage_page(page_kind, payload, cached)
+    }
+}
+
+impl TreeRead for Txn<'_> {
+    fn node(&self, id: PageId) -> IoResult<Node> {
+        let fetch = self.fetch();
+        let addr = self.st.mapping.current().addr(id, &fetch)?;
+        tree_node(fetch.page(addr)?, self.files, addr)
+    }
+
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+        self.fetch()
+            .overflow(self.st.mapping.current(), first, pages, len)
+    }
+}
+
+impl TreeWrite for Txn<'_> {
+    fn payload_capacity(&self) -> usize {
+        max_payload(self.files.page_size())
+    }
+
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+        let id = match id {
+            Some(id) => id,
+            None => self.alloc()?,
+        };
+        let cached = CachedPage::Tree(Node::Leaf(payload.clone().into()));
+        let addr = self.stage_page(kind::LEAF, payload, cached)?;
+        self.map(id, addr)?;
+        Ok(id)
+    }
+
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+        let id = match id {
+            Some(id) => id,
+            None => self.alloc()?,
+        };
+        let payload = node.encode();
+        let addr = self.stage_page(
+            kind::INDEX,
+            payload,
+            CachedPage::Tree(Node::Index(Arc::new(node))),
+        )?;
+        self.map(id, addr)?;
+        Ok(id)
+    }
+
+    fn free(&mut self, id: PageId) -> IoResult<()> {
+        let src = Fetch {
+            files: self.files,
+            ranges: &self.st.ranges,
+            staged: Some(&self.staged),
+        };
+        self.st.mapping.free(id, &src)
+    }
+
+    fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)> {
+        let cap = self.payload_capacity();
+        let pages = u32::try_from(value.len().div_ceil(cap).max(1)).map_err(|_| {
+            IoError::InvalidArgument {
+                what: "value too large".into(),
+            }
+        })?;
+        let first = self.st.mapping.alloc_run(pages)?;
+        for (i, chunk) in value.chunks(cap).enumerate() {
+            let cached = CachedPage::Tree(Node::Leaf(chunk.to_vec().into()));
+            let addr = self.stage_page(kind::OVERFLOW, chunk.to_vec(), cached)?;
+            self.map(first + i as u32, addr)?;
+        }
+        Ok((first, pages))
+    }
+
+    fn free_overflow(&mut self, first: PageId, pages: u32) -> IoResult<()> {
+        for i in 0..pages {
+            self.free(first + i)?;
+        }
+        Ok(())
+    }
+}
+
+/// Key of a TTL-index entry: expiry (big-endian, so entries sort by time) then the key.
+pub fn ttl_key(expire_at: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + key.len());
+    k.extend_from_slice(&expire_at.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// A branch head: the single writer of one (partition, branch, term).
+#[derive(Debug)]
+pub struct Head {
+    cfg: HeadConfig,
+    files: Arc<FileTable>,
+    branch: BranchName,
+    term: Term,
+    manifest_path: String,
+    manifest: Arc<dyn StorageFile>,
+    manifest_end: u64,
+    seq: u64,
+    dict: Vec<u8>,
+    extensions: bough_manifest::ext::Extensions,
+    state: HeadState,
+    published: Arc<Published>,
+    poisoned: Option<String>,
+}
+
+/// Everything a new branch needs from its parent to start at the parent's current commit.
+#[derive(Debug, Clone)]
+pub struct ForkPoint {
+    /// The parent's durable snapshot, checkpointed (no overlay).
+    pub snapshot: Snapshot,
+}
+
+impl Head {
+    /// Creates the first manifest of `branch` at `term` in an empty state, or at `fork` (a
+    /// parent's checkpointed snapshot). Fails with `AlreadyExists` if the manifest exists.
+    pub fn create(
+        files: Arc<FileTable>,
+        cfg: HeadConfig,
+        branch: BranchName,
+        term: Term,
+        fork: Option<&ForkPoint>,
+        extensions: bough_manifest::ext::Extensions,
+    ) -> IoResult<Head> {
+        let mut snap = match fork {
+            Some(f) => f.snapshot.clone(),
+            None => Snapshot::empty(branch.clone(), term, cfg.page_size),
+        };
+        snap.meta.branch = branch.clone();
+        snap.meta.term = term;
+        snap.extensions = extensions;
+        let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
+        let bytes = encode_snapshot(&snap).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode the snapshot of {path}: {e}"),
+        })?;
+        files.storage().create_new(&path, &bytes)?;
+        Head::open(files, cfg, branch, term)
+    }
+
+    /// Opens an existing manifest and replays it.
+    pub fn open(
+        files: Arc<FileTable>,
+        cfg: HeadConfig,
+        branch: BranchName,
+        term: Term,
+    ) -> IoResult<Head> {
+        let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
+        let bytes = files.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
+        let replayed = replay(&bytes)
+            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+        if let Some(off) = replayed.dropped_tail {
+            tracing::warn!(manifest = %path, offset = off, "dropped a torn last manifest record");
+        }
+        let st = replayed.state;
+        if st.meta.branch != branch || st.meta.term != term {
+            return Err(IoError::corruption(
+                path,
+                0,
+                format!(
+                    "manifest names branch {} term {}, expected {branch} term {term}",
+                    st.meta.branch, st.meta.term
+                ),
+            ));
+        }
+        if st.page_size != cfg.page_size {
+            return Err(IoError::corruption(
+                path,
+                0,
+                format!(
+                    "manifest page size {} differs from the configured {}",
+                    st.page_size, cfg.page_size
+                ),
+            ));
+        }
+        let cap = max_payload(cfg.page_size);
+        let mut mapping =
+            MappingTable::new(fanout(cap), st.mapping_root, st.next_page_id, st.free_head);
+        {
+            let fetch = Fetch {
+                files: &files,
+                ranges: &st.meta.branch_file_ranges,
+                staged: None,
+            };
+            for (&id, &raw) in &st.overlay {
+                mapping.replay_change(id, raw, &fetch)?;
+            }
+        }
+        let manifest = files.storage().open(&path, OpenOptions::write_create())?;
+        let state = HeadState {
+            root: st.meta.root,
+            ttl_root: st.meta.ttl_root,
+            mapping,
+            ranges: st.meta.branch_file_ranges.clone(),
+            max_file_id: st.max_file_id,
+            // Never append to a file written before this open: its tail may hold pages of a
+            // commit that never became durable.
+            active: None,
+        };
+        let snapshot = Arc::new(TreeSnapshot {
+            root: state.root,
+            ttl_root: state.ttl_root,
+            mapping: state.mapping.view(),
+            ranges: Arc::new(state.ranges.clone()),
+            files: files.clone(),
+            version: st.last_seq,
+        });
+        Ok(Head {
+            cfg,
+            files,
+            branch,
+            term,
+            manifest_path: path,
+            manifest,
+            manifest_end: replayed.end_offset,
+            seq: st.last_seq,
+            dict: st.dict,
+            extensions: st.extensions,
+            state,
+            published: Arc::new(Published(RwLock::new(snapshot))),
+            poisoned: None,
+        })
+    }
+
+    /// The branch this head writes.
+    pub fn branch(&self) -> &BranchName {
+        &self.branch
+    }
+
+    /// The term this head writes at.
+    pub fn term(&self) -> Term {
+        self.term
+    }
+
+    /// The partition's files.
+    pub fn files(&self) -> &Arc<FileTable> {
+        &self.files
+    }
+
+    /// The latest committed snapshot.
+    pub fn snapshot(&self) -> Arc<TreeSnapshot> {
+        self.published.load()
+    }
+
+    /// A handle readers keep to load snapshots without the writer.
+    pub fn published(&self) -> Arc<Published> {
+        self.published.clone()
+    }
+
+    /// The file-id high-water mark.
+    pub fn max_file_id(&self) -> FileId {
+        self.state.max_file_id
+    }
+
+    /// The manifest's extensions (branch metadata kept by upper layers).
+    pub fn extensions(&self) -> &bough_manifest::ext::Extensions {
+        &self.extensions
+    }
+
+    /// Whether an earlier failure poisoned this head.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
+    fn check_poisoned(&self) -> IoResult<()> {
+        match &self.poisoned {
+            Some(cause) => Err(IoError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits a sorted batch of distinct-key mutations atomically.
+    pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> IoResult<Applied> {
+        let applied = self.commit_inner(muts, false, now_ms, |_, _| Ok(()))?;
+        if self.manifest_end > self.cfg.manifest_rewrite_bytes {
+            self.rewrite_manifest(now_ms)?;
+        }
+        Ok(applied)
+    }
+
+    fn commit_inner(
+        &mut self,
+        muts: &[Mutation],
+        force_checkpoint: bool,
+        now_ms: u64,
+        extra: impl FnOnce(&mut Txn<'_>, &mut Applied) -> IoResult<()>,
+    ) -> IoResult<Applied> {
+        self.check_poisoned()?;
+        let mut txn = Txn {
+            files: &self.files,
+            cfg: &self.cfg,
+            branch: &self.branch,
+            term: self.term,
+            st: self.state.clone(),
+            pages: Vec::new(),
+            staged: HashMap::new(),
+            new_files: Vec::new(),
+        };
+        let mut applied = Applied::default();
+        let root = txn.st.root;
+        txn.st.root = btree::apply(&mut txn, root, muts, &mut applied)?;
+        extra(&mut txn, &mut applied)?;
+        // Keep the TTL index exact: drop the expiries of replaced entries, add the new ones.
+        if !applied.expiry_removed.is_empty() || !applied.expiry_added.is_empty() {
+            let mut ttl: std::collections::BTreeMap<Vec<u8>, Op> =
+                std::collections::BTreeMap::new();
+            for (k, e) in &applied.expiry_removed {
+                ttl.insert(ttl_key(*e, k), Op::ForceDelete);
+            }
+            for (k, e) in &applied.expiry_added {
+                ttl.insert(
+                    ttl_key(*e, k),
+                    Op::Put {
+                        value: Vec::new(),
+                        timestamp: 0,
+                        expire_at: 0,
+                    },
+                );
+            }
+            let ttl_muts: Vec<Mutation> = ttl
+                .into_iter()
+                .map(|(key, op)| Mutation { key, op })
+                .collect();
+            let ttl_root = txn.st.ttl_root;
+            txn.st.ttl_root = btree::apply(&mut txn, ttl_root, &ttl_muts, &mut Applied::default())?;
+        }
+        let checkpoint = if force_checkpoint
+            || txn.st.mapping.current().dirty_chunks() >= self.cfg.checkpoint_chunks
+        {
+            // The checkpoint stages pages through the transaction while reading old nodes;
+            // it reads through a copy of what was staged before it started.
+            let staged = std::mem::take(&mut txn.staged);
+            let ranges = txn.st.ranges.clone();
+            let mut mapping = txn.st.mapping.clone();
+            let root = {
+                let fetch = Fetch {
+                    files: &self.files,
+                    ranges: &ranges,
+                    staged: Some(&staged),
+                };
+                mapping.checkpoint(&fetch, &mut txn)?
+            };
+            txn.staged.extend(staged);
+            // The checkpoint covers every change so far; the record carries none.
+            mapping.take_changes();
+            txn.st.mapping = mapping;
+            Some(root)
+        } else {
+            None
+        };
+        let changes = txn.st.mapping.take_changes();
+        let Txn {
+            st,
+            pages,
+            new_files,
+            staged,
+            ..
+        } = txn;
+        self.write_pages(&st, &pages, &new_files, now_ms)?;
+        let log = LogRecord {
+            seq: self.seq + 1,
+            root: st.root,
+            ttl_root: st.ttl_root,
+            max_file_id: st.max_file_id,
+            branch_file_ranges: st.ranges.clone(),
+            checkpoint,
+            next_page_id: st.mapping.next_page_id(),
+            free_head: st.mapping.free_head(),
+            changes,
+            extensions: Vec::new(),
+        };
+        let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode a log record of {}: {e}", self.manifest_path),
+        })?;
+        self.append_manifest(&bytes)?;
+        self.seq += 1;
+        self.state = st;
+        // Pages of index and mapping nodes just written are likely read next.
+        for (addr, page) in staged {
+            if matches!(
+                page,
+                CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_))
+            ) && let Ok(name) = self.files.resolve(&self.state.ranges, addr.file_id())
+                && let Ok(h) = self.files.open(&name)
+            {
+                self.files.cache().insert(
+                    crate::cache::PageCache::key(h.cache_id, addr.page_index()),
+                    page,
+                );
+            }
+        }
+        self.publish();
+        Ok(applied)
+    }
+
+    fn publish(&self) {
+        self.published.store(Arc::new(TreeSnapshot {
+            root: self.state.root,
+            ttl_root: self.state.ttl_root,
+            mapping: self.state.mapping.view(),
+            ranges: Arc::new(self.state.ranges.clone()),
+            files: self.files.clone(),
+            version: self.seq,
+        }));
+    }
+
+    /// Writes staged pages and makes them durable. A failed write leaves the head as it was
+    /// (pages past the durable frontier are simply overwritten by the next commit); a failed
+    /// sync poisons it.
+    fn write_pages(
+        &mut self,
+        st: &HeadState,
+        pages: &[StagedPage],
+        new_files: &[FileId],
+        now_ms: u64,
+    ) -> IoResult<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let ps = self.cfg.page_size as usize;
+        for &id in new_files {
+            self.files
+                .create(id, &self.branch, self.term, self.cfg.preallocate, now_ms)?;
+        }
+        let mut touched: Vec<FileId> = Vec::new();
+        let mut i = 0;
+        while i < pages.len() {
+            // A run of consecutive pages of one file becomes one write.
+            let file_id = pages[i].addr.file_id();
+            let mut j = i + 1;
+            while j < pages.len()
+                && pages[j].addr.file_id() == file_id
+                && pages[j].addr.page_index() == pages[j - 1].addr.page_index() + 1
+            {
+                j += 1;
+            }
+            let name = self.files.resolve(&st.ranges, file_id)?;
+            let h = self.files.open(&name)?;
+            let mut buf = vec![0u8; ps * (j - i)];
+            for (k, p) in pages[i..j].iter().enumerate() {
+                let page = &mut buf[k * ps..(k + 1) * ps];
+                page[FRAME_HEADER_LEN..FRAME_HEADER_LEN + p.payload.len()]
+                    .copy_from_slice(&p.payload);
+                seal_page(page, h.salt, p.addr.page_index(), p.kind, p.payload.len())?;
+            }
+            h.file.write_at(
+                page_offset(pages[i].addr.page_index(), self.cfg.page_size),
+                &buf,
+            )?;
+            if !touched.contains(&file_id) {
+                touched.push(file_id);
+            }
+            i = j;
+        }
+        for file_id in touched {
+            let name = self.files.resolve(&st.ranges, file_id)?;
+            let h = self.files.open(&name)?;
+            if let Err(e) = h.file.sync() {
+                self.poisoned = Some(format!("fdatasync of {} failed: {e}", h.path));
+                return Err(e);
+            }
+        }
+        if !new_files.is_empty()
+            && let Err(e) = self.files.storage().sync_dir(self.files.dir())
+        {
+            self.poisoned = Some(format!(
+                "directory sync of {} failed: {e}",
+                self.files.dir()
+            ));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.manifest.write_at(self.manifest_end, bytes)?;
+        if let Err(e) = self.manifest.sync() {
+            self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
+            return Err(e);
+        }
+        self.manifest_end += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the mapping's dirty chunks into mapping pages and records the new root.
+    pub fn checkpoint(&mut self, now_ms: u64) -> IoResult<()> {
+        self.commit_inner(&[], true, now_ms, |_, _| Ok(()))
+            .map(|_| ())
+    }
+
+    /// The durable state as a snapshot record (after a checkpoint, so it has no overlay).
+    pub fn fork_point(&mut self, now_ms: u64) -> IoResult<ForkPoint> {
+        if self.state.mapping.current().dirty_chunks() > 0 {
+            self.checkpoint(now_ms)?;
+        }
+        Ok(ForkPoint {
+            snapshot: self.durable_snapshot(),
+        })
+    }
+
+    fn durable_snapshot(&self) -> Snapshot {
+        Snapshot {
+            meta: ManifestMetadata {
+                branch: self.branch.clone(),
+                term: self.term,
+                root: self.state.root,
+                ttl_root: self.state.ttl_root,
+                branch_file_ranges: self.state.ranges.clone(),
+            },
+            max_file_id: self.state.max_file_id,
+            page_size: self.cfg.page_size,
+            dict: self.dict.clone(),
+            mapping_root: self.state.mapping.current().root(),
+            next_page_id: self.state.mapping.next_page_id(),
+            free_head: self.state.mapping.free_head(),
+            overlay: Vec::new(),
+            extensions: self.extensions.clone(),
+        }
+    }
+
+    /// Replaces the manifest with one snapshot record (tmp + fsync + rename + dir fsync),
+    /// dropping branch file ranges no page references any more.
+    pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
+        self.checkpoint(now_ms)?;
+        let snap = self.snapshot();
+        let mut referenced = Vec::new();
+        snap.for_each_page(&mut |a| referenced.push(a.file_id()))?;
+        if let Some(a) = self.state.active {
+            referenced.push(a.file_id);
+        }
+        self.state
+            .ranges
+            .retain_referenced(referenced.into_iter(), (&self.branch, self.term));
+        let bytes =
+            encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
+                what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
+            })?;
+        if let Err(e) = self
+            .files
+            .storage()
+            .write_atomic(&self.manifest_path, &bytes)
+        {
+            if e.kind() == ErrorKind::Poisoned || e.raw_os_error().is_some() {
+                self.poisoned = Some(format!("rewrite of {} failed: {e}", self.manifest_path));
+            }
+            return Err(e);
+        }
+        self.manifest = self
+            .files
+            .storage()
+            .open(&self.manifest_path, OpenOptions::write_create())?;
+        self.manifest_end = bytes.len() as u64;
+        self.seq = 0;
+        self.publish();
+        Ok(())
+    }
+
+    /// Keys whose expiry is at or before `now_ms`, oldest first, at most `limit`.
+    pub fn expired_keys(&self, now_ms: u64, limit: usize) -> IoResult<Vec<Vec<u8>>> {
+        let snap = self.snapshot();
+        let mut c = btree::Cursor::seek(snap.as_ref(), snap.ttl_root, None)?;
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(e) = c.next_entry(snap.as_ref())? else {
+                break;
+            };
+            if e.key.len() < 8 {
+                return Err(IoError::corruption(
+                    self.files.dir(),
+                    0,
+                    "TTL index key shorter than 8 bytes",
+                ));
+            }
+            let mut at = [0u8; 8];
+            at.copy_from_slice(&e.key[..8]);
+            if u64::from_be_bytes(at) > now_ms {
+                break;
+            }
+            out.push(e.key[8..].to_vec());
+        }
+        Ok(out)
+    }
+
+    /// Rewrites every live page of the given files into the active file (same logical ids,
+    /// new addresses), so those files stop being referenced by this head.
+    pub fn relocate_files(&mut self, victims: &[FileId], now_ms: u64) -> IoResult<u64> {
+        if victims.is_empty() {
+            return Ok(0);
+        }
+        let snap = self.snapshot();
+        let fetch = snap.fetch();
+        // Tree and overflow pages: found through the mapping slots.
+        let mut moves: Vec<(PageId, PageAddr)> = Vec::new();
+        snap.mapping.for_each_slot(&fetch, &mut |id, raw| {
+            if let Some(Slot::Page(a)) = Slot::decode(raw)
+                && victims.contains(&a.file_id())
+            {
+                moves.push((id, a));
+            }
+        })?;
+        // Mapping pages: touching one slot under a node forces the checkpoint to rewrite
+        // every node on that path.
+        let mut touch: Vec<PageId> = Vec::new();
+        let fan = snap.mapping.fanout() as u64;
+        collect_mapping_touches(&snap.mapping, &fetch, victims, fan, &mut touch)?;
+        let moved = moves.len() as u64;
+        let files = self.files.clone();
+        let ranges = snap.ranges.clone();
+        self.commit_inner(&[], true, now_ms, move |txn, _| {
+            for (id, addr) in moves {
+                let name = files.resolve(&ranges, addr.file_id())?;
+                let h = files.open(&name)?;
+                let (k, payload, offset) = files.read_raw(&h, addr.page_index())?;
+                let cached = if k == kind::OVERFLOW {
+                    CachedPage::Tree(Node::Leaf(payload.clone().into()))
+                } else {
+                    files.decode(&h.path, offset, k, payload.clone())?
+                };
+                let new = txn.stage_page(k, payload, cached)?;
+                txn.map(id, new)?;
+            }
+            for id in touch {
+                let src = Fetch {
+                    files: txn.files,
+                    ranges: &txn.st.ranges,
+                    staged: Some(&txn.staged),
+                };
+                let raw = txn.st.mapping.current().raw(id, &src)?;
+                txn.st.mapping.set_raw(id, raw, &src)?;
+            }
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Live pages per file id of this head (tree, overflow and mapping pages).
+    pub fn live_pages_per_file(&self) -> IoResult<HashMap<FileId, u64>> {
+        let mut live: HashMap<FileId, u64> = HashMap::new();
+        self.snapshot()
+            .for_each_page(&mut |a| *live.entry(a.file_id()).or_default() += 1)?;
+        Ok(live)
+    }
+
+    /// The file this head is appending to, if any.
+    pub fn active_file(&self) -> Option<FileId> {
+        self.state.active.map(|a| a.file_id)
+    }
+
+    /// Pages written to a data file before it rolls over.
+    pub fn file_pages(&self) -> u32 {
+        self.cfg.file_pages
+    }
+
+    /// Whether the head has no tree.
+    pub fn is_empty(&self) -> bool {
+        self.state.root == NO_PAGE
+    }
+}
+
+/// Finds, for each mapping node stored in a victim file, one logical id below it.
+fn collect_mapping_touches(
+    mapping: &MappingView,
+    src: &dyn NodeSource,
+    victims: &[FileId],
+    fanout: u64,
+    out: &mut Vec<PageId>,
+) -> IoResult<()> {
+    let root = mapping.root();
+    if root.is_none() {
+        return Ok(());
+    }
+    // (addr, first chunk covered, level)
+    let mut stack = vec![(root, 0u64)];
+    while let Some((addr, base_chunk)) = stack.pop() {
+        let node = src.mapping_node(addr)?;
+        if victims.contains(&addr.file_id()) {
+            out.push(u32::try_from(base_chunk * fanout).unwrap_or(u32::MAX - 1));
+        }
+        if node.level > 0 {
+            let span = fanout.saturating_pow(u32::from(node.level - 1));
+            for (i, &child) in node.slots.iter().enumerate() {
+                if child != 0 {
+                    let a = PageAddr::from_u64(child).ok_or_else(|| {
+                        IoError::corruption("<mapping>", child, "bad interior slot")
+                    })?;
+                    stack.push((a, base_chunk + i as u64 * span));
+                }
+            }
+        }
+    }
+    Ok(())
+}

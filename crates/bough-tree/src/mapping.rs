@@ -1,0 +1,605 @@
+//! The page-mapping table: logical page id → where the page lives now.
+//!
+//! Durable form: a radix tree of mapping pages (see [`crate::page::mapping`]) whose root
+//! address the manifest records at each checkpoint, plus the changes since that checkpoint
+//! in the manifest log. In memory: the on-disk root plus a set of *dirty chunks* (level-0
+//! nodes changed since the checkpoint), shared copy-on-write with reader snapshots, so a
+//! commit copies only the chunks it touches and a reader never sees a later commit.
+//!
+//! Slot values (`u64`): 0 = unmapped; bit 63 set = a free logical id, low 32 bits = the next
+//! free id + 1 (0 = end of the free chain); anything else = a [`PageAddr`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bough_io::{IoError, IoResult};
+use bough_manifest::{NO_PAGE, PageAddr, PageId};
+
+use crate::page::kind;
+use crate::page::mapping::MappingNode;
+
+const FREE_BIT: u64 = bough_manifest::FREE_SLOT_BIT;
+
+/// A decoded mapping slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Never used, or released without being chained.
+    Unmapped,
+    /// The page lives at this address.
+    Page(PageAddr),
+    /// On the free chain; `next` is the next free id.
+    Free { next: Option<PageId> },
+}
+
+impl Slot {
+    /// Decodes a raw slot value.
+    pub fn decode(raw: u64) -> Option<Slot> {
+        if raw == 0 {
+            Some(Slot::Unmapped)
+        } else if raw & FREE_BIT != 0 {
+            if raw & !FREE_BIT > u64::from(u32::MAX) {
+                return None;
+            }
+            let next = (raw & 0xffff_ffff) as u32;
+            Some(Slot::Free {
+                next: next.checked_sub(1),
+            })
+        } else {
+            PageAddr::from_u64(raw).map(Slot::Page)
+        }
+    }
+
+    /// The raw slot value.
+    pub fn encode(self) -> u64 {
+        match self {
+            Slot::Unmapped => 0,
+            Slot::Page(a) => a.to_u64(),
+            Slot::Free { next } => FREE_BIT | next.map_or(0, |n| u64::from(n) + 1),
+        }
+    }
+}
+
+/// Loads mapping nodes from storage (through the page cache).
+pub trait NodeSource {
+    /// The decoded mapping node at `addr`.
+    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>>;
+}
+
+/// Accepts new pages for the commit in progress and says where they will live.
+pub trait PageSink {
+    /// Stages a page of `page_kind` with `payload`; returns its address.
+    fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> IoResult<PageAddr>;
+}
+
+/// An immutable view of the mapping table (what a reader snapshot holds).
+#[derive(Debug, Clone)]
+pub struct MappingView {
+    fanout: usize,
+    root: PageAddr,
+    dirty: Arc<HashMap<u32, Arc<Vec<u64>>>>,
+}
+
+impl MappingView {
+    /// The on-disk root of the last checkpoint.
+    pub fn root(&self) -> PageAddr {
+        self.root
+    }
+
+    /// Slots per mapping page.
+    pub fn fanout(&self) -> usize {
+        self.fanout
+    }
+
+    /// Number of chunks changed since the last checkpoint.
+    pub fn dirty_chunks(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// The raw slot of `id`.
+    pub fn raw(&self, id: PageId, src: &dyn NodeSource) -> IoResult<u64> {
+        let chunk = id / self.fanout as u32;
+        let slot = id as usize % self.fanout;
+        if let Some(c) = self.dirty.get(&chunk) {
+            return Ok(c[slot]);
+        }
+        Ok(self
+            .disk_chunk(chunk, src)?
+            .map_or(0, |node| node.slots[slot]))
+    }
+
+    /// Where page `id` lives; `Corruption` if it is not mapped to a page.
+    pub fn addr(&self, id: PageId, src: &dyn NodeSource) -> IoResult<PageAddr> {
+        match Slot::decode(self.raw(id, src)?) {
+            Some(Slot::Page(a)) => Ok(a),
+            other => Err(IoError::corruption(
+                "<mapping>",
+                u64::from(id),
+                format!("logical page {id} is referenced but its mapping slot is {other:?}"),
+            )),
+        }
+    }
+
+    /// The on-disk level-0 node holding `chunk`, if the radix tree has one.
+    fn disk_chunk(&self, chunk: u32, src: &dyn NodeSource) -> IoResult<Option<Arc<MappingNode>>> {
+        if self.root.is_none() {
+            return Ok(None);
+        }
+        let mut node = src.mapping_node(self.root)?;
+        let top = node.level;
+        if capacity_chunks(self.fanout, top) <= u64::from(chunk) {
+            return Ok(None);
+        }
+        let mut level = top;
+        while level > 0 {
+            let span = capacity_chunks(self.fanout, level - 1);
+            let idx = ((u64::from(chunk) / span) % self.fanout as u64) as usize;
+            let child = node.slots[idx];
+            if child == 0 {
+                return Ok(None);
+            }
+            let addr = PageAddr::from_u64(child)
+                .filter(|a| !a.is_none())
+                .ok_or_else(|| {
+                    IoError::corruption(
+                        "<mapping>",
+                        child,
+                        "mapping interior slot is not an address",
+                    )
+                })?;
+            let next = src.mapping_node(addr)?;
+            if next.level + 1 != level {
+                return Err(IoError::corruption(
+                    "<mapping>",
+                    addr.to_u64(),
+                    format!("mapping node level {} under level {level}", next.level),
+                ));
+            }
+            node = next;
+            level -= 1;
+        }
+        Ok(Some(node))
+    }
+
+    /// Every (chunk number, node) pair, dirty chunks included, in chunk order.
+    /// Used by compaction and GC to find every page the table references.
+    pub fn for_each_slot(
+        &self,
+        src: &dyn NodeSource,
+        f: &mut dyn FnMut(PageId, u64),
+    ) -> IoResult<()> {
+        let mut chunks: BTreeMap<u32, Arc<Vec<u64>>> = BTreeMap::new();
+        if !self.root.is_none() {
+            let mut stack = vec![(self.root, 0u64)];
+            while let Some((addr, base_chunk)) = stack.pop() {
+                let node = src.mapping_node(addr)?;
+                if node.level == 0 {
+                    let c = u32::try_from(base_chunk).map_err(|_| {
+                        IoError::corruption(
+                            "<mapping>",
+                            addr.to_u64(),
+                            "mapping chunk out of range",
+                        )
+                    })?;
+                    chunks.insert(c, Arc::new(node.slots.clone()));
+                } else {
+                    let span = capacity_chunks(self.fanout, node.level - 1);
+                    for (i, &child) in node.slots.iter().enumerate() {
+                        if child != 0 {
+                            let a = PageAddr::from_u64(child).ok_or_else(|| {
+                                IoError::corruption("<mapping>", child, "bad interior slot")
+                            })?;
+                            stack.push((a, base_chunk + i as u64 * span));
+                        }
+                    }
+                }
+            }
+        }
+        for (c, chunk) in self.dirty.iter() {
+            chunks.insert(*c, chunk.clone());
+        }
+        for (c, slots) in chunks {
+            for (i, &raw) in slots.iter().enumerate() {
+                if raw != 0 {
+                    f(c * self.fanout as u32 + i as u32, raw);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every mapping page of the on-disk radix tree.
+    pub fn for_each_node_addr(
+        &self,
+        src: &dyn NodeSource,
+        f: &mut dyn FnMut(PageAddr),
+    ) -> IoResult<()> {
+        if self.root.is_none() {
+            return Ok(());
+        }
+        let mut stack = vec![self.root];
+        while let Some(addr) = stack.pop() {
+            f(addr);
+            let node = src.mapping_node(addr)?;
+            if node.level > 0 {
+                for &child in &node.slots {
+                    if child != 0 {
+                        let a = PageAddr::from_u64(child).ok_or_else(|| {
+                            IoError::corruption("<mapping>", child, "bad interior slot")
+                        })?;
+                        stack.push(a);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Chunks covered by a node at `level` (level 0 covers one chunk).
+fn capacity_chunks(fanout: usize, level: u8) -> u64 {
+    (fanout as u64).saturating_pow(u32::from(level))
+}
+
+/// The writer's mapping table: a view plus allocation state and the changes of the commit
+/// in progress.
+#[derive(Debug, Clone)]
+pub struct MappingTable {
+    view: MappingView,
+    next_page_id: PageId,
+    free_head: Option<PageId>,
+    /// Changes since the last `take_changes` (for the manifest log record).
+    changes: BTreeMap<PageId, u64>,
+}
+
+impl MappingTable {
+    /// A table restored from a checkpoint root and the allocation state.
+    pub fn new(
+        fanout: usize,
+        root: PageAddr,
+        next_page_id: PageId,
+        free_head: Option<PageId>,
+    ) -> Self {
+        MappingTable {
+            view: MappingView {
+                fanout,
+                root,
+                dirty: Arc::new(HashMap::new()),
+            },
+            next_page_id,
+            free_head,
+            changes: BTreeMap::new(),
+        }
+    }
+
+    /// A snapshot for readers (cheap: shares every chunk).
+    pub fn view(&self) -> MappingView {
+        self.view.clone()
+    }
+
+    /// Read access without cloning.
+    pub fn current(&self) -> &MappingView {
+        &self.view
+    }
+
+    /// The logical-id high-water mark.
+    pub fn next_page_id(&self) -> PageId {
+        self.next_page_id
+    }
+
+    /// Head of the free-id chain.
+    pub fn free_head(&self) -> Option<PageId> {
+        self.free_head
+    }
+
+    /// Sets a slot (recorded for the next log record).
+    pub fn set_raw(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> IoResult<()> {
+        let fanout = self.view.fanout;
+        let chunk_no = id / fanout as u32;
+        let dirty = Arc::make_mut(&mut self.view.dirty);
+        if !dirty.contains_key(&chunk_no) {
+            let base = self
+                .view_without_dirty()
+                .disk_chunk(chunk_no, src)?
+                .map_or_else(|| vec![0; fanout], |n| n.slots.clone());
+            Arc::make_mut(&mut self.view.dirty).insert(chunk_no, Arc::new(base));
+        }
+        let dirty = Arc::make_mut(&mut self.view.dirty);
+        if let Some(chunk) = dirty.get_mut(&chunk_no) {
+            Arc::make_mut(chunk)[id as usize % fanout] = raw;
+        }
+        self.changes.insert(id, raw);
+        Ok(())
+    }
+
+    fn view_without_dirty(&self) -> MappingView {
+        MappingView {
+            fanout: self.view.fanout,
+            root: self.view.root,
+            dirty: Arc::new(HashMap::new()),
+        }
+    }
+
+    /// Maps `id` to `addr`.
+    pub fn map(&mut self, id: PageId, addr: PageAddr, src: &dyn NodeSource) -> IoResult<()> {
+        self.set_raw(id, Slot::Page(addr).encode(), src)
+    }
+
+    /// A fresh logical id (reusing a freed one when there is one).
+    pub fn alloc(&mut self, src: &dyn NodeSource) -> IoResult<PageId> {
+        if let Some(id) = self.free_head {
+            let next = match Slot::decode(self.view.raw(id, src)?) {
+                Some(Slot::Free { next }) => next,
+                other => {
+                    return Err(IoError::corruption(
+                        "<mapping>",
+                        u64::from(id),
+                        format!("free chain points at page {id} whose slot is {other:?}"),
+                    ));
+                }
+            };
+            self.free_head = next;
+            // Claimed: unmapped until the caller maps it.
+            self.set_raw(id, 0, src)?;
+            return Ok(id);
+        }
+        self.alloc_run(1)
+    }
+
+    /// `n` consecutive fresh ids (for the pages of one overflow value).
+    pub fn alloc_run(&mut self, n: u32) -> IoResult<PageId> {
+        let first = self.next_page_id;
+        let end = first
+            .checked_add(n)
+            .filter(|&e| e < NO_PAGE)
+            .ok_or_else(|| IoError::InvalidArgument {
+                what: "logical page ids exhausted".into(),
+            })?;
+        self.next_page_id = end;
+        Ok(first)
+    }
+
+    /// Releases `id` onto the free chain.
+    pub fn free(&mut self, id: PageId, src: &dyn NodeSource) -> IoResult<()> {
+        let raw = Slot::Free {
+            next: self.free_head,
+        }
+        .encode();
+        self.set_raw(id, raw, src)?;
+        self.free_head = Some(id);
+        Ok(())
+    }
+
+    /// Changes since the last call (sorted by id), for the manifest log.
+    pub fn take_changes(&mut self) -> Vec<(PageId, u64)> {
+        std::mem::take(&mut self.changes).into_iter().collect()
+    }
+
+    /// Applies a replayed change (no change record is kept).
+    pub fn replay_change(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> IoResult<()> {
+        self.set_raw(id, raw, src)?;
+        self.changes.remove(&id);
+        Ok(())
+    }
+
+    /// Restores allocation state from a replayed record.
+    pub fn set_alloc_state(&mut self, next_page_id: PageId, free_head: Option<PageId>) {
+        self.next_page_id = next_page_id;
+        self.free_head = free_head;
+    }
+
+    /// Replaces the on-disk root and drops the dirty chunks (replay of a checkpoint record).
+    pub fn reset_to_checkpoint(&mut self, root: PageAddr) {
+        self.view.root = root;
+        self.view.dirty = Arc::new(HashMap::new());
+    }
+
+    /// Writes every dirty chunk (and the interior nodes above them) as new mapping pages and
+    /// makes the result the new root. Returns the new root.
+    pub fn checkpoint(
+        &mut self,
+        src: &dyn NodeSource,
+        sink: &mut dyn PageSink,
+    ) -> IoResult<PageAddr> {
+        let fanout = self.view.fanout;
+        if self.view.dirty.is_empty() {
+            return Ok(self.view.root);
+        }
+        let old_root = self.view.root;
+        let old_top = if old_root.is_none() {
+            None
+        } else {
+            Some(src.mapping_node(old_root)?.level)
+        };
+        let max_chunk = self.view.dirty.keys().copied().max().unwrap_or(0);
+        let mut top = old_top.unwrap_or(0);
+        while capacity_chunks(fanout, top) <= u64::from(max_chunk) {
+            top += 1;
+        }
+        // Level 0: the dirty chunks themselves.
+        let mut level_nodes: BTreeMap<u64, PageAddr> = BTreeMap::new();
+        let mut chunks: Vec<_> = self.view.dirty.iter().collect();
+        chunks.sort_by_key(|(c, _)| **c);
+        for (c, slots) in chunks {
+            let node = MappingNode {
+                level: 0,
+                slots: slots.as_ref().clone(),
+            };
+            let addr = sink.stage(kind::MAPPING, node.encode())?;
+            level_nodes.insert(u64::from(*c), addr);
+        }
+        // Interior levels: rewrite each parent of a changed node.
+        let old_view = self.view_without_dirty();
+        for level in 1..=top {
+            // The tree grew: the old root becomes the first node of its level under the new top.
+            if old_top.is_some_and(|t| t + 1 == level) {
+                level_nodes.entry(0).or_insert(old_root);
+            }
+            let mut parents: BTreeMap<u64, MappingNode> = BTreeMap::new();
+            for (&idx, &addr) in &level_nodes {
+                let parent_idx = idx / fanout as u64;
+                if let std::collections::btree_map::Entry::Vacant(slot) = parents.entry(parent_idx)
+                {
+                    let old = old_view.disk_node(level, parent_idx, old_top, src)?;
+                    slot.insert(
+                        old.map_or_else(|| MappingNode::empty(level, fanout), |n| (*n).clone()),
+                    );
+                }
+                if let Some(p) = parents.get_mut(&parent_idx) {
+                    p.slots[(idx % fanout as u64) as usize] = addr.to_u64();
+                }
+            }
+            level_nodes.clear();
+            for (idx, node) in parents {
+                level_nodes.insert(idx, sink.stage(kind::MAPPING, node.encode())?);
+            }
+        }
+        let root = level_nodes.get(&0).copied().unwrap_or(PageAddr::NONE);
+        self.view.root = root;
+        self.view.dirty = Arc::new(HashMap::new());
+        Ok(root)
+    }
+}
+
+impl MappingView {
+    /// The old on-disk node at `level` with index `idx` (nodes of one level numbered from 0).
+    fn disk_node(
+        &self,
+        level: u8,
+        idx: u64,
+        old_top: Option<u8>,
+        src: &dyn NodeSource,
+    ) -> IoResult<Option<Arc<MappingNode>>> {
+        let Some(old_top) = old_top else {
+            return Ok(None);
+        };
+        if level > old_top {
+            // Above the old root: only node 0 on the path exists, and it is new.
+            return Ok(None);
+        }
+        // Nodes at `level` under the old root: fanout^(old_top - level).
+        if idx >= capacity_chunks(self.fanout, old_top - level) {
+            return Ok(None);
+        }
+        let mut node = src.mapping_node(self.root)?;
+        let mut at = old_top;
+        while at > level {
+            let span = capacity_chunks(self.fanout, at - 1 - level);
+            let slot = ((idx / span) % self.fanout as u64) as usize;
+            let child = node.slots[slot];
+            if child == 0 {
+                return Ok(None);
+            }
+            let addr = PageAddr::from_u64(child)
+                .ok_or_else(|| IoError::corruption("<mapping>", child, "bad interior slot"))?;
+            node = src.mapping_node(addr)?;
+            at -= 1;
+        }
+        Ok(Some(node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parking_lot::Mutex;
+
+    #[derive(Default)]
+    struct MemPages {
+        pages: Mutex<HashMap<u64, Arc<MappingNode>>>,
+        next: Mutex<u32>,
+    }
+
+    impl NodeSource for MemPages {
+        fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+            self.pages
+                .lock()
+                .get(&addr.to_u64())
+                .cloned()
+                .ok_or_else(|| IoError::corruption("mem", addr.to_u64(), "missing"))
+        }
+    }
+
+    struct Sink<'a>(&'a MemPages, usize);
+    impl PageSink for Sink<'_> {
+        fn stage(&mut self, _kind: u8, payload: Vec<u8>) -> IoResult<PageAddr> {
+            let mut n = self.0.next.lock();
+            *n += 1;
+            let addr = PageAddr::new(1, *n).unwrap();
+            let node = MappingNode::decode(&payload, self.1).unwrap();
+            self.0.pages.lock().insert(addr.to_u64(), Arc::new(node));
+            Ok(addr)
+        }
+    }
+
+    #[test]
+    fn map_checkpoint_and_grow() {
+        let src = MemPages::default();
+        let fanout = 4;
+        let mut t = MappingTable::new(fanout, PageAddr::NONE, 0, None);
+        let mut expect = HashMap::new();
+        for round in 0..5u32 {
+            for i in 0..(20 * (round + 1)) {
+                let id = (i * 7 + round) % 150;
+                let addr = PageAddr::new(2, 1 + i + round * 1000).unwrap();
+                t.map(id, addr, &src).unwrap();
+                expect.insert(id, addr);
+            }
+            let before = t.view();
+            t.checkpoint(&src, &mut Sink(&src, fanout)).unwrap();
+            for (&id, &addr) in &expect {
+                assert_eq!(t.current().addr(id, &src).unwrap(), addr);
+                assert_eq!(before.addr(id, &src).unwrap(), addr);
+            }
+        }
+        let mut seen = 0;
+        t.current()
+            .for_each_slot(&src, &mut |_, _| seen += 1)
+            .unwrap();
+        assert_eq!(seen, expect.len());
+    }
+
+    #[test]
+    fn free_chain_reuses_ids() {
+        let src = MemPages::default();
+        let mut t = MappingTable::new(8, PageAddr::NONE, 0, None);
+        let a = t.alloc(&src).unwrap();
+        let b = t.alloc(&src).unwrap();
+        assert_eq!((a, b), (0, 1));
+        t.free(a, &src).unwrap();
+        t.free(b, &src).unwrap();
+        assert_eq!(t.alloc(&src).unwrap(), b);
+        assert_eq!(t.alloc(&src).unwrap(), a);
+        assert_eq!(t.alloc(&src).unwrap(), 2);
+        assert_eq!(t.alloc_run(3).unwrap(), 3);
+        assert_eq!(t.next_page_id(), 6);
+    }
+
+    #[test]
+    fn snapshots_are_isolated() {
+        let src = MemPages::default();
+        let mut t = MappingTable::new(8, PageAddr::NONE, 0, None);
+        let a1 = PageAddr::new(1, 1).unwrap();
+        let a2 = PageAddr::new(1, 2).unwrap();
+        t.map(3, a1, &src).unwrap();
+        let snap = t.view();
+        t.map(3, a2, &src).unwrap();
+        assert_eq!(snap.addr(3, &src).unwrap(), a1);
+        assert_eq!(t.current().addr(3, &src).unwrap(), a2);
+    }
+
+    #[test]
+    fn slot_encoding() {
+        for s in [
+            Slot::Unmapped,
+            Slot::Free { next: None },
+            Slot::Free { next: Some(0) },
+            Slot::Free {
+                next: Some(u32::MAX - 1),
+            },
+            Slot::Page(PageAddr::new(5, 9).unwrap()),
+        ] {
+            assert_eq!(Slot::decode(s.encode()), Some(s));
+        }
+        assert_eq!(Slot::decode(5 << 24), None);
+    }
+}

@@ -1,0 +1,223 @@
+//! Branch-head tests on the in-memory backend: commits, reopen, checkpoints, overflow
+//! values, relocation (compaction's mechanism) and crash recovery of unsynced data.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bough_io::Storage;
+use bough_io::memory::{CrashPolicy, MemoryStorage};
+use bough_names::BranchName;
+use bough_tree::btree::{self, Mutation, Op};
+use bough_tree::cache::PageCache;
+use bough_tree::files::FileTable;
+use bough_tree::head::{Head, HeadConfig, TreeSnapshot};
+use bough_tree::page::leaf::ValueLoc;
+
+fn cfg() -> HeadConfig {
+    HeadConfig {
+        page_size: 4096,
+        file_pages: 64,
+        preallocate: 64 * 4096,
+        checkpoint_chunks: 4,
+        manifest_rewrite_bytes: 256 * 1024,
+    }
+}
+
+fn files(storage: &MemoryStorage) -> Arc<FileTable> {
+    let s: Arc<dyn Storage> = Arc::new(storage.clone());
+    s.create_dir("t.0").unwrap();
+    Arc::new(FileTable::new(
+        s,
+        "t.0".into(),
+        4096,
+        Arc::new(PageCache::new(1 << 20)),
+        true,
+    ))
+}
+
+fn put(k: &[u8], v: &[u8], ts: u64) -> Mutation {
+    Mutation {
+        key: k.to_vec(),
+        op: Op::Put {
+            value: v.to_vec(),
+            timestamp: ts,
+            expire_at: 0,
+        },
+    }
+}
+
+fn read_all(s: &TreeSnapshot) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut c = btree::Cursor::seek(s, s.root, None).unwrap();
+    let mut out = BTreeMap::new();
+    while let Some(e) = c.next_entry(s).unwrap() {
+        let v = match e.value {
+            ValueLoc::Inline(v) => v,
+            ValueLoc::Overflow { first, pages, len } => s.read_overflow(first, pages, len).unwrap(),
+        };
+        out.insert(e.key, v);
+    }
+    out
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn commits_survive_reopen_and_checkpoints() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head = Head::create(files(&mem), cfg(), main.clone(), 0, None, Vec::new()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = Rng(42);
+    for round in 0..120u64 {
+        let mut batch = BTreeMap::new();
+        for _ in 0..(1 + rng.next() % 40) {
+            let k = format!("k{:05}", rng.next() % 2000).into_bytes();
+            let op = if rng.next().is_multiple_of(5) {
+                Op::Delete { timestamp: round }
+            } else {
+                let len = if rng.next().is_multiple_of(30) {
+                    9000
+                } else {
+                    (rng.next() % 64) as usize
+                };
+                Op::Put {
+                    value: vec![round as u8; len],
+                    timestamp: round,
+                    expire_at: 0,
+                }
+            };
+            batch.insert(k, op);
+        }
+        let muts: Vec<_> = batch
+            .into_iter()
+            .map(|(key, op)| {
+                match &op {
+                    Op::Put { value, .. } => {
+                        model.insert(key.clone(), value.clone());
+                    }
+                    _ => {
+                        model.remove(&key);
+                    }
+                }
+                Mutation { key, op }
+            })
+            .collect();
+        head.commit(&muts, round).unwrap();
+        if round % 40 == 39 {
+            drop(head);
+            head = Head::open(files(&mem), cfg(), main.clone(), 0).unwrap();
+        }
+        assert_eq!(read_all(&head.snapshot()), model, "round {round}");
+    }
+    // A crash that drops everything unsynced changes nothing: every commit was synced.
+    drop(head);
+    mem.crash(CrashPolicy::DropAllUnsynced);
+    let head = Head::open(files(&mem), cfg(), main, 0).unwrap();
+    assert_eq!(read_all(&head.snapshot()), model);
+}
+
+#[test]
+fn old_snapshots_stay_readable_and_relocation_frees_files() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head = Head::create(files(&mem), cfg(), main.clone(), 0, None, Vec::new()).unwrap();
+    let first: Vec<_> = (0..4000u32)
+        .map(|i| put(format!("k{i:05}").as_bytes(), b"first value", 1))
+        .collect();
+    head.commit(&first, 1).unwrap();
+    let old = head.snapshot();
+    let before = read_all(&old);
+    for round in 2..30u64 {
+        let muts: Vec<_> = (0..4000u32)
+            .filter(|i| (*i as u64 + round).is_multiple_of(7) && i.is_multiple_of(2))
+            .map(|i| {
+                put(
+                    format!("k{i:05}").as_bytes(),
+                    format!("v{round}").as_bytes(),
+                    round,
+                )
+            })
+            .collect();
+        head.commit(&muts, round).unwrap();
+    }
+    assert_eq!(
+        read_all(&old),
+        before,
+        "an old snapshot changed under a writer"
+    );
+    let now = read_all(&head.snapshot());
+    let live = head.live_pages_per_file().unwrap();
+    let active = head.active_file();
+    let victims: Vec<u64> = live
+        .keys()
+        .copied()
+        .filter(|f| Some(*f) != active)
+        .collect();
+    assert!(!victims.is_empty());
+    head.relocate_files(&victims, 100).unwrap();
+    let after = head.live_pages_per_file().unwrap();
+    for v in &victims {
+        assert!(
+            !after.contains_key(v),
+            "file {v} still referenced after relocation"
+        );
+    }
+    assert_eq!(read_all(&head.snapshot()), now);
+    drop(head);
+    let head = Head::open(files(&mem), cfg(), main, 0).unwrap();
+    assert_eq!(read_all(&head.snapshot()), now);
+}
+
+#[test]
+fn manifest_rewrite_keeps_data() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut c = cfg();
+    c.manifest_rewrite_bytes = 8 * 4096;
+    let mut head = Head::create(files(&mem), c.clone(), main.clone(), 0, None, Vec::new()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..100u64 {
+        let k = format!("key{:04}", i * 7 % 100).into_bytes();
+        head.commit(&[put(&k, &i.to_le_bytes(), i)], i).unwrap();
+        model.insert(k, i.to_le_bytes().to_vec());
+    }
+    drop(head);
+    let head = Head::open(files(&mem), c, main, 0).unwrap();
+    assert_eq!(read_all(&head.snapshot()), model);
+}
+
+#[test]
+fn expiry_index_tracks_entries() {
+    let mem = MemoryStorage::new();
+    let mut head =
+        Head::create(files(&mem), cfg(), BranchName::main(), 0, None, Vec::new()).unwrap();
+    let with_ttl = |k: &str, exp: u64, ts: u64| Mutation {
+        key: k.as_bytes().to_vec(),
+        op: Op::Put {
+            value: b"v".to_vec(),
+            timestamp: ts,
+            expire_at: exp,
+        },
+    };
+    head.commit(
+        &[
+            with_ttl("a", 100, 1),
+            with_ttl("b", 50, 1),
+            with_ttl("c", 500, 1),
+        ],
+        1,
+    )
+    .unwrap();
+    assert_eq!(head.expired_keys(99, 10).unwrap(), vec![b"b".to_vec()]);
+    // Rewriting "b" without expiry removes it from the index.
+    head.commit(&[with_ttl("b", 0, 2)], 2).unwrap();
+    assert_eq!(head.expired_keys(200, 10).unwrap(), vec![b"a".to_vec()]);
+}

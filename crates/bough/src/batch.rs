@@ -1,0 +1,202 @@
+//! Write batches and their validation.
+//!
+//! A batch is atomic within one (partition, branch). Keys may be added in any order (the
+//! batch is sorted before it is applied); a key may appear only once per batch — two changes
+//! to one key in one batch would leave "which one wins" to an accident of ordering, so such a
+//! batch is refused.
+
+use bough_tree::btree::{Mutation, Op};
+
+use crate::error::{Error, Result};
+use crate::options::MAX_VALUE_LEN;
+
+/// Per-put options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PutOptions {
+    /// User timestamp for last-writer-wins (default: the store clock, in ms).
+    pub timestamp: Option<u64>,
+    /// Absolute expiry in ms since the epoch.
+    pub expire_at: Option<u64>,
+    /// Expiry relative to the store clock (ignored when `expire_at` is set).
+    pub ttl_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BatchOp {
+    Put { value: Vec<u8>, opts: PutOptions },
+    Delete { timestamp: Option<u64> },
+}
+
+/// A set of upserts and deletes applied atomically.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    ops: Vec<(Vec<u8>, BatchOp)>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch::default()
+    }
+
+    /// Inserts or replaces `key`.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.put_with(key, value, PutOptions::default())
+    }
+
+    /// Inserts or replaces `key` with a timestamp and/or expiry.
+    pub fn put_with(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        opts: PutOptions,
+    ) -> &mut Self {
+        self.ops.push((
+            key.into(),
+            BatchOp::Put {
+                value: value.into(),
+                opts,
+            },
+        ));
+        self
+    }
+
+    /// Deletes `key` (at the store clock's time).
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops
+            .push((key.into(), BatchOp::Delete { timestamp: None }));
+        self
+    }
+
+    /// Deletes `key` as of user timestamp `ts` (an entry with a newer timestamp survives).
+    pub fn delete_at(&mut self, key: impl Into<Vec<u8>>, ts: u64) -> &mut Self {
+        self.ops.push((
+            key.into(),
+            BatchOp::Delete {
+                timestamp: Some(ts),
+            },
+        ));
+        self
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Validates and sorts the batch into tree mutations.
+    pub(crate) fn into_mutations(self, now_ms: u64, max_key: usize) -> Result<Vec<Mutation>> {
+        let mut muts = Vec::with_capacity(self.ops.len());
+        for (key, op) in self.ops {
+            check_key(&key, max_key)?;
+            let op = match op {
+                BatchOp::Put { value, opts } => {
+                    if value.len() > MAX_VALUE_LEN {
+                        return Err(Error::invalid(format!(
+                            "value of key {} is {} bytes; the maximum is {MAX_VALUE_LEN}",
+                            show_key(&key),
+                            value.len()
+                        )));
+                    }
+                    let expire_at = match (opts.expire_at, opts.ttl_ms) {
+                        (Some(at), _) => at.max(1),
+                        (None, Some(ttl)) => now_ms.saturating_add(ttl).max(1),
+                        (None, None) => 0,
+                    };
+                    Op::Put {
+                        value,
+                        timestamp: opts.timestamp.unwrap_or(now_ms),
+                        expire_at,
+                    }
+                }
+                BatchOp::Delete { timestamp } => Op::Delete {
+                    timestamp: timestamp.unwrap_or(now_ms),
+                },
+            };
+            muts.push(Mutation { key, op });
+        }
+        muts.sort_by(|a, b| a.key.cmp(&b.key));
+        if let Some(w) = muts.windows(2).find(|w| w[0].key == w[1].key) {
+            return Err(Error::invalid(format!(
+                "key {} appears twice in one batch",
+                show_key(&w[0].key)
+            )));
+        }
+        Ok(muts)
+    }
+}
+
+/// Refuses empty and over-long keys.
+pub(crate) fn check_key(key: &[u8], max_key: usize) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("empty key"));
+    }
+    if key.len() > max_key {
+        return Err(Error::invalid(format!(
+            "key {} is {} bytes; the maximum for this page size is {max_key}",
+            show_key(key),
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A key for messages: printable ASCII as is, the rest escaped, long keys shortened.
+pub fn show_key(key: &[u8]) -> String {
+    let shown: String = key
+        .iter()
+        .take(64)
+        .flat_map(|&b| std::ascii::escape_default(b))
+        .map(char::from)
+        .collect();
+    if key.len() > 64 {
+        format!("\"{shown}…\" ({} bytes)", key.len())
+    } else {
+        format!("\"{shown}\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_and_refuses_duplicates_and_bad_keys() {
+        let mut b = WriteBatch::new();
+        b.put("b", "2").put("a", "1").delete("c");
+        let m = b.into_mutations(5, 16).unwrap();
+        assert_eq!(
+            m.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
+            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
+        );
+        let mut b = WriteBatch::new();
+        b.put("a", "1").delete("a");
+        assert!(
+            b.into_mutations(5, 16)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+        let mut b = WriteBatch::new();
+        b.put("", "1");
+        assert!(
+            b.into_mutations(5, 16)
+                .unwrap_err()
+                .to_string()
+                .contains("empty key")
+        );
+        let mut b = WriteBatch::new();
+        b.put(vec![b'x'; 17], "1");
+        assert!(
+            b.into_mutations(5, 16)
+                .unwrap_err()
+                .to_string()
+                .contains("maximum")
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! A one-value channel whose receiver is both a `Future` (any executor) and blockable
+//! (plain threads), so the API needs no particular async runtime.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use parking_lot::{Condvar, Mutex};
+
+#[derive(Debug)]
+struct State<T> {
+    value: Option<T>,
+    waker: Option<Waker>,
+    sender_gone: bool,
+}
+
+#[derive(Debug)]
+struct Inner<T> {
+    state: Mutex<State<T>>,
+    ready: Condvar,
+}
+
+/// Sending half.
+#[derive(Debug)]
+pub struct Sender<T>(Arc<Inner<T>>);
+
+/// Receiving half.
+#[derive(Debug)]
+pub struct Receiver<T>(Arc<Inner<T>>);
+
+/// A new channel.
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let inner = Arc::new(Inner {
+        state: Mutex::new(State {
+            value: None,
+            waker: None,
+            sender_gone: false,
+        }),
+        ready: Condvar::new(),
+    });
+    (Sender(inner.clone()), Receiver(inner))
+}
+
+impl<T> Sender<T> {
+    /// Delivers the value.
+    pub fn send(self, value: T) {
+        let mut s = self.0.state.lock();
+        s.value = Some(value);
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        self.0.ready.notify_all();
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock();
+        s.sender_gone = true;
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        self.0.ready.notify_all();
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Blocks until the value arrives; `None` if the sender went away without sending.
+    pub fn wait(self) -> Option<T> {
+        let mut s = self.0.state.lock();
+        loop {
+            if let Some(v) = s.value.take() {
+                return Some(v);
+            }
+            if s.sender_gone {
+                return None;
+            }
+            self.0.ready.wait(&mut s);
+        }
+    }
+}
+
+impl<T> Future for Receiver<T> {
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.0.state.lock();
+        if let Some(v) = s.value.take() {
+            return Poll::Ready(Some(v));
+        }
+        if s.sender_gone {
+            return Poll::Ready(None);
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Runs a future to completion on the current thread (the blocking API and examples).
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    struct ThreadWaker(std::thread::Thread);
+    impl std::task::Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}

@@ -1,0 +1,287 @@
+//! Store options: a builder, TOML loading, and validation that names the offending field.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bough_io::{FaultInjector, MemoryStorage};
+use serde::Deserialize;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+
+/// Which storage backend holds the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// io_uring when the kernel allows it, positional I/O otherwise.
+    #[default]
+    Auto,
+    /// io_uring (fails to open where io_uring is unavailable).
+    IoUring,
+    /// Positional read/write system calls.
+    Pread,
+    /// Process memory: nothing survives the process.
+    Memory,
+}
+
+/// How the store is configured. Build with [`Options::new`] or load with
+/// [`Options::from_toml_file`]; [`Options::validate`] runs on open.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Options {
+    /// Store directory (required unless the backend is `memory`).
+    pub path: Option<PathBuf>,
+    /// Storage backend.
+    pub backend: Backend,
+    /// Page size in bytes: a power of two from 4096 to 65536. Fixed when a partition is
+    /// created.
+    pub page_size: u32,
+    /// Size of each data file in bytes (a multiple of the page size).
+    pub data_file_size: u64,
+    /// Byte budget of the page cache.
+    pub cache_bytes: u64,
+    /// Whether leaf (data) pages are cached too; index and mapping pages always are.
+    pub cache_data_pages: bool,
+    /// Writer threads; each (partition, branch) is served by one of them.
+    pub shards: usize,
+    /// Checkpoint the mapping table after this many of its chunks changed.
+    pub checkpoint_chunks: usize,
+    /// Rewrite a manifest as a fresh snapshot once it exceeds this many bytes.
+    pub manifest_rewrite_bytes: u64,
+    /// Interval of the background work (expiry, compaction, GC) in ms; 0 turns it off.
+    pub maintenance_interval_ms: u64,
+    /// Compact a data file once at least this fraction of its pages is garbage.
+    pub compaction_garbage_ratio: f64,
+    /// Most write batches coalesced into one commit.
+    pub max_group_commit: usize,
+    /// Time source (tests inject a manual clock).
+    #[serde(skip, default = "default_clock")]
+    pub clock: Arc<dyn Clock>,
+    /// Fault injection for the local backends (tests).
+    #[serde(skip)]
+    pub faults: Option<FaultInjector>,
+    /// A memory store to open (so tests can reopen the same memory).
+    #[serde(skip)]
+    pub memory: Option<MemoryStorage>,
+}
+
+fn default_clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            path: None,
+            backend: Backend::Auto,
+            page_size: 4096,
+            data_file_size: 8 << 20,
+            cache_bytes: 256 << 20,
+            cache_data_pages: true,
+            shards: 2,
+            checkpoint_chunks: 128,
+            manifest_rewrite_bytes: 16 << 20,
+            maintenance_interval_ms: 10_000,
+            compaction_garbage_ratio: 0.5,
+            max_group_commit: 1024,
+            clock: default_clock(),
+            faults: None,
+            memory: None,
+        }
+    }
+}
+
+impl Options {
+    /// Defaults for a store in `path`.
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        Options {
+            path: Some(path.as_ref().to_path_buf()),
+            ..Options::default()
+        }
+    }
+
+    /// Defaults for an in-memory store.
+    pub fn in_memory() -> Self {
+        Options {
+            backend: Backend::Memory,
+            ..Options::default()
+        }
+    }
+
+    /// Loads options from a TOML file; unknown keys are errors.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))?;
+        Self::from_toml_str(&text)
+    }
+
+    /// Parses options from TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        let opts: Options =
+            toml::from_str(text).map_err(|e| Error::invalid(format!("options: {e}")))?;
+        opts.validate()?;
+        Ok(opts)
+    }
+
+    /// Sets the backend.
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
+    /// Sets the page size.
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.page_size = n;
+        self
+    }
+    /// Sets the data file size.
+    pub fn data_file_size(mut self, n: u64) -> Self {
+        self.data_file_size = n;
+        self
+    }
+    /// Sets the page cache budget.
+    pub fn cache_bytes(mut self, n: u64) -> Self {
+        self.cache_bytes = n;
+        self
+    }
+    /// Whether data pages are cached.
+    pub fn cache_data_pages(mut self, yes: bool) -> Self {
+        self.cache_data_pages = yes;
+        self
+    }
+    /// Sets the number of writer threads.
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = n;
+        self
+    }
+    /// Sets the background interval (0 = off).
+    pub fn maintenance_interval_ms(mut self, ms: u64) -> Self {
+        self.maintenance_interval_ms = ms;
+        self
+    }
+    /// Sets the clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// Sets the fault injector.
+    pub fn faults(mut self, f: FaultInjector) -> Self {
+        self.faults = Some(f);
+        self
+    }
+    /// Uses (and shares) this memory store.
+    pub fn memory(mut self, m: MemoryStorage) -> Self {
+        self.backend = Backend::Memory;
+        self.memory = Some(m);
+        self
+    }
+    /// Sets the manifest rewrite threshold.
+    pub fn manifest_rewrite_bytes(mut self, n: u64) -> Self {
+        self.manifest_rewrite_bytes = n;
+        self
+    }
+    /// Sets the mapping checkpoint threshold.
+    pub fn checkpoint_chunks(mut self, n: usize) -> Self {
+        self.checkpoint_chunks = n;
+        self
+    }
+    /// Sets the compaction threshold.
+    pub fn compaction_garbage_ratio(mut self, r: f64) -> Self {
+        self.compaction_garbage_ratio = r;
+        self
+    }
+
+    /// Checks every field; the error names the field and the rule.
+    pub fn validate(&self) -> Result<()> {
+        let field =
+            |name: &str, rule: String| Err(Error::invalid(format!("option `{name}`: {rule}")));
+        if self.backend != Backend::Memory && self.path.is_none() {
+            return field("path", "required unless backend = \"memory\"".into());
+        }
+        if !self.page_size.is_power_of_two() || !(4096..=65536).contains(&self.page_size) {
+            return field(
+                "page_size",
+                format!(
+                    "{} is not a power of two from 4096 to 65536",
+                    self.page_size
+                ),
+            );
+        }
+        let ps = u64::from(self.page_size);
+        if !self.data_file_size.is_multiple_of(ps)
+            || self.data_file_size / ps < 16
+            || self.data_file_size / ps > (1 << 24)
+        {
+            return field(
+                "data_file_size",
+                format!(
+                    "{} must be a multiple of page_size holding 16 to 2^24 pages",
+                    self.data_file_size
+                ),
+            );
+        }
+        if self.cache_bytes < 1 << 20 {
+            return field(
+                "cache_bytes",
+                format!("{} is below 1 MiB", self.cache_bytes),
+            );
+        }
+        if !(1..=256).contains(&self.shards) {
+            return field("shards", format!("{} is not in 1..=256", self.shards));
+        }
+        if self.checkpoint_chunks == 0 {
+            return field("checkpoint_chunks", "must be at least 1".into());
+        }
+        if self.manifest_rewrite_bytes < 64 * 1024 {
+            return field(
+                "manifest_rewrite_bytes",
+                format!("{} is below 64 KiB", self.manifest_rewrite_bytes),
+            );
+        }
+        if !(self.compaction_garbage_ratio > 0.0 && self.compaction_garbage_ratio <= 1.0) {
+            return field(
+                "compaction_garbage_ratio",
+                format!("{} is not in (0, 1]", self.compaction_garbage_ratio),
+            );
+        }
+        if self.max_group_commit == 0 {
+            return field("max_group_commit", "must be at least 1".into());
+        }
+        if self.memory.is_some() && self.backend != Backend::Memory {
+            return field("memory", "a memory store needs backend = \"memory\"".into());
+        }
+        Ok(())
+    }
+
+    /// Longest key accepted: an eighth of a page, so a leaf and an index page always hold
+    /// several entries.
+    pub fn max_key_len(&self) -> usize {
+        self.page_size as usize / 8
+    }
+}
+
+/// Longest value accepted (values above about a quarter page live in overflow pages).
+pub const MAX_VALUE_LEN: usize = 1 << 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_round_trip_and_field_errors() {
+        let o = Options::from_toml_str(
+            "path = \"/tmp/x\"\nbackend = \"pread\"\npage_size = 8192\ndata_file_size = 1048576\n",
+        )
+        .unwrap();
+        assert_eq!(o.backend, Backend::Pread);
+        assert_eq!(o.page_size, 8192);
+        let e = Options::from_toml_str("path = \"/x\"\npage_size = 5000\n").unwrap_err();
+        assert!(e.to_string().contains("page_size"), "{e}");
+        let e = Options::from_toml_str("path = \"/x\"\nbogus = 1\n").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = Options::in_memory().shards(0).validate().unwrap_err();
+        assert!(e.to_string().contains("shards"), "{e}");
+        let e = Options::default().validate().unwrap_err();
+        assert!(e.to_string().contains("path"), "{e}");
+    }
+}

@@ -1,0 +1,858 @@
+//! The store: partitions spread over writer shards, one write queue per (partition,
+//! branch), readers on immutable snapshots.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bough_catalog::Partition;
+use bough_io::{
+    BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir, open_local_with,
+};
+use bough_names::{BranchName, PartitionDir, PartitionId, TableName, classify_dir};
+use bough_tree::btree::{self, Mutation, Op};
+use bough_tree::cache::PageCache;
+use bough_tree::head::{Head, HeadConfig, Published, TreeSnapshot};
+use bough_tree::page::leaf::{Entry, ValueLoc};
+use parking_lot::Mutex;
+
+use crate::batch::{WriteBatch, check_key};
+use crate::clock::Clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::oneshot;
+use crate::options::{Backend, Options};
+
+/// A key's value and metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Value {
+    /// The value bytes.
+    pub value: Vec<u8>,
+    /// The user timestamp it was written with.
+    pub timestamp: u64,
+    /// When it expires (ms since the epoch), if ever.
+    pub expire_at: Option<u64>,
+}
+
+/// A key with its value, as a scan returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Its value and metadata.
+    pub value: Value,
+}
+
+/// What a scan reads.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Where to start (inclusive or exclusive; unbounded = from the first key).
+    pub begin: Bound<Vec<u8>>,
+    /// Where to stop (exclusive; unbounded = to the last key).
+    pub end: Option<Vec<u8>>,
+    /// Most entries returned.
+    pub limit: usize,
+    /// Stop after this many key + value bytes (at least one entry is returned).
+    pub max_bytes: usize,
+    /// Return keys without reading values.
+    pub keys_only: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            begin: Bound::Unbounded,
+            end: None,
+            limit: usize::MAX,
+            max_bytes: usize::MAX,
+            keys_only: false,
+        }
+    }
+}
+
+/// One page of scan results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanPage {
+    /// Entries in key order.
+    pub entries: Vec<KeyValue>,
+    /// Where the next page starts (inclusive), if the scan stopped at a limit.
+    pub next: Option<Vec<u8>>,
+}
+
+/// A batch waiting in a group commit, with its waiter.
+type Pending = (Vec<Mutation>, oneshot::Sender<Result<()>>);
+
+type Task = Box<dyn FnOnce(&mut Head, u64) -> Result<()> + Send>;
+
+enum Job {
+    Write {
+        branch: Arc<BranchEntry>,
+        muts: Vec<Mutation>,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    Run {
+        branch: Arc<BranchEntry>,
+        task: Task,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    Stop,
+}
+
+#[derive(Debug)]
+pub(crate) struct BranchEntry {
+    label: String,
+    published: Arc<Published>,
+    head: Mutex<Head>,
+    shard: usize,
+}
+
+#[derive(Debug)]
+struct PartitionEntry {
+    part: Partition,
+    branches: Mutex<HashMap<BranchName, Arc<BranchEntry>>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    opts: Options,
+    storage: Arc<dyn Storage>,
+    cache: Arc<PageCache>,
+    clock: Arc<dyn Clock>,
+    head_cfg: HeadConfig,
+    partitions: Mutex<HashMap<String, Arc<PartitionEntry>>>,
+    shards: Vec<Mutex<mpsc::Sender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    closed: AtomicBool,
+    lock: Mutex<Option<DirLock>>,
+    maintenance_stop: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+/// An open store. Cheap to clone; every clone is the same store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store `opts` describes.
+    pub fn open(opts: Options) -> Result<Store> {
+        opts.validate()?;
+        let (storage, lock): (Arc<dyn Storage>, Option<DirLock>) = match opts.backend {
+            Backend::Memory => {
+                let mem = opts.memory.clone().unwrap_or_default();
+                (Arc::new(mem) as Arc<dyn Storage>, None)
+            }
+            b => {
+                let path = opts
+                    .path
+                    .clone()
+                    .ok_or_else(|| Error::invalid("option `path`: required"))?;
+                std::fs::create_dir_all(&path).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Io,
+                        format!("cannot create {}: {e}", path.display()),
+                    )
+                })?;
+                // A second process on the same directory would corrupt it: refuse clearly.
+                let lock = lock_dir(&path).map_err(|e| Error::from(e).at(path.display()))?;
+                let choice = match b {
+                    Backend::IoUring => BackendChoice::IoUring,
+                    Backend::Pread => BackendChoice::Pread,
+                    _ => BackendChoice::Auto,
+                };
+                let local = LocalOptions {
+                    backend: choice,
+                    faults: opts.faults.clone(),
+                    ..LocalOptions::default()
+                };
+                (open_local_with(&path, local)?, Some(lock))
+            }
+        };
+        tracing::info!(backend = %storage.kind(), "store opened");
+        let head_cfg = HeadConfig {
+            page_size: opts.page_size,
+            file_pages: (opts.data_file_size / u64::from(opts.page_size)) as u32,
+            preallocate: opts.data_file_size,
+            checkpoint_chunks: opts.checkpoint_chunks,
+            manifest_rewrite_bytes: opts.manifest_rewrite_bytes,
+        };
+        let mut shards = Vec::new();
+        let mut threads = Vec::new();
+        for i in 0..opts.shards {
+            let (tx, rx) = mpsc::channel();
+            shards.push(Mutex::new(tx));
+            let clock = opts.clock.clone();
+            let max_group = opts.max_group_commit;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("bough-shard-{i}"))
+                    .spawn(move || shard_loop(rx, clock, max_group))
+                    .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a shard: {e}")))?,
+            );
+        }
+        let inner = Arc::new(Inner {
+            cache: Arc::new(PageCache::new(opts.cache_bytes as usize)),
+            clock: opts.clock.clone(),
+            head_cfg,
+            storage,
+            partitions: Mutex::new(HashMap::new()),
+            shards,
+            threads: Mutex::new(threads),
+            closed: AtomicBool::new(false),
+            lock: Mutex::new(lock),
+            maintenance_stop: Mutex::new(None),
+            opts,
+        });
+        if inner.opts.maintenance_interval_ms > 0 {
+            start_maintenance(&inner);
+        }
+        Ok(Store { inner })
+    }
+
+    /// Which backend serves the store (`io_uring`, `pread` or `memory`).
+    pub fn backend(&self) -> bough_io::BackendKind {
+        self.inner.storage.kind()
+    }
+
+    /// I/O counters of the storage backend.
+    pub fn io_stats(&self) -> IoStatsSnapshot {
+        self.inner.storage.stats().snapshot()
+    }
+
+    /// The page cache (hit counters, size).
+    pub fn cache(&self) -> &PageCache {
+        &self.inner.cache
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// A partition of a table. No I/O happens until a branch of it is opened.
+    pub fn partition(&self, table: &str, partition: PartitionId) -> Result<PartitionHandle> {
+        let table = TableName::new(table)?;
+        Ok(PartitionHandle {
+            store: self.clone(),
+            dir: PartitionDir::new(table, partition),
+        })
+    }
+
+    /// The partitions of a table that exist in the store.
+    pub fn partitions_of(&self, table: &str) -> Result<Vec<PartitionId>> {
+        let table = TableName::new(table)?;
+        let mut out: Vec<PartitionId> = self
+            .inner
+            .storage
+            .list_dirs()?
+            .iter()
+            .filter_map(|d| classify_dir(d))
+            .filter(|p| p.table == table)
+            .map(|p| p.partition)
+            .collect();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Removes every key of `branch` on every partition of `table`; other branches keep
+    /// theirs.
+    pub fn drop_table_branch(&self, table: &str, branch: &str) -> Result<()> {
+        for p in self.partitions_of(table)? {
+            self.partition(table, p)?
+                .branch(branch)?
+                .truncate_blocking(&[])?;
+        }
+        Ok(())
+    }
+
+    /// Removes every key of the `main` branch of `table`.
+    pub fn drop_table(&self, table: &str) -> Result<()> {
+        self.drop_table_branch(table, "main")
+    }
+
+    /// Stops the writers and releases the directory. Later calls on any handle fail with
+    /// `Closed`.
+    pub fn close(&self) -> Result<()> {
+        self.inner.shutdown();
+        Ok(())
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::closed());
+        }
+        Ok(())
+    }
+
+    fn partition_entry(&self, dir: &PartitionDir) -> Result<Arc<PartitionEntry>> {
+        self.check_open()?;
+        let key = dir.to_string();
+        let mut parts = self.inner.partitions.lock();
+        if let Some(p) = parts.get(&key) {
+            return Ok(p.clone());
+        }
+        let part = Partition::open(
+            self.inner.storage.clone(),
+            dir.clone(),
+            self.inner.head_cfg.clone(),
+            self.inner.cache.clone(),
+            self.inner.opts.cache_data_pages,
+            true,
+        )
+        .map_err(|e| Error::from(e).at(dir))?;
+        let entry = Arc::new(PartitionEntry {
+            part,
+            branches: Mutex::new(HashMap::new()),
+        });
+        parts.insert(key, entry.clone());
+        Ok(entry)
+    }
+
+    fn branch_entry(&self, dir: &PartitionDir, branch: &BranchName) -> Result<Arc<BranchEntry>> {
+        let p = self.partition_entry(dir)?;
+        let label = format!("{dir}@{branch}");
+        let mut branches = p.branches.lock();
+        if let Some(b) = branches.get(branch) {
+            return Ok(b.clone());
+        }
+        let head = p
+            .part
+            .open_head(branch)
+            .map_err(|e| Error::from(e).at(&label))?;
+        let shard = shard_of(&label, self.inner.shards.len());
+        let entry = Arc::new(BranchEntry {
+            label,
+            published: head.published(),
+            head: Mutex::new(head),
+            shard,
+        });
+        branches.insert(branch.clone(), entry.clone());
+        Ok(entry)
+    }
+
+    fn submit(&self, job: Job, shard: usize) -> Result<()> {
+        self.check_open()?;
+        self.inner.shards[shard]
+            .lock()
+            .send(job)
+            .map_err(|_| Error::closed())
+    }
+
+    /// Runs the background work once now (expiry, compaction); what the maintenance thread
+    /// does on each tick.
+    pub fn run_maintenance(&self) -> Result<()> {
+        self.inner.maintain()
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(stop) = self.maintenance_stop.lock().take() {
+            let _ = stop.send(());
+        }
+        for s in &self.shards {
+            let _ = s.lock().send(Job::Stop);
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        self.partitions.lock().clear();
+        self.lock.lock().take();
+    }
+
+    fn maintain(self: &Arc<Self>) -> Result<()> {
+        let store = Store {
+            inner: self.clone(),
+        };
+        let entries: Vec<Arc<BranchEntry>> = self
+            .partitions
+            .lock()
+            .values()
+            .flat_map(|p| p.branches.lock().values().cloned().collect::<Vec<_>>())
+            .collect();
+        let ratio = self.opts.compaction_garbage_ratio;
+        for b in entries {
+            let branch = Branch {
+                store: store.clone(),
+                entry: b.clone(),
+            };
+            branch.run(Box::new(move |head, now| {
+                expire(head, now)?;
+                compact(head, ratio, now)
+            }))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn shard_of(label: &str, n: usize) -> usize {
+    // FNV-1a: stable across runs, so a branch always lands on the same shard.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    (h % n as u64) as usize
+}
+
+fn start_maintenance(inner: &Arc<Inner>) {
+    let (tx, rx) = mpsc::channel::<()>();
+    *inner.maintenance_stop.lock() = Some(tx);
+    let weak: Weak<Inner> = Arc::downgrade(inner);
+    let every = Duration::from_millis(inner.opts.maintenance_interval_ms);
+    let _ = std::thread::Builder::new()
+        .name("bough-maintenance".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                let Some(inner) = weak.upgrade() else { return };
+                if let Err(e) = inner.maintain()
+                    && e.kind() != ErrorKind::Closed
+                {
+                    tracing::warn!(error = %e, "background maintenance failed");
+                }
+            }
+        });
+}
+
+/// Deletes keys whose expiry has passed (the TTL index says which).
+fn expire(head: &mut Head, now: u64) -> Result<()> {
+    loop {
+        let keys = head.expired_keys(now, 4096)?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let muts: Vec<Mutation> = keys
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|key| Mutation {
+                key,
+                op: Op::ForceDelete,
+            })
+            .collect();
+        head.commit(&muts, now)?;
+    }
+}
+
+/// Moves the live pages out of this head's own sealed files that are mostly garbage.
+/// Files of other lineages (inherited from a parent) are left alone: rewriting them would
+/// copy pages other branches share and free nothing.
+fn compact(head: &mut Head, garbage_ratio: f64, now: u64) -> Result<()> {
+    let live = head.live_pages_per_file()?;
+    let snap = head.snapshot();
+    let active = head.active_file();
+    let per_file = f64::from(head.file_pages().saturating_sub(1).max(1));
+    let victims: Vec<u64> = live
+        .iter()
+        .filter(|(f, _)| Some(**f) != active)
+        .filter(|(f, _)| {
+            snap.ranges
+                .resolve(**f)
+                .is_some_and(|r| &r.branch == head.branch() && r.term == head.term())
+        })
+        .filter(|(_, n)| 1.0 - (**n as f64 / per_file) >= garbage_ratio)
+        .map(|(f, _)| *f)
+        .collect();
+    if !victims.is_empty() {
+        let moved = head.relocate_files(&victims, now)?;
+        tracing::debug!(files = victims.len(), pages = moved, "compacted");
+    }
+    Ok(())
+}
+
+fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_group: usize) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < max_group {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        // Writes of one branch that queued up together become one commit (group commit);
+        // any other job of that branch first flushes the group, so order is kept.
+        let mut groups: Vec<(Arc<BranchEntry>, Vec<Pending>)> = Vec::new();
+        let mut stop = false;
+        for job in jobs {
+            match job {
+                Job::Write {
+                    branch,
+                    muts,
+                    reply,
+                } => match groups.iter_mut().find(|(b, _)| Arc::ptr_eq(b, &branch)) {
+                    Some((_, g)) => g.push((muts, reply)),
+                    None => groups.push((branch, vec![(muts, reply)])),
+                },
+                Job::Run {
+                    branch,
+                    task,
+                    reply,
+                } => {
+                    if let Some(pos) = groups.iter().position(|(b, _)| Arc::ptr_eq(b, &branch)) {
+                        let (b, g) = groups.remove(pos);
+                        commit_group(&b, g, clock.as_ref());
+                    }
+                    let mut head = branch.head.lock();
+                    let r = task(&mut head, clock.now_ms()).map_err(|e| e.at(&branch.label));
+                    reply.send(r);
+                }
+                Job::Stop => stop = true,
+            }
+        }
+        for (b, g) in groups {
+            commit_group(&b, g, clock.as_ref());
+        }
+        if stop {
+            return;
+        }
+    }
+}
+
+/// Commits several batches of one branch as one tree update. Batches keep their order:
+/// for a key written by two of them, last-writer-wins by timestamp decides, and a tie goes
+/// to the later batch, exactly as if they had been committed one after the other.
+fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
+    let mut replies = Vec::with_capacity(group.len());
+    let muts: Vec<Mutation> = if group.len() == 1 {
+        let (m, r) = group
+            .into_iter()
+            .next()
+            .map_or((Vec::new(), None), |(m, r)| (m, Some(r)));
+        replies.extend(r);
+        m
+    } else {
+        let mut merged: BTreeMap<Vec<u8>, Op> = BTreeMap::new();
+        for (muts, reply) in group {
+            replies.push(reply);
+            for m in muts {
+                match merged.get(&m.key) {
+                    Some(old) if op_ts(old) > op_ts(&m.op) => {}
+                    _ => {
+                        merged.insert(m.key, m.op);
+                    }
+                }
+            }
+        }
+        merged
+            .into_iter()
+            .map(|(key, op)| Mutation { key, op })
+            .collect()
+    };
+    let result = branch
+        .head
+        .lock()
+        .commit(&muts, clock.now_ms())
+        .map(|_| ())
+        .map_err(|e| Error::from(e).at(&branch.label));
+    match result {
+        Ok(()) => replies.into_iter().for_each(|r| r.send(Ok(()))),
+        Err(e) => replies.into_iter().for_each(|r| r.send(Err(e.duplicate()))),
+    }
+}
+
+fn op_ts(op: &Op) -> u64 {
+    match op {
+        Op::Put { timestamp, .. } | Op::Delete { timestamp } => *timestamp,
+        Op::ForceDelete => u64::MAX,
+    }
+}
+
+/// A partition of a table.
+#[derive(Debug, Clone)]
+pub struct PartitionHandle {
+    store: Store,
+    dir: PartitionDir,
+}
+
+impl PartitionHandle {
+    /// Opens a branch. `main` always exists (a partition is created on first use); any
+    /// other branch must exist, or this is `NotFound`.
+    pub fn branch(&self, name: &str) -> Result<Branch> {
+        let name = BranchName::new(name).map_err(|e| Error::from(e).at(&self.dir))?;
+        let entry = self.store.branch_entry(&self.dir, &name)?;
+        Ok(Branch {
+            store: self.store.clone(),
+            entry,
+        })
+    }
+
+    /// The partition's directory name (`table.partition`).
+    pub fn dir(&self) -> &PartitionDir {
+        &self.dir
+    }
+}
+
+/// One branch of one partition: reads, writes, truncate.
+///
+/// Reads run on the caller's thread against an immutable snapshot and never wait for a
+/// writer. Writes go through the branch's write queue; the returned future (usable from any
+/// executor, or blocked on with the `_blocking` methods) resolves once the batch is durable.
+#[derive(Debug, Clone)]
+pub struct Branch {
+    store: Store,
+    entry: Arc<BranchEntry>,
+}
+
+impl Branch {
+    /// `table.partition@branch`.
+    pub fn label(&self) -> &str {
+        &self.entry.label
+    }
+
+    /// A consistent read view of the branch as of its latest commit.
+    pub fn read_view(&self) -> Result<ReadView> {
+        self.store.check_open()?;
+        Ok(ReadView {
+            snap: self.entry.published.load(),
+            now: self.store.inner.clock.now_ms(),
+            label: self.entry.label.clone(),
+            max_key: self.store.inner.opts.max_key_len(),
+        })
+    }
+
+    /// The value of `key`, unless absent or expired.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.get_blocking(key)
+    }
+
+    /// Blocking [`get`](Self::get).
+    pub fn get_blocking(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.read_view()?.get(key)
+    }
+
+    /// The greatest live key ≤ `key`, with its value.
+    pub async fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        self.floor_blocking(key)
+    }
+
+    /// Blocking [`floor`](Self::floor).
+    pub fn floor_blocking(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        self.read_view()?.floor(key)
+    }
+
+    /// A page of entries in key order.
+    pub async fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
+        self.scan_blocking(opts)
+    }
+
+    /// Blocking [`scan`](Self::scan).
+    pub fn scan_blocking(&self, opts: &ScanOptions) -> Result<ScanPage> {
+        self.read_view()?.scan(opts)
+    }
+
+    /// Applies a batch atomically; resolves once it is durable.
+    pub fn write(
+        &self,
+        batch: WriteBatch,
+    ) -> impl std::future::Future<Output = Result<()>> + use<> {
+        let rx = self.submit_write(batch);
+        async move {
+            match rx {
+                Ok(rx) => rx.await.unwrap_or_else(|| Err(Error::closed())),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Blocking [`write`](Self::write).
+    pub fn write_blocking(&self, batch: WriteBatch) -> Result<()> {
+        self.submit_write(batch)?
+            .wait()
+            .unwrap_or_else(|| Err(Error::closed()))
+    }
+
+    fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+        let muts = batch
+            .into_mutations(
+                self.store.inner.clock.now_ms(),
+                self.store.inner.opts.max_key_len(),
+            )
+            .map_err(|e| e.at(&self.entry.label))?;
+        let (tx, rx) = oneshot::channel();
+        self.store.submit(
+            Job::Write {
+                branch: self.entry.clone(),
+                muts,
+                reply: tx,
+            },
+            self.entry.shard,
+        )?;
+        Ok(rx)
+    }
+
+    /// Removes every key ≥ `from` (every key when `from` is empty).
+    pub async fn truncate(&self, from: &[u8]) -> Result<()> {
+        self.truncate_blocking(from)
+    }
+
+    /// Blocking [`truncate`](Self::truncate).
+    pub fn truncate_blocking(&self, from: &[u8]) -> Result<()> {
+        let from = from.to_vec();
+        self.run(Box::new(move |head, now| {
+            let snap = head.snapshot();
+            let start = if from.is_empty() {
+                None
+            } else {
+                Some(from.as_slice())
+            };
+            let mut c = btree::Cursor::seek(snap.as_ref(), snap.root, start)?;
+            let mut muts = Vec::new();
+            while let Some(e) = c.next_entry(snap.as_ref())? {
+                muts.push(Mutation {
+                    key: e.key,
+                    op: Op::ForceDelete,
+                });
+            }
+            head.commit(&muts, now)?;
+            Ok(())
+        }))
+    }
+
+    /// Runs a task on the branch's writer, in queue order.
+    pub(crate) fn run(&self, task: Task) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.store.submit(
+            Job::Run {
+                branch: self.entry.clone(),
+                task,
+                reply: tx,
+            },
+            self.entry.shard,
+        )?;
+        rx.wait().unwrap_or_else(|| Err(Error::closed()))
+    }
+
+    /// Deletes expired keys now (the background task does this periodically).
+    pub fn expire_now(&self) -> Result<()> {
+        self.run(Box::new(expire))
+    }
+
+    /// Compacts the branch's mostly-garbage files now.
+    pub fn compact_now(&self) -> Result<()> {
+        let ratio = self.store.inner.opts.compaction_garbage_ratio;
+        self.run(Box::new(move |head, now| compact(head, ratio, now)))
+    }
+}
+
+/// A consistent view of one branch at one commit.
+#[derive(Debug, Clone)]
+pub struct ReadView {
+    snap: Arc<TreeSnapshot>,
+    now: u64,
+    label: String,
+    max_key: usize,
+}
+
+impl ReadView {
+    fn live(&self, e: &Entry) -> bool {
+        e.expire_at == 0 || e.expire_at > self.now
+    }
+
+    fn value_of(&self, e: Entry, keys_only: bool) -> Result<Value> {
+        let value = match e.value {
+            _ if keys_only => Vec::new(),
+            ValueLoc::Inline(v) => v,
+            ValueLoc::Overflow { first, pages, len } => self
+                .snap
+                .read_overflow(first, pages, len)
+                .map_err(|err| Error::from(err).at(&self.label))?,
+        };
+        Ok(Value {
+            value,
+            timestamp: e.timestamp,
+            expire_at: (e.expire_at != 0).then_some(e.expire_at),
+        })
+    }
+
+    /// The commit this view shows.
+    pub fn version(&self) -> u64 {
+        self.snap.version
+    }
+
+    /// The value of `key`, unless absent or expired.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        check_key(key, self.max_key).map_err(|e| e.at(&self.label))?;
+        let found = btree::get(self.snap.as_ref(), self.snap.root, key)
+            .map_err(|e| Error::from(e).at(&self.label))?;
+        match found {
+            Some(e) if self.live(&e) => Ok(Some(self.value_of(e, false)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The greatest live key ≤ `key`.
+    pub fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        let mut probe = key.to_vec();
+        let mut inclusive = true;
+        loop {
+            let found =
+                btree::Cursor::before(self.snap.as_ref(), self.snap.root, &probe, inclusive)
+                    .map_err(|e| Error::from(e).at(&self.label))?;
+            match found {
+                None => return Ok(None),
+                Some(e) if self.live(&e) => {
+                    let key = e.key.clone();
+                    return Ok(Some(KeyValue {
+                        key,
+                        value: self.value_of(e, false)?,
+                    }));
+                }
+                // Expired: keep looking below it.
+                Some(e) => {
+                    probe = e.key;
+                    inclusive = false;
+                }
+            }
+        }
+    }
+
+    /// A page of live entries in `[begin, end)`.
+    pub fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
+        let at = |e: bough_io::IoError| Error::from(e).at(&self.label);
+        let (start, skip_equal) = match &opts.begin {
+            Bound::Included(k) => (Some(k.as_slice()), None),
+            Bound::Excluded(k) => (Some(k.as_slice()), Some(k.clone())),
+            Bound::Unbounded => (None, None),
+        };
+        let mut c = btree::Cursor::seek(self.snap.as_ref(), self.snap.root, start).map_err(at)?;
+        let mut entries = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(e) = c.next_entry(self.snap.as_ref()).map_err(at)? {
+            if skip_equal.as_ref().is_some_and(|k| *k == e.key) {
+                continue;
+            }
+            if opts.end.as_ref().is_some_and(|end| e.key >= *end) {
+                break;
+            }
+            if !self.live(&e) {
+                continue;
+            }
+            if entries.len() >= opts.limit || (bytes >= opts.max_bytes && !entries.is_empty()) {
+                return Ok(ScanPage {
+                    entries,
+                    next: Some(e.key),
+                });
+            }
+            let key = e.key.clone();
+            let value = self.value_of(e, opts.keys_only)?;
+            bytes += key.len() + value.value.len();
+            entries.push(KeyValue { key, value });
+        }
+        Ok(ScanPage {
+            entries,
+            next: None,
+        })
+    }
+}
