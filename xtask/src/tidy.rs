@@ -508,10 +508,13 @@ pub fn gather(root: &Path) -> Result<Inputs, String> {
         }
         crate_dirs.push(dir);
     }
+    // Module files and directories (data files such as fuzz seeds may be named anything).
     let mut paths = Vec::new();
     for top in ["crates", "xtask", "fuzz", "bench"] {
         for path in workspace::files_under(&root.join(top)) {
-            paths.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+            if path.is_dir() || path.extension().is_some_and(|e| e == "rs") {
+                paths.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+            }
         }
     }
     Ok(Inputs {

@@ -5,16 +5,20 @@
 //! term, or a tombstone after deletion) and `manifest_<branch>_<term>`. Opening a branch reads
 //! its term and replays that manifest.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bough_io::{ErrorKind, IoError, IoResult, Storage};
-use bough_manifest::CurrentTerm;
+use bough_manifest::{BranchOrigin, CurrentTerm, Snapshot, encode_snapshot, replay};
 use bough_names::{
-    BranchName, CurrentTermName, FileKind, ManifestName, PartitionDir, Term, classify,
+    ArchiveName, BranchName, CurrentTermName, FileKind, ManifestName, PartitionDir, Term,
+    Timestamp, classify,
 };
 use bough_tree::cache::PageCache;
 use bough_tree::files::FileTable;
-use bough_tree::head::{Head, HeadConfig};
+use bough_tree::head::{ForkPoint, Head, HeadConfig, MAX_MANIFEST_BYTES};
+use parking_lot::Mutex;
 
 /// One partition directory and its branches.
 #[derive(Debug)]
@@ -22,6 +26,21 @@ pub struct Partition {
     dir: PartitionDir,
     files: Arc<FileTable>,
     cfg: HeadConfig,
+    /// Current term of each branch opened in this process (heads of older terms are fenced).
+    fences: Mutex<HashMap<BranchName, Arc<AtomicU64>>>,
+}
+
+/// What `describe` tells about a branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchInfo {
+    /// The branch.
+    pub name: BranchName,
+    /// Its current term.
+    pub term: Term,
+    /// Parent, fork version and creation time (absent for a `main` created empty).
+    pub origin: Option<BranchOrigin>,
+    /// Its archives, oldest first.
+    pub archives: Vec<ArchiveName>,
 }
 
 impl Partition {
@@ -50,7 +69,13 @@ impl Partition {
             cache,
             cache_data_pages,
         ));
-        let p = Partition { dir, files, cfg };
+        let p = Partition {
+            dir,
+            files,
+            cfg,
+            fences: Mutex::new(HashMap::new()),
+        };
+        p.recover()?;
         let main = BranchName::main();
         match p.current_term(&main)? {
             Some(_) => {}
@@ -148,7 +173,18 @@ impl Partition {
     /// Opens the writer of a live branch at its current term.
     pub fn open_head(&self, branch: &BranchName) -> IoResult<Head> {
         let term = self.live_term(branch)?;
-        Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)
+        let mut head = Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)?;
+        head.set_fence(self.fence(branch, term));
+        Ok(head)
+    }
+
+    fn fence(&self, branch: &BranchName, term: Term) -> Arc<AtomicU64> {
+        let mut f = self.fences.lock();
+        let fence = f
+            .entry(branch.clone())
+            .or_insert_with(|| Arc::new(AtomicU64::new(term)));
+        fence.fetch_max(term, Ordering::AcqRel);
+        fence.clone()
     }
 
     /// The current term of a live branch; `NotFound` for a missing or deleted branch.
@@ -178,5 +214,314 @@ impl Partition {
     /// The manifest name of a branch at a term.
     pub fn manifest_name(branch: &BranchName, term: Term) -> ManifestName {
         ManifestName::new(branch.clone(), term)
+    }
+
+    /// Finishes or undoes what a crash interrupted: a branch whose newest manifest is newer
+    /// than its `CURRENT_TERM` (creation or term change cut short) is completed; manifests
+    /// of deleted branches and of superseded terms are removed; stale temporary files go.
+    fn recover(&self) -> IoResult<()> {
+        let names = self.storage().list(self.files.dir())?;
+        let mut newest: HashMap<BranchName, Term> = HashMap::new();
+        for n in &names {
+            if let FileKind::Manifest(m) = classify(n) {
+                let e = newest.entry(m.branch).or_insert(m.term);
+                *e = (*e).max(m.term);
+            }
+        }
+        for (branch, term) in &newest {
+            match self.current_term(branch)? {
+                None => self.write_current_term(branch, *term, false)?,
+                Some(ct) if ct.term < *term => self.write_current_term(branch, *term, false)?,
+                // A tombstone newer than or equal to the manifests: the deletion won.
+                _ => {}
+            }
+        }
+        for n in names {
+            let path = self.files.path_of(&n);
+            match classify(&n) {
+                FileKind::Manifest(m) => {
+                    if let Some(ct) = self.current_term(&m.branch)?
+                        && (ct.deleted && m.term <= ct.term || !ct.deleted && m.term < ct.term)
+                    {
+                        self.storage().delete(&path)?;
+                    }
+                }
+                FileKind::Archive(a) => {
+                    if self
+                        .current_term(&a.branch)?
+                        .is_some_and(|ct| ct.deleted && a.term <= ct.term)
+                    {
+                        self.storage().delete(&path)?;
+                    }
+                }
+                // No writer is running while a partition opens: a temp file is debris.
+                FileKind::Tmp(_) => self.storage().delete(&path)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn check_new_name(&self, name: &BranchName) -> IoResult<Term> {
+        let fold = name.case_fold_key();
+        for b in self.branches()? {
+            if b == *name {
+                return Err(IoError::AlreadyExists {
+                    path: format!("{}@{}", self.dir, name),
+                });
+            }
+            if b.case_fold_key() == fold {
+                return Err(IoError::InvalidArgument {
+                    what: format!(
+                        "branch name {name} differs from the existing branch {b} only by case; \
+                         they would alias on a case-insensitive store"
+                    ),
+                });
+            }
+        }
+        // A deleted branch leaves a tombstone with its last term: a new branch of that name
+        // continues above it, so no (branch, term) pair — and no file name — is used twice.
+        Ok(match self.current_term(name)? {
+            Some(ct) => ct.term + 1,
+            None => 0,
+        })
+    }
+
+    /// Creates `name` at `parent`'s latest commit (run in the parent's write queue: the
+    /// parent is checkpointed first so the new manifest is one small snapshot). No data is
+    /// copied; the new branch shares every page with its parent.
+    pub fn create_branch(
+        &self,
+        parent: &mut Head,
+        name: &BranchName,
+        now_ms: u64,
+    ) -> IoResult<Head> {
+        let term = self.check_new_name(name)?;
+        let fork = parent.fork_point(now_ms)?;
+        let origin = BranchOrigin {
+            parent: Some((parent.branch().clone(), parent.term())),
+            fork_version: parent.version(),
+            created_at_ms: now_ms,
+        };
+        self.create_from(fork, name, term, origin)
+    }
+
+    fn create_from(
+        &self,
+        fork: ForkPoint,
+        name: &BranchName,
+        term: Term,
+        origin: BranchOrigin,
+    ) -> IoResult<Head> {
+        let mut exts = Vec::new();
+        origin.store(&mut exts);
+        // Manifest first, CURRENT_TERM second: a crash in between is finished by `recover`.
+        let mut head = Head::create(
+            self.files.clone(),
+            self.cfg.clone(),
+            name.clone(),
+            term,
+            Some(&fork),
+            exts,
+        )?;
+        self.write_current_term(name, term, false)?;
+        head.set_fence(self.fence(name, term));
+        Ok(head)
+    }
+
+    /// Deletes a branch: a tombstone `CURRENT_TERM` first (the branch is gone from then on),
+    /// then its manifests and archives. Data files stay for GC. `main` cannot be deleted.
+    /// The caller must have stopped the branch's writer.
+    pub fn delete_branch(&self, name: &BranchName) -> IoResult<()> {
+        if name.is_main() {
+            return Err(IoError::InvalidArgument {
+                what: "the main branch cannot be deleted".into(),
+            });
+        }
+        let term = self.live_term(name)?;
+        self.write_current_term(name, term, true)?;
+        self.fence(name, term).store(u64::MAX, Ordering::Release);
+        for n in self.storage().list(self.files.dir())? {
+            let doomed = match classify(&n) {
+                FileKind::Manifest(m) => m.branch == *name,
+                FileKind::Archive(a) => a.branch == *name,
+                _ => false,
+            };
+            if doomed {
+                self.storage().delete(&self.files.path_of(&n))?;
+            }
+        }
+        self.storage().sync_dir(self.files.dir())
+    }
+
+    /// Opens `name` at the next term (a new owner takes over): a new manifest inheriting the
+    /// old one's state, then `CURRENT_TERM`; the old term's head is fenced from then on.
+    pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> IoResult<Head> {
+        let name = old.branch().clone();
+        let new_term = old.term() + 1;
+        let mut fork = old.fork_point(now_ms)?;
+        fork.snapshot.max_file_id = old.max_file_id();
+        let exts = fork.snapshot.extensions.clone();
+        let mut head = Head::create(
+            self.files.clone(),
+            self.cfg.clone(),
+            name.clone(),
+            new_term,
+            Some(&fork),
+            exts,
+        )?;
+        self.write_current_term(&name, new_term, false)?;
+        head.set_fence(self.fence(&name, new_term));
+        // The old term's manifest is superseded; its files stay reachable through the new one.
+        self.storage().delete(
+            &self
+                .files
+                .path_of(&ManifestName::new(name, new_term - 1).to_string()),
+        )?;
+        Ok(head)
+    }
+
+    /// Writes the head's current state as `manifest_<branch>_<term>_<ts>` (never overwriting
+    /// an existing archive).
+    pub fn archive(&self, head: &mut Head, ts: Timestamp, now_ms: u64) -> IoResult<ArchiveName> {
+        let fork = head.fork_point(now_ms)?;
+        let name = ArchiveName::new(head.branch().clone(), head.term(), ts);
+        let bytes = encode_snapshot(&fork.snapshot).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode archive {name}: {e}"),
+        })?;
+        self.storage()
+            .create_new(&self.files.path_of(&name.to_string()), &bytes)?;
+        Ok(name)
+    }
+
+    /// Archives of a branch, oldest first.
+    pub fn archives(&self, branch: &BranchName) -> IoResult<Vec<ArchiveName>> {
+        let mut out: Vec<ArchiveName> = self
+            .storage()
+            .list(self.files.dir())?
+            .iter()
+            .filter_map(|n| match classify(n) {
+                FileKind::Archive(a) if a.branch == *branch => Some(a),
+                _ => None,
+            })
+            .collect();
+        out.sort_by_key(|a| (a.timestamp, a.term));
+        Ok(out)
+    }
+
+    /// Deletes a branch's oldest archives beyond `keep`; returns the deleted names.
+    pub fn prune_archives(&self, branch: &BranchName, keep: usize) -> IoResult<Vec<ArchiveName>> {
+        let all = self.archives(branch)?;
+        let excess = all.len().saturating_sub(keep);
+        let doomed: Vec<ArchiveName> = all.into_iter().take(excess).collect();
+        for a in &doomed {
+            self.storage().delete(&self.files.path_of(&a.to_string()))?;
+        }
+        Ok(doomed)
+    }
+
+    fn read_archive(&self, archive: &ArchiveName) -> IoResult<Snapshot> {
+        let path = self.files.path_of(&archive.to_string());
+        let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
+        let r = replay(&bytes)
+            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+        if r.records != 1 {
+            return Err(IoError::corruption(
+                path,
+                0,
+                "an archive holds exactly one snapshot record",
+            ));
+        }
+        Ok(r.state.to_snapshot())
+    }
+
+    /// Creates branch `name` at the state an archive recorded (a point-in-time branch).
+    pub fn branch_from_archive(
+        &self,
+        archive: &ArchiveName,
+        name: &BranchName,
+        now_ms: u64,
+    ) -> IoResult<Head> {
+        let term = self.check_new_name(name)?;
+        let snapshot = self.read_archive(archive)?;
+        let origin = BranchOrigin {
+            parent: Some((archive.branch.clone(), archive.term)),
+            fork_version: 0,
+            created_at_ms: now_ms,
+        };
+        self.create_from(ForkPoint { snapshot }, name, term, origin)
+    }
+
+    /// Restores `head`'s branch to an archive in place: the current state is kept as branch
+    /// `backup`, then the branch moves to a new term whose manifest is the archive's state.
+    /// The caller must drop `head` (it is fenced) and use the returned one.
+    pub fn restore(
+        &self,
+        head: &mut Head,
+        archive: &ArchiveName,
+        backup: &BranchName,
+        now_ms: u64,
+    ) -> IoResult<Head> {
+        let name = head.branch().clone();
+        if archive.branch != name {
+            return Err(IoError::InvalidArgument {
+                what: format!(
+                    "archive {archive} belongs to branch {}, not {name}",
+                    archive.branch
+                ),
+            });
+        }
+        let mut snapshot = self.read_archive(archive)?;
+        self.create_branch(head, backup, now_ms)?;
+        let new_term = head.term() + 1;
+        // Above every id this branch ever allocated, so the new term's ranges stay disjoint
+        // from everything its own view and its backup's view can name.
+        snapshot.max_file_id = snapshot.max_file_id.max(head.max_file_id());
+        let origin = BranchOrigin::from_extensions(&snapshot.extensions)
+            .ok()
+            .flatten()
+            .unwrap_or(BranchOrigin {
+                parent: None,
+                fork_version: 0,
+                created_at_ms: now_ms,
+            });
+        let mut exts = Vec::new();
+        origin.store(&mut exts);
+        let mut restored = Head::create(
+            self.files.clone(),
+            self.cfg.clone(),
+            name.clone(),
+            new_term,
+            Some(&ForkPoint { snapshot }),
+            exts,
+        )?;
+        self.write_current_term(&name, new_term, false)?;
+        restored.set_fence(self.fence(&name, new_term));
+        let _ = self.storage().delete(
+            &self
+                .files
+                .path_of(&ManifestName::new(name, new_term - 1).to_string()),
+        );
+        Ok(restored)
+    }
+
+    /// Parent, term, creation time and archives of a live branch.
+    pub fn describe(&self, name: &BranchName) -> IoResult<BranchInfo> {
+        let term = self.live_term(name)?;
+        let path = self
+            .files
+            .path_of(&ManifestName::new(name.clone(), term).to_string());
+        let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
+        let state = replay(&bytes)
+            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?
+            .state;
+        let origin = BranchOrigin::from_extensions(&state.extensions)
+            .map_err(|r| IoError::corruption(path, 0, format!("origin extension: {r:?}")))?;
+        Ok(BranchInfo {
+            name: name.clone(),
+            term,
+            origin,
+            archives: self.archives(name)?,
+        })
     }
 }

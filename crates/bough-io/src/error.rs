@@ -80,6 +80,8 @@ pub enum IoError {
     Unsupported { what: String },
     /// An argument was invalid.
     InvalidArgument { what: String },
+    /// A newer term took over `what`; this writer must stop.
+    Fenced { what: String },
 }
 
 impl IoError {
@@ -103,6 +105,7 @@ impl IoError {
             IoError::Unsupported { .. } | IoError::InvalidArgument { .. } => {
                 ErrorKind::InvalidArgument
             }
+            IoError::Fenced { .. } => ErrorKind::Fenced,
         }
     }
 
@@ -175,6 +178,7 @@ impl fmt::Display for IoError {
             }
             IoError::Unsupported { what } => write!(f, "unsupported: {what}"),
             IoError::InvalidArgument { what } => write!(f, "invalid argument: {what}"),
+            IoError::Fenced { what } => write!(f, "fenced: {what}"),
         }
     }
 }

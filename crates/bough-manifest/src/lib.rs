@@ -17,6 +17,7 @@ mod codec;
 mod current_term;
 mod error;
 pub mod ext;
+mod origin;
 mod page;
 mod ranges;
 mod record;
@@ -26,6 +27,7 @@ pub mod varint;
 pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
 pub use error::{DecodeError, DecodeReason, EncodeError};
+pub use origin::{BranchOrigin, ORIGIN};
 pub use page::{
     FREE_SLOT_BIT, MAX_ADDR_FILE_ID, MAX_PAGE_INDEX, NO_PAGE, PAGE_INDEX_BITS, PageAddr, PageId,
     slot_is_valid,

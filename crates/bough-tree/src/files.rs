@@ -45,6 +45,8 @@ pub struct FileTable {
     /// Whether leaf and overflow pages are cached (index and mapping pages always are).
     cache_data_pages: bool,
     handles: Mutex<HashMap<String, Arc<DataFile>>>,
+    /// The file each writer (branch@term) is appending to: GC must keep them.
+    writing: Mutex<HashMap<String, String>>,
 }
 
 impl FileTable {
@@ -63,7 +65,26 @@ impl FileTable {
             cache,
             cache_data_pages,
             handles: Mutex::new(HashMap::new()),
+            writing: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Records the file writer `owner` appends to (`None`: none).
+    pub fn set_writing(&self, owner: &str, file: Option<String>) {
+        let mut w = self.writing.lock();
+        match file {
+            Some(f) => {
+                w.insert(owner.to_string(), f);
+            }
+            None => {
+                w.remove(owner);
+            }
+        }
+    }
+
+    /// Names of the files writers are appending to.
+    pub fn writing(&self) -> Vec<String> {
+        self.writing.lock().values().cloned().collect()
     }
 
     /// The storage backend.

@@ -223,18 +223,51 @@ impl TreeRead for TreeSnapshot {
     }
 }
 
-/// The current snapshot of a head, readable without the writer.
+/// The current snapshot of a head, readable without the writer, and a record of the older
+/// snapshots readers still hold (GC must keep what they reference).
 #[derive(Debug)]
-pub struct Published(RwLock<Arc<TreeSnapshot>>);
+pub struct Published {
+    current: RwLock<Arc<TreeSnapshot>>,
+    handed_out: parking_lot::Mutex<Vec<std::sync::Weak<TreeSnapshot>>>,
+}
 
 impl Published {
+    fn new(s: Arc<TreeSnapshot>) -> Self {
+        Published {
+            handed_out: parking_lot::Mutex::new(vec![Arc::downgrade(&s)]),
+            current: RwLock::new(s),
+        }
+    }
+
     /// The latest committed snapshot.
     pub fn load(&self) -> Arc<TreeSnapshot> {
-        self.0.read().clone()
+        self.current.read().clone()
     }
 
     fn store(&self, s: Arc<TreeSnapshot>) {
-        *self.0.write() = s;
+        {
+            let mut h = self.handed_out.lock();
+            if h.len() >= 64 {
+                h.retain(|w| w.strong_count() > 0);
+            }
+            h.push(Arc::downgrade(&s));
+        }
+        *self.current.write() = s;
+    }
+
+    /// Every snapshot of this head still held by someone (the current one included).
+    pub fn live(&self) -> Vec<Arc<TreeSnapshot>> {
+        let current = self.load();
+        let mut out: Vec<Arc<TreeSnapshot>> = self
+            .handed_out
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        if !out.iter().any(|s| Arc::ptr_eq(s, &current)) {
+            out.push(current);
+        }
+        out
     }
 }
 
@@ -473,6 +506,9 @@ pub struct Head {
     state: HeadState,
     published: Arc<Published>,
     poisoned: Option<String>,
+    /// The branch's current term as the catalog knows it; a head whose term is older is
+    /// fenced and refuses to commit.
+    fence: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// Everything a new branch needs from its parent to start at the parent's current commit.
@@ -587,8 +623,9 @@ impl Head {
             dict: st.dict,
             extensions: st.extensions,
             state,
-            published: Arc::new(Published(RwLock::new(snapshot))),
+            published: Arc::new(Published::new(snapshot)),
             poisoned: None,
+            fence: None,
         })
     }
 
@@ -632,7 +669,46 @@ impl Head {
         self.poisoned.as_deref()
     }
 
+    /// Makes this head refuse to commit once `fence` holds a newer term than its own.
+    pub fn set_fence(&mut self, fence: Arc<std::sync::atomic::AtomicU64>) {
+        self.fence = Some(fence);
+    }
+
+    fn writer_id(&self) -> String {
+        format!("{}@{}", self.branch, self.term)
+    }
+
+    /// Hands this head the snapshot slot readers of the branch already hold (used when a
+    /// new head replaces an old one of the same branch, e.g. at a new term).
+    pub fn share_published(&mut self, p: Arc<Published>) {
+        p.store(self.published.load());
+        self.published = p;
+    }
+
+    /// The commit sequence number of the latest commit.
+    pub fn version(&self) -> u64 {
+        self.seq
+    }
+
+    /// The manifest file this head appends to.
+    pub fn manifest_path(&self) -> &str {
+        &self.manifest_path
+    }
+
     fn check_poisoned(&self) -> IoResult<()> {
+        if let Some(f) = &self.fence {
+            let current = f.load(std::sync::atomic::Ordering::Acquire);
+            if current != self.term {
+                return Err(IoError::Fenced {
+                    what: format!(
+                        "{}@{} is at term {current}; this writer holds term {}",
+                        self.files.dir(),
+                        self.branch,
+                        self.term
+                    ),
+                });
+            }
+        }
         match &self.poisoned {
             Some(cause) => Err(IoError::Poisoned {
                 cause: cause.clone(),
@@ -791,8 +867,12 @@ impl Head {
         }
         let ps = self.cfg.page_size as usize;
         for &id in new_files {
-            self.files
+            let f = self
+                .files
                 .create(id, &self.branch, self.term, self.cfg.preallocate, now_ms)?;
+            // Registered before any manifest names it, so GC keeps it from now on.
+            self.files
+                .set_writing(&self.writer_id(), Some(f.name.to_string()));
         }
         let mut touched: Vec<FileId> = Vec::new();
         let mut i = 0;
@@ -1026,6 +1106,12 @@ impl Head {
     /// Whether the head has no tree.
     pub fn is_empty(&self) -> bool {
         self.state.root == NO_PAGE
+    }
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        self.files.set_writing(&self.writer_id(), None);
     }
 }
 

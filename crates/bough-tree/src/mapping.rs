@@ -160,6 +160,17 @@ impl MappingView {
         Ok(Some(node))
     }
 
+    /// Every non-zero slot of the chunks changed since the last checkpoint.
+    pub fn for_each_dirty_slot(&self, f: &mut dyn FnMut(PageId, u64)) {
+        for (c, slots) in self.dirty.iter() {
+            for (i, &raw) in slots.iter().enumerate() {
+                if raw != 0 {
+                    f(c * self.fanout as u32 + i as u32, raw);
+                }
+            }
+        }
+    }
+
     /// Every (chunk number, node) pair, dirty chunks included, in chunk order.
     /// Used by compaction and GC to find every page the table references.
     pub fn for_each_slot(

@@ -28,5 +28,10 @@ pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, MAX_VALUE_LEN, Options};
 pub use store::{Branch, KeyValue, PartitionHandle, ReadView, ScanOptions, ScanPage, Store, Value};
 
+pub use bough_catalog::BranchInfo;
+pub use bough_gc::{GcReport, KeepReason};
+pub use bough_manifest::BranchOrigin;
+pub use bough_names::ArchiveName;
+
 /// Lower layers, for users who embed them directly.
 pub use bough_io as io;

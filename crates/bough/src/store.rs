@@ -9,10 +9,12 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bough_catalog::Partition;
+use bough_catalog::{BranchInfo, Partition};
+use bough_gc::{GcReport, Pins};
 use bough_io::{
     BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir, open_local_with,
 };
+use bough_names::ArchiveName;
 use bough_names::{BranchName, PartitionDir, PartitionId, TableName, classify_dir};
 use bough_tree::btree::{self, Mutation, Op};
 use bough_tree::cache::PageCache;
@@ -107,12 +109,17 @@ pub(crate) struct BranchEntry {
     published: Arc<Published>,
     head: Mutex<Head>,
     shard: usize,
+    /// Set when the branch is deleted: handles still held report `NotFound`.
+    gone: AtomicBool,
+    dir: PartitionDir,
 }
 
 #[derive(Debug)]
 struct PartitionEntry {
     part: Partition,
     branches: Mutex<HashMap<BranchName, Arc<BranchEntry>>>,
+    /// Serializes catalog changes (create, delete, new term, restore) and GC of the partition.
+    catalog: Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -306,6 +313,7 @@ impl Store {
         let entry = Arc::new(PartitionEntry {
             part,
             branches: Mutex::new(HashMap::new()),
+            catalog: Mutex::new(()),
         });
         parts.insert(key, entry.clone());
         Ok(entry)
@@ -322,15 +330,22 @@ impl Store {
             .part
             .open_head(branch)
             .map_err(|e| Error::from(e).at(&label))?;
+        let entry = self.register(head, dir);
+        branches.insert(branch.clone(), entry.clone());
+        Ok(entry)
+    }
+
+    fn register(&self, head: Head, dir: &PartitionDir) -> Arc<BranchEntry> {
+        let label = format!("{dir}@{}", head.branch());
         let shard = shard_of(&label, self.inner.shards.len());
-        let entry = Arc::new(BranchEntry {
+        Arc::new(BranchEntry {
             label,
             published: head.published(),
             head: Mutex::new(head),
             shard,
-        });
-        branches.insert(branch.clone(), entry.clone());
-        Ok(entry)
+            gone: AtomicBool::new(false),
+            dir: dir.clone(),
+        })
     }
 
     fn submit(&self, job: Job, shard: usize) -> Result<()> {
@@ -341,11 +356,84 @@ impl Store {
             .map_err(|_| Error::closed())
     }
 
-    /// Runs the background work once now (expiry, compaction); what the maintenance thread
-    /// does on each tick.
+    /// Runs the background work once now (expiry, compaction, GC); what the maintenance
+    /// thread does on each tick.
     pub fn run_maintenance(&self) -> Result<()> {
         self.inner.maintain()
     }
+
+    /// Garbage-collects every partition opened so far; returns a report per partition.
+    pub fn gc(&self) -> Result<Vec<(String, GcReport)>> {
+        let parts: Vec<Arc<PartitionEntry>> =
+            self.inner.partitions.lock().values().cloned().collect();
+        parts
+            .iter()
+            .map(|p| Ok((p.part.dir().to_string(), gc_partition(p, false)?)))
+            .collect()
+    }
+
+    /// Creates `name` from `from` on every partition of `table`, all or nothing: if any
+    /// partition fails, the branches created so far are deleted again and every
+    /// per-partition error is reported.
+    pub fn create_branch_global(&self, table: &str, name: &str, from: &str) -> Result<()> {
+        let parts = self.partitions_of(table)?;
+        let mut done = Vec::new();
+        let mut errors = Vec::new();
+        for p in &parts {
+            match self.partition(table, *p)?.create_branch(name, from) {
+                Ok(_) => done.push(*p),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if errors.is_empty() {
+            return Ok(());
+        }
+        for p in done {
+            if let Err(e) = self.partition(table, p)?.delete_branch(name) {
+                errors.push(format!("rollback: {e}"));
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "creating branch {name} on table {table} failed: {}",
+                errors.join("; ")
+            ),
+        ))
+    }
+
+    /// Deletes `name` on every partition of `table` that has it.
+    pub fn delete_branch_global(&self, table: &str, name: &str) -> Result<()> {
+        for p in self.partitions_of(table)? {
+            match self.partition(table, p)?.delete_branch(name) {
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Archives `branch` on every partition of `table` with one shared timestamp.
+    pub fn archive_global(&self, table: &str, branch: &str) -> Result<u64> {
+        let ts = self.inner.clock.now_ms();
+        for p in self.partitions_of(table)? {
+            self.partition(table, p)?.branch(branch)?.archive_at(ts)?;
+        }
+        Ok(ts)
+    }
+}
+
+/// GC of one partition: everything its manifests and archives reference, every snapshot a
+/// reader holds, every file a writer is filling.
+fn gc_partition(p: &PartitionEntry, dry_run: bool) -> Result<GcReport> {
+    let _catalog = p.catalog.lock();
+    let files = p.part.files();
+    let mut pins = Pins::default();
+    for b in p.branches.lock().values() {
+        pins.snapshots.extend(b.published.live());
+    }
+    pins.writing.extend(files.writing());
+    bough_gc::collect(files, &pins, dry_run).map_err(|e| Error::from(e).at(p.part.dir()))
 }
 
 impl Inner {
@@ -387,6 +475,7 @@ impl Inner {
                 compact(head, ratio, now)
             }))?;
         }
+        store.gc()?;
         Ok(())
     }
 }
@@ -592,6 +681,103 @@ impl PartitionHandle {
     pub fn dir(&self) -> &PartitionDir {
         &self.dir
     }
+
+    fn entry(&self) -> Result<Arc<PartitionEntry>> {
+        self.store.partition_entry(&self.dir)
+    }
+
+    /// Creates branch `name` at the latest commit of branch `from`. Runs in `from`'s write
+    /// queue, so a busy parent is fine: the branch sees exactly the parent's commits that
+    /// were queued before it. No data is copied.
+    pub fn create_branch(&self, name: &str, from: &str) -> Result<Branch> {
+        let label = format!("{}@{name}", self.dir);
+        let name = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
+        let parent = self.branch(from)?;
+        let entry = self.entry()?;
+        let store = self.store.clone();
+        let dir = self.dir.clone();
+        let created: Arc<Mutex<Option<Arc<BranchEntry>>>> = Arc::new(Mutex::new(None));
+        let out = created.clone();
+        let task_name = name.clone();
+        parent
+            .run(Box::new(move |head, now| {
+                let _catalog = entry.catalog.lock();
+                let new_head = entry
+                    .part
+                    .create_branch(head, &task_name, now)
+                    .map_err(|e| Error::from(e).at(format!("{dir}@{task_name}")))?;
+                let b = store.register(new_head, &dir);
+                entry.branches.lock().insert(task_name, b.clone());
+                *out.lock() = Some(b);
+                Ok(())
+            }))
+            .map_err(|e| e.at(&label))?;
+        let entry = created.lock().take().ok_or_else(|| {
+            Error::new(ErrorKind::Io, "branch creation reported no branch").at(&label)
+        })?;
+        Ok(Branch {
+            store: self.store.clone(),
+            entry,
+        })
+    }
+
+    /// Deletes branch `name`: its manifests and archives go; its data stays until GC finds
+    /// nothing else references it. `main` cannot be deleted; children are unaffected.
+    pub fn delete_branch(&self, name: &str) -> Result<()> {
+        let branch = self.branch(name)?;
+        let entry = self.entry()?;
+        let bname = BranchName::new(name)?;
+        let target = branch.entry.clone();
+        branch.run(Box::new(move |_head, _now| {
+            let _catalog = entry.catalog.lock();
+            entry.part.delete_branch(&bname)?;
+            target.gone.store(true, Ordering::Release);
+            entry.branches.lock().remove(&bname);
+            Ok(())
+        }))
+    }
+
+    /// The live branches of the partition.
+    pub fn branches(&self) -> Result<Vec<String>> {
+        let e = self.entry()?;
+        Ok(e.part
+            .branches()
+            .map_err(|err| Error::from(err).at(&self.dir))?
+            .into_iter()
+            .map(|b| b.to_string())
+            .collect())
+    }
+
+    /// Parent, fork point, term, creation time and archives of a branch.
+    pub fn describe(&self, name: &str) -> Result<BranchInfo> {
+        let label = format!("{}@{name}", self.dir);
+        let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
+        self.entry()?
+            .part
+            .describe(&bname)
+            .map_err(|e| Error::from(e).at(&label))
+    }
+
+    /// Hands branch `name` to a new term (a new owner): a new manifest, then
+    /// `CURRENT_TERM`; a writer still holding the old term is fenced.
+    pub fn open_new_term(&self, name: &str) -> Result<Branch> {
+        let branch = self.branch(name)?;
+        let entry = self.entry()?;
+        let published = branch.entry.published.clone();
+        branch.run(Box::new(move |head, now| {
+            let _catalog = entry.catalog.lock();
+            let mut new_head = entry.part.open_new_term(head, now)?;
+            new_head.share_published(published);
+            *head = new_head;
+            Ok(())
+        }))?;
+        Ok(branch)
+    }
+
+    /// Garbage-collects this partition (`dry_run`: report only).
+    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        gc_partition(&*self.entry()?, dry_run)
+    }
 }
 
 /// One branch of one partition: reads, writes, truncate.
@@ -611,9 +797,116 @@ impl Branch {
         &self.entry.label
     }
 
+    fn check_live(&self) -> Result<()> {
+        self.store.check_open()?;
+        if self.entry.gone.load(Ordering::Acquire) {
+            return Err(
+                Error::new(ErrorKind::NotFound, "the branch was deleted").at(&self.entry.label)
+            );
+        }
+        Ok(())
+    }
+
+    /// Archives the branch's current state as `manifest_<branch>_<term>_<ts>` at the store
+    /// clock's time (moved forward past any archive already using that timestamp).
+    pub fn archive(&self) -> Result<ArchiveName> {
+        let mut ts = self.store.inner.clock.now_ms();
+        loop {
+            match self.archive_at(ts) {
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => ts += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Archives at timestamp `ts`; `AlreadyExists` if that archive exists (never overwritten).
+    pub fn archive_at(&self, ts: u64) -> Result<ArchiveName> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let out: Arc<Mutex<Option<ArchiveName>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            let name = entry.part.archive(head, ts, now)?;
+            *slot.lock() = Some(name);
+            Ok(())
+        }))?;
+        out.lock().take().ok_or_else(|| {
+            Error::new(ErrorKind::Io, "archive reported no name").at(&self.entry.label)
+        })
+    }
+
+    /// The branch's archives, oldest first.
+    pub fn archives(&self) -> Result<Vec<ArchiveName>> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let name = self.branch_name()?;
+        entry
+            .part
+            .archives(&name)
+            .map_err(|e| Error::from(e).at(&self.entry.label))
+    }
+
+    /// Keeps only the newest `keep` archives of this branch.
+    pub fn prune_archives(&self, keep: usize) -> Result<Vec<ArchiveName>> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let name = self.branch_name()?;
+        entry
+            .part
+            .prune_archives(&name, keep)
+            .map_err(|e| Error::from(e).at(&self.entry.label))
+    }
+
+    /// Restores the branch to `archive` in place; the state it replaces is kept as branch
+    /// `backup`.
+    pub fn restore(&self, archive: &ArchiveName, backup: &str) -> Result<()> {
+        let backup = BranchName::new(backup).map_err(|e| Error::from(e).at(&self.entry.label))?;
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let store = self.store.clone();
+        let dir = self.partition_dir().clone();
+        let published = self.entry.published.clone();
+        let archive = archive.clone();
+        self.run(Box::new(move |head, now| {
+            let _catalog = entry.catalog.lock();
+            let mut restored = entry.part.restore(head, &archive, &backup, now)?;
+            if let Ok(b) = entry.part.open_head(&backup) {
+                let be = store.register(b, &dir);
+                entry.branches.lock().insert(backup, be);
+            }
+            restored.share_published(published);
+            *head = restored;
+            Ok(())
+        }))
+    }
+
+    /// Creates branch `name` at the state `archive` recorded (a point-in-time branch).
+    pub fn branch_from_archive(&self, archive: &ArchiveName, name: &str) -> Result<Branch> {
+        let label = format!("{}@{name}", self.partition_dir());
+        let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let head = {
+            let _catalog = entry.catalog.lock();
+            entry
+                .part
+                .branch_from_archive(archive, &bname, self.store.inner.clock.now_ms())
+                .map_err(|e| Error::from(e).at(&label))?
+        };
+        let b = self.store.register(head, self.partition_dir());
+        entry.branches.lock().insert(bname, b.clone());
+        Ok(Branch {
+            store: self.store.clone(),
+            entry: b,
+        })
+    }
+
+    fn partition_dir(&self) -> &PartitionDir {
+        &self.entry.dir
+    }
+
+    fn branch_name(&self) -> Result<BranchName> {
+        Ok(self.entry.head.lock().branch().clone())
+    }
+
     /// A consistent read view of the branch as of its latest commit.
     pub fn read_view(&self) -> Result<ReadView> {
-        self.store.check_open()?;
+        self.check_live()?;
         Ok(ReadView {
             snap: self.entry.published.load(),
             now: self.store.inner.clock.now_ms(),
@@ -674,6 +967,7 @@ impl Branch {
     }
 
     fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+        self.check_live()?;
         let muts = batch
             .into_mutations(
                 self.store.inner.clock.now_ms(),
@@ -722,6 +1016,7 @@ impl Branch {
 
     /// Runs a task on the branch's writer, in queue order.
     pub(crate) fn run(&self, task: Task) -> Result<()> {
+        self.check_live()?;
         let (tx, rx) = oneshot::channel();
         self.store.submit(
             Job::Run {
