@@ -238,25 +238,19 @@ impl Partition {
         }
         for n in names {
             let path = self.files.path_of(&n);
-            match classify(&n) {
-                FileKind::Manifest(m) => {
-                    if let Some(ct) = self.current_term(&m.branch)?
-                        && (ct.deleted && m.term <= ct.term || !ct.deleted && m.term < ct.term)
-                    {
-                        self.storage().delete(&path)?;
-                    }
-                }
-                FileKind::Archive(a) => {
-                    if self
-                        .current_term(&a.branch)?
-                        .is_some_and(|ct| ct.deleted && a.term <= ct.term)
-                    {
-                        self.storage().delete(&path)?;
-                    }
-                }
+            let doomed = match classify(&n) {
+                FileKind::Manifest(m) => self
+                    .current_term(&m.branch)?
+                    .is_some_and(|ct| m.term < ct.term || (ct.deleted && m.term == ct.term)),
+                FileKind::Archive(a) => self
+                    .current_term(&a.branch)?
+                    .is_some_and(|ct| ct.deleted && a.term <= ct.term),
                 // No writer is running while a partition opens: a temp file is debris.
-                FileKind::Tmp(_) => self.storage().delete(&path)?,
-                _ => {}
+                FileKind::Tmp(_) => true,
+                _ => false,
+            };
+            if doomed {
+                self.storage().delete(&path)?;
             }
         }
         Ok(())
