@@ -1,5 +1,5 @@
 //! Data-file layout: the header page (page 0) and the frame every other page carries. Pure
-//! functions on byte slices; the byte tables are in `docs/format/io.md`.
+//! functions on byte slices; the byte tables are in `docs/format.md ("Data files")`.
 //!
 //! Every page's checksum covers its own address (the file's identity salt and the page
 //! index), so a page that is intact but sits in the wrong file or at the wrong position

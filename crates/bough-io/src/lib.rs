@@ -9,7 +9,7 @@
 //! - [`FaultInjector`]: per-instance error injection and sync stalls for tests.
 //! - [`lock_dir`]: the store lock.
 //!
-//! The on-disk format and the durability rules are described in `docs/format/io.md`.
+//! The on-disk format and the durability rules are described in `docs/format.md ("Data files")`.
 #![allow(unsafe_code)]
 
 pub mod error;

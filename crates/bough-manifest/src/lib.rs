@@ -2,7 +2,7 @@
 //!
 //! This crate does no I/O: it turns structures into bytes and bytes (from anywhere, trusted
 //! or not) back into structures, failing with a typed error that names the offset. The
-//! byte-level format is documented in `docs/format/manifest.md`.
+//! byte-level format is documented in `docs/format.md ("Manifest format")`.
 //!
 //! - A manifest file is a [`Snapshot`] record at offset 0 followed by [`LogRecord`]s, each
 //!   starting on a [`BLOCK_SIZE`] boundary: [`encode_snapshot`], [`encode_log`],

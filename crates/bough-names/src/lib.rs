@@ -58,7 +58,7 @@
 //! # Ok::<(), bough_names::NameError>(())
 //! ```
 //!
-//! The on-disk format reference is `docs/format/names.md`.
+//! The on-disk format reference is `docs/format.md ("File and directory names")`.
 
 #![forbid(unsafe_code)]
 
