@@ -678,6 +678,14 @@ impl Head {
         format!("{}@{}", self.branch, self.term)
     }
 
+    /// Stops writing: the head's open file is no longer protected as "being written" (its
+    /// branch was deleted or handed to a new term).
+    pub fn retire(&mut self) {
+        self.files.set_writing(&self.writer_id(), None);
+        self.state.active = None;
+        self.poisoned = Some("the branch was deleted".into());
+    }
+
     /// Hands this head the snapshot slot readers of the branch already hold (used when a
     /// new head replaces an old one of the same branch, e.g. at a new term).
     pub fn share_published(&mut self, p: Arc<Published>) {

@@ -728,9 +728,10 @@ impl PartitionHandle {
         let entry = self.entry()?;
         let bname = BranchName::new(name)?;
         let target = branch.entry.clone();
-        branch.run(Box::new(move |_head, _now| {
+        branch.run(Box::new(move |head, _now| {
             let _catalog = entry.catalog.lock();
             entry.part.delete_branch(&bname)?;
+            head.retire();
             target.gone.store(true, Ordering::Release);
             entry.branches.lock().remove(&bname);
             Ok(())
