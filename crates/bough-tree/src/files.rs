@@ -288,7 +288,7 @@ impl FileTable {
     ) -> IoResult<CachedPage> {
         let bad = |r: crate::page::CodecError| IoError::corruption(path, offset, r.0);
         Ok(match page_kind {
-            kind::LEAF => {
+            kind::LEAF | kind::TTL_LEAF => {
                 crate::page::leaf::LeafView::new(&payload).map_err(bad)?;
                 CachedPage::Tree(Node::Leaf(payload.into()))
             }

@@ -307,6 +307,8 @@ struct Txn<'a> {
     pages: Vec<StagedPage>,
     staged: HashMap<PageAddr, CachedPage>,
     new_files: Vec<FileId>,
+    /// Whether leaves being written belong to the TTL index.
+    ttl_tree: bool,
 }
 
 impl Txn<'_> {
@@ -429,7 +431,12 @@ impl TreeWrite for Txn<'_> {
             None => self.alloc()?,
         };
         let cached = CachedPage::Tree(Node::Leaf(payload.clone().into()));
-        let addr = self.stage_page(kind::LEAF, payload, cached)?;
+        let leaf_kind = if self.ttl_tree {
+            kind::TTL_LEAF
+        } else {
+            kind::LEAF
+        };
+        let addr = self.stage_page(leaf_kind, payload, cached)?;
         self.map(id, addr)?;
         Ok(id)
     }
@@ -751,6 +758,7 @@ impl Head {
             pages: Vec::new(),
             staged: HashMap::new(),
             new_files: Vec::new(),
+            ttl_tree: false,
         };
         let mut applied = Applied::default();
         let root = txn.st.root;
@@ -778,7 +786,9 @@ impl Head {
                 .map(|(key, op)| Mutation { key, op })
                 .collect();
             let ttl_root = txn.st.ttl_root;
+            txn.ttl_tree = true;
             txn.st.ttl_root = btree::apply(&mut txn, ttl_root, &ttl_muts, &mut Applied::default())?;
+            txn.ttl_tree = false;
         }
         let checkpoint = if force_checkpoint
             || txn.st.mapping.current().dirty_chunks() >= self.cfg.checkpoint_chunks

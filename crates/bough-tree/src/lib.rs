@@ -2,6 +2,7 @@
 
 pub mod btree;
 pub mod cache;
+pub mod diff;
 pub mod files;
 pub mod head;
 pub mod mapping;

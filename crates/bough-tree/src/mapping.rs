@@ -119,6 +119,21 @@ impl MappingView {
         }
     }
 
+    /// The effective slots of chunk `chunk` (dirty or on disk; zeros where absent).
+    pub fn chunk_slots(&self, chunk: u32, src: &dyn NodeSource) -> IoResult<Vec<u64>> {
+        if let Some(c) = self.dirty.get(&chunk) {
+            return Ok(c.as_ref().clone());
+        }
+        Ok(self
+            .disk_chunk(chunk, src)?
+            .map_or_else(|| vec![0; self.fanout], |n| n.slots.clone()))
+    }
+
+    /// Chunk numbers changed since the last checkpoint.
+    pub fn dirty_chunk_numbers(&self) -> Vec<u32> {
+        self.dirty.keys().copied().collect()
+    }
+
     /// The on-disk level-0 node holding `chunk`, if the radix tree has one.
     fn disk_chunk(&self, chunk: u32, src: &dyn NodeSource) -> IoResult<Option<Arc<MappingNode>>> {
         if self.root.is_none() {

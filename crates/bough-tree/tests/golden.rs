@@ -40,7 +40,10 @@ fn leaf_page() {
         },
     ];
     let bytes = leaf::encode(&entries);
-    assert_eq!(leaf::LeafView::new(&bytes).unwrap().entries().unwrap(), entries);
+    assert_eq!(
+        leaf::LeafView::new(&bytes).unwrap().entries().unwrap(),
+        entries
+    );
     insta::assert_snapshot!(hex(&bytes));
 }
 

@@ -13,7 +13,7 @@ use bough_manifest::varint;
 
 /// Page types stored in the frame header's type byte.
 pub mod kind {
-    /// A leaf of the key tree or of the TTL tree.
+    /// A leaf of the key tree.
     pub const LEAF: u8 = 1;
     /// An index (interior) page.
     pub const INDEX: u8 = 2;
@@ -21,6 +21,9 @@ pub mod kind {
     pub const OVERFLOW: u8 = 3;
     /// A page of the page-mapping table (a radix node).
     pub const MAPPING: u8 = 4;
+    /// A leaf of the TTL index (the leaf layout; a distinct type so a diff of the key tree
+    /// can tell the two trees' leaves apart from the page alone).
+    pub const TTL_LEAF: u8 = 5;
 }
 
 /// Why a page payload could not be decoded. The caller adds the file and offset.

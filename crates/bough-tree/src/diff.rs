@@ -1,0 +1,305 @@
+//! Diff of two snapshots of one partition, visiting only what diverged.
+//!
+//! Two snapshots share a page when the same logical id maps to the same *physical* page
+//! (file identity and index) — comparing index pages would not do, because a rewritten leaf
+//! keeps its logical id and its parent is not rewritten (design notes §1). So the diff
+//! compares the two mapping tables first, skipping every mapping page both share, which
+//! yields the logical ids whose pages differ. Every key that differs lives in a leaf among
+//! those ids on at least one side (a key sits in exactly one leaf of a tree, and a leaf that
+//! maps to the same page on both sides is reachable on both), so reading those leaves is
+//! enough: the cost follows the divergence, not the partition's size.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bough_io::{IoError, IoResult};
+use bough_manifest::{PageAddr, PageId};
+
+use crate::head::TreeSnapshot;
+use crate::mapping::{NodeSource, Slot};
+use crate::page::kind;
+use crate::page::leaf::{Entry, LeafView};
+use crate::page::mapping::MappingNode;
+
+/// How a key differs between the old (`a`) and the new (`b`) side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Only in `b`.
+    Added(Entry),
+    /// Only in `a`.
+    Removed(Entry),
+    /// In both, with different value, timestamp or expiry.
+    Changed { old: Entry, new: Entry },
+}
+
+/// What a diff read.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DiffStats {
+    /// Mapping pages read (both sides).
+    pub mapping_pages: u64,
+    /// Logical pages whose mapping differs.
+    pub changed_pages: u64,
+    /// Key-tree leaves read (both sides).
+    pub leaves: u64,
+}
+
+/// A page's identity as seen from one side: the data file's name and the page index.
+type Identity = (String, u32);
+
+fn identity(s: &TreeSnapshot, addr: PageAddr) -> IoResult<Identity> {
+    let name = s.files.resolve(&s.ranges, addr.file_id())?;
+    Ok((name.to_string(), addr.page_index()))
+}
+
+fn slot_identity(s: &TreeSnapshot, raw: u64) -> IoResult<Option<Identity>> {
+    match Slot::decode(raw) {
+        Some(Slot::Page(a)) if !a.is_none() => identity(s, a).map(Some),
+        Some(_) => Ok(None),
+        None => Err(IoError::corruption(
+            s.files.dir(),
+            raw,
+            "invalid mapping slot",
+        )),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum NodeRef {
+    Absent,
+    Real(PageAddr),
+    /// Above a shallower tree's root: only child 0 exists.
+    Virtual,
+}
+
+struct Side<'a> {
+    snap: &'a TreeSnapshot,
+    top: Option<u8>,
+}
+
+impl Side<'_> {
+    fn node(&self, addr: PageAddr, stats: &mut DiffStats) -> IoResult<std::sync::Arc<MappingNode>> {
+        stats.mapping_pages += 1;
+        self.snap.mapping_node(addr)
+    }
+
+    fn children(
+        &self,
+        level: u8,
+        n: NodeRef,
+        fanout: usize,
+        stats: &mut DiffStats,
+    ) -> IoResult<Vec<NodeRef>> {
+        let mut out = vec![NodeRef::Absent; fanout];
+        match n {
+            NodeRef::Absent => {}
+            NodeRef::Virtual => {
+                out[0] = if self.top == Some(level - 1) {
+                    NodeRef::Real(self.snap.mapping.root())
+                } else {
+                    NodeRef::Virtual
+                };
+            }
+            NodeRef::Real(a) => {
+                let node = self.node(a, stats)?;
+                for (i, &c) in node.slots.iter().enumerate() {
+                    if c != 0 {
+                        out[i] = NodeRef::Real(PageAddr::from_u64(c).ok_or_else(|| {
+                            IoError::corruption(self.snap.files.dir(), c, "invalid mapping child")
+                        })?);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Logical ids whose page differs between `a` and `b`.
+pub fn changed_pages(
+    a: &TreeSnapshot,
+    b: &TreeSnapshot,
+    stats: &mut DiffStats,
+) -> IoResult<BTreeSet<PageId>> {
+    let fanout = a.mapping.fanout();
+    let mut out = BTreeSet::new();
+    let mut dirty: BTreeSet<u32> = a.mapping.dirty_chunk_numbers().into_iter().collect();
+    dirty.extend(b.mapping.dirty_chunk_numbers());
+    let compare_chunk =
+        |chunk: u32, sa: &[u64], sb: &[u64], out: &mut BTreeSet<PageId>| -> IoResult<()> {
+            for i in 0..fanout {
+                let (ra, rb) = (
+                    sa.get(i).copied().unwrap_or(0),
+                    sb.get(i).copied().unwrap_or(0),
+                );
+                if ra == rb && ra == 0 {
+                    continue;
+                }
+                if slot_identity(a, ra)? != slot_identity(b, rb)? {
+                    out.insert(chunk * fanout as u32 + i as u32);
+                }
+            }
+            Ok(())
+        };
+    for &c in &dirty {
+        let sa = a.mapping.chunk_slots(c, a)?;
+        let sb = b.mapping.chunk_slots(c, b)?;
+        compare_chunk(c, &sa, &sb, &mut out)?;
+    }
+    let side_a = Side {
+        snap: a,
+        top: top_level(a, stats)?,
+    };
+    let side_b = Side {
+        snap: b,
+        top: top_level(b, stats)?,
+    };
+    let Some(top) = side_a.top.max(side_b.top) else {
+        return Ok(out);
+    };
+    let start = |s: &Side<'_>| match s.top {
+        None => NodeRef::Absent,
+        Some(t) if t == top => NodeRef::Real(s.snap.mapping.root()),
+        Some(_) => NodeRef::Virtual,
+    };
+    // (level, index at that level, node in a, node in b)
+    let mut stack = vec![(top, 0u64, start(&side_a), start(&side_b))];
+    while let Some((level, idx, na, nb)) = stack.pop() {
+        match (na, nb) {
+            (NodeRef::Absent, NodeRef::Absent) => continue,
+            (NodeRef::Real(x), NodeRef::Real(y)) if identity(a, x)? == identity(b, y)? => continue,
+            _ => {}
+        }
+        if level == 0 {
+            let chunk = u32::try_from(idx).map_err(|_| {
+                IoError::corruption(a.files.dir(), idx, "mapping chunk out of range")
+            })?;
+            if dirty.contains(&chunk) {
+                continue;
+            }
+            let slots = |s: &Side<'_>, n: NodeRef, stats: &mut DiffStats| -> IoResult<Vec<u64>> {
+                match n {
+                    NodeRef::Real(addr) => Ok(s.node(addr, stats)?.slots.clone()),
+                    _ => Ok(vec![0; fanout]),
+                }
+            };
+            let sa = slots(&side_a, na, stats)?;
+            let sb = slots(&side_b, nb, stats)?;
+            compare_chunk(chunk, &sa, &sb, &mut out)?;
+            continue;
+        }
+        let ca = side_a.children(level, na, fanout, stats)?;
+        let cb = side_b.children(level, nb, fanout, stats)?;
+        for i in 0..fanout {
+            stack.push((level - 1, idx * fanout as u64 + i as u64, ca[i], cb[i]));
+        }
+    }
+    stats.changed_pages = out.len() as u64;
+    Ok(out)
+}
+
+fn top_level(s: &TreeSnapshot, stats: &mut DiffStats) -> IoResult<Option<u8>> {
+    let root = s.mapping.root();
+    if root.is_none() {
+        return Ok(None);
+    }
+    stats.mapping_pages += 1;
+    Ok(Some(s.mapping_node(root)?.level))
+}
+
+/// The key-tree entries of the changed pages that are leaves on side `s`.
+fn changed_entries(
+    s: &TreeSnapshot,
+    ids: &BTreeSet<PageId>,
+    stats: &mut DiffStats,
+) -> IoResult<BTreeMap<Vec<u8>, Entry>> {
+    let mut out = BTreeMap::new();
+    for &id in ids {
+        let raw = s.mapping.raw(id, s)?;
+        let Some(Slot::Page(addr)) = Slot::decode(raw) else {
+            continue;
+        };
+        let name = s.files.resolve(&s.ranges, addr.file_id())?;
+        let h = s.files.open(&name)?;
+        let (k, payload, offset) = s.files.read_raw(&h, addr.page_index())?;
+        if k != kind::LEAF {
+            continue;
+        }
+        stats.leaves += 1;
+        let view = LeafView::new(&payload)
+            .map_err(|e| IoError::corruption(h.path.clone(), offset, e.0))?;
+        for e in view
+            .entries()
+            .map_err(|e| IoError::corruption(h.path.clone(), offset, e.0))?
+        {
+            out.insert(e.key.clone(), e);
+        }
+    }
+    Ok(out)
+}
+
+/// Every key whose entry differs from `a` to `b`, in key order.
+pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<(Vec<u8>, Change)>, DiffStats)> {
+    if !std::ptr::eq(a.files.as_ref(), b.files.as_ref()) && a.files.dir() != b.files.dir() {
+        return Err(IoError::InvalidArgument {
+            what: "a diff compares two snapshots of the same partition".into(),
+        });
+    }
+    let mut stats = DiffStats::default();
+    let ids = changed_pages(a, b, &mut stats)?;
+    let ea = changed_entries(a, &ids, &mut stats)?;
+    let eb = changed_entries(b, &ids, &mut stats)?;
+    let mut out = Vec::new();
+    let mut ib = eb.into_iter().peekable();
+    for (k, ea) in ea {
+        while let Some((kb, nb)) = ib.next_if(|(kb, _)| *kb < k) {
+            out.push((kb, Change::Added(nb)));
+        }
+        match ib.next_if(|(kb, _)| *kb == k) {
+            Some((_, nb)) => {
+                if !same_entry(a, &ea, b, &nb)? {
+                    out.push((k, Change::Changed { old: ea, new: nb }));
+                }
+            }
+            None => out.push((k, Change::Removed(ea))),
+        }
+    }
+    out.extend(ib.map(|(k, e)| (k, Change::Added(e))));
+    Ok((out, stats))
+}
+
+/// Whether two entries hold the same value, timestamp and expiry (overflow values compared
+/// by identity first, by content when their pages differ).
+fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) -> IoResult<bool> {
+    use crate::page::leaf::ValueLoc;
+    if ea.timestamp != eb.timestamp || ea.expire_at != eb.expire_at {
+        return Ok(false);
+    }
+    match (&ea.value, &eb.value) {
+        (ValueLoc::Inline(x), ValueLoc::Inline(y)) => Ok(x == y),
+        (
+            ValueLoc::Overflow {
+                len: la,
+                first: fa,
+                pages: pa,
+            },
+            ValueLoc::Overflow {
+                len: lb,
+                first: fb,
+                pages: pb,
+            },
+        ) => {
+            if la != lb {
+                return Ok(false);
+            }
+            let same_pages = fa == fb && pa == pb && {
+                let ia = slot_identity(a, a.mapping.raw(*fa, a)?)?;
+                let ib = slot_identity(b, b.mapping.raw(*fb, b)?)?;
+                ia == ib
+            };
+            if same_pages {
+                return Ok(true);
+            }
+            Ok(a.read_overflow(*fa, *pa, *la)? == b.read_overflow(*fb, *pb, *lb)?)
+        }
+        _ => Ok(false),
+    }
+}
