@@ -239,7 +239,7 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
         if total > TOTAL_BUDGET_SECS {
             "FAILED"
         } else {
-            ""
+            "ok"
         }
     );
 

@@ -20,6 +20,9 @@ use bough_tree::files::FileTable;
 use bough_tree::head::{ForkPoint, Head, HeadConfig, MAX_MANIFEST_BYTES};
 use parking_lot::Mutex;
 
+mod merge;
+pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport};
+
 /// One partition directory and its branches.
 #[derive(Debug)]
 pub struct Partition {
@@ -309,6 +312,22 @@ impl Partition {
     ) -> IoResult<Head> {
         let mut exts = Vec::new();
         origin.store(&mut exts);
+        // The fork point is the first merge base between the branch and where it came from.
+        if let Some((parent, _)) = &origin.parent {
+            let mut state = fork.snapshot.clone();
+            state.extensions.clear();
+            let bases = [bough_manifest::MergeBase {
+                branch: parent.clone(),
+                recorded_at_ms: origin.created_at_ms,
+                state,
+            }];
+            let bytes = bough_manifest::encode_merge_bases(&bases).map_err(|e| {
+                IoError::InvalidArgument {
+                    what: format!("cannot encode the merge base of {name}: {e}"),
+                }
+            })?;
+            bough_manifest::ext::set(&mut exts, bough_manifest::MERGE_BASES, bytes);
+        }
         // Manifest first, CURRENT_TERM second: a crash in between is finished by `recover`.
         let mut head = Head::create(
             self.files.clone(),

@@ -16,7 +16,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(args.get(1).map(String::as_str)),
         Some("--help") | Some("-h") | None => {
-            println!("usage: bough demo [DIR]\n\nRuns the demo on an embedded local store in DIR (default: a fresh temporary directory).");
+            println!(
+                "usage: bough demo [DIR]\n\nRuns the demo on an embedded local store in DIR (default: a fresh temporary directory)."
+            );
             Ok(())
         }
         Some(other) => Err(format!("unknown command `{other}`; try `bough --help`").into()),
@@ -44,10 +46,18 @@ fn demo(dir: Option<&str>) -> CliResult {
         None => std::env::temp_dir().join(format!("bough-demo-{}", std::process::id())),
     };
     if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
-        return Err(format!("{} is not empty; give an empty or new directory", path.display()).into());
+        return Err(format!(
+            "{} is not empty; give an empty or new directory",
+            path.display()
+        )
+        .into());
     }
     let store = Store::open(Options::new(&path).maintenance_interval_ms(0))?;
-    println!("store      {} (backend: {})", path.display(), store.backend());
+    println!(
+        "store      {} (backend: {})",
+        path.display(),
+        store.backend()
+    );
     let part = store.partition("orders", 0)?;
     let main = part.branch("main")?;
 
@@ -56,11 +66,17 @@ fn demo(dir: Option<&str>) -> CliResult {
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
         let mut b = WriteBatch::new();
         for i in chunk {
-            b.put(format!("order-{i:06}"), format!("{{\"id\":{i},\"status\":\"pending\"}}"));
+            b.put(
+                format!("order-{i:06}"),
+                format!("{{\"id\":{i},\"status\":\"pending\"}}"),
+            );
         }
         main.write_blocking(b)?;
     }
-    println!("load       {n} orders into orders.0@main in {:.0?}", started.elapsed());
+    println!(
+        "load       {n} orders into orders.0@main in {:.0?}",
+        started.elapsed()
+    );
 
     let before = store.io_stats();
     let t = std::time::Instant::now();
@@ -73,7 +89,10 @@ fn demo(dir: Option<&str>) -> CliResult {
 
     let mut b = WriteBatch::new();
     for i in (0..n).step_by(1000) {
-        b.put(format!("order-{i:06}"), format!("{{\"id\":{i},\"status\":\"repriced\"}}"));
+        b.put(
+            format!("order-{i:06}"),
+            format!("{{\"id\":{i},\"status\":\"repriced\"}}"),
+        );
     }
     b.put("order-999999", "{\"id\":999999,\"status\":\"new\"}");
     feature.write_blocking(b)?;
@@ -82,7 +101,9 @@ fn demo(dir: Option<&str>) -> CliResult {
     main.write_blocking(b)?;
     println!("diverge    101 writes on repricing, 1 delete on main");
     for (name, br) in [("main", &main), ("repricing", &feature)] {
-        let v = br.get_blocking(b"order-000000")?.map(|v| String::from_utf8_lossy(&v.value).into_owned());
+        let v = br
+            .get_blocking(b"order-000000")?
+            .map(|v| String::from_utf8_lossy(&v.value).into_owned());
         println!(
             "read       {name:<10} {} keys; order-000000 = {}",
             count(br)?,

@@ -6,6 +6,7 @@
 //!   each resolved through its **own** `BranchFileMapping` (an inherited file keeps the name
 //!   of the lineage that wrote it — the seed's pseudo-code, which builds names from the
 //!   manifest's own branch and term, would miss those);
+//! - every merge base recorded in those manifests (a later three-way merge reads it);
 //! - every snapshot a reader still holds (passed in by the caller);
 //! - every file a writer is still filling (`writing`), and every file above the durable
 //!   high-water mark of a live (branch, term) — a commit may be about to reference it.
@@ -19,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bough_io::{ErrorKind, IoError, IoResult};
-use bough_manifest::{BranchFileMapping, CurrentTerm, PageAddr, replay};
+use bough_manifest::{BranchFileMapping, CurrentTerm, PageAddr, merge_bases, replay};
 use bough_names::{BranchName, DataFileName, FileKind, Term, classify};
 use bough_tree::cache::CachedPage;
 use bough_tree::files::FileTable;
@@ -215,6 +216,16 @@ pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcRepo
         walk.radix(ranges, state.mapping_root, m, &why)?;
         for &raw in state.overlay.values() {
             walk.slot(ranges, raw, m, &why)?;
+        }
+        // Merge bases are states a later three-way merge reads: their pages stay.
+        let bases = merge_bases(&state.extensions)
+            .map_err(|r| IoError::corruption(path.clone(), 0, format!("merge bases: {r:?}")))?;
+        for b in bases {
+            let br = &b.state.meta.branch_file_ranges;
+            walk.radix(br, b.state.mapping_root, m, &why)?;
+            for &(_, raw) in &b.state.overlay {
+                walk.slot(br, raw, m, &why)?;
+            }
         }
         if let FileKind::Manifest(mn) = classify(m) {
             let own = ranges

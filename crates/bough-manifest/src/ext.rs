@@ -13,7 +13,7 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[crate::origin::ORIGIN];
+pub const KNOWN: &[u64] = &[crate::origin::ORIGIN, crate::origin::MERGE_BASES];
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

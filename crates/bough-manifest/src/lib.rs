@@ -27,7 +27,10 @@ pub mod varint;
 pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
 pub use error::{DecodeError, DecodeReason, EncodeError};
-pub use origin::{BranchOrigin, ORIGIN};
+pub use origin::{
+    BranchOrigin, MERGE_BASES, MergeBase, ORIGIN, decode_merge_bases, encode_merge_bases,
+    merge_bases,
+};
 pub use page::{
     FREE_SLOT_BIT, MAX_ADDR_FILE_ID, MAX_PAGE_INDEX, NO_PAGE, PAGE_INDEX_BITS, PageAddr, PageId,
     slot_is_valid,

@@ -106,3 +106,96 @@ mod tests {
         assert!(BranchOrigin::decode(&[0, 0, 0, 9]).is_err());
     }
 }
+
+/// Tag of the merge-bases extension (odd: GC must protect the bases' pages, so a reader that
+/// cannot interpret it must refuse).
+pub const MERGE_BASES: u64 = 3;
+
+/// The last common state of this branch and another: what a three-way merge compares both
+/// sides against. Stored per other branch in the `MERGE_BASES` extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeBase {
+    /// The other branch.
+    pub branch: BranchName,
+    /// When the base was recorded (ms since the epoch); the newer of two candidates wins.
+    pub recorded_at_ms: u64,
+    /// The common state, as a checkpointed snapshot (no overlay).
+    pub state: crate::record::Snapshot,
+}
+
+/// Encodes a list of merge bases (payload of `MERGE_BASES`).
+pub fn encode_merge_bases(bases: &[MergeBase]) -> Result<Vec<u8>, crate::error::EncodeError> {
+    let mut out = Vec::new();
+    put_varint(&mut out, bases.len() as u64);
+    for b in bases {
+        put_u8(&mut out, b.branch.as_str().len() as u8);
+        out.extend_from_slice(b.branch.as_str().as_bytes());
+        put_varint(&mut out, b.recorded_at_ms);
+        let rec = crate::record::encode_snapshot(&b.state)?;
+        put_varint(&mut out, rec.len() as u64);
+        out.extend_from_slice(&rec);
+    }
+    Ok(out)
+}
+
+/// Decodes a `MERGE_BASES` payload.
+pub fn decode_merge_bases(bytes: &[u8]) -> Result<Vec<MergeBase>, DecodeReason> {
+    let mut r = Reader::new(bytes);
+    // Smallest entry: name length, one name byte, a time and a record length.
+    let count = r.count(4)?;
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.u8()? as usize;
+        let branch = std::str::from_utf8(r.bytes(len as u64)?)
+            .ok()
+            .and_then(|s| BranchName::new(s).ok())
+            .ok_or(DecodeReason::InvalidBranchName)?;
+        let recorded_at_ms = r.varint()?;
+        let rec_len = r.varint()?;
+        let rec = r.bytes(rec_len)?;
+        let state = match crate::record::decode_record(rec, 0).map_err(|e| e.reason)? {
+            crate::record::Record::Snapshot(s) => s,
+            crate::record::Record::Log(_) => {
+                return Err(DecodeReason::UnexpectedRecordKind {
+                    expected: crate::RecordKind::Snapshot,
+                    found: crate::RecordKind::Log,
+                });
+            }
+        };
+        out.push(MergeBase {
+            branch,
+            recorded_at_ms,
+            state,
+        });
+    }
+    r.finish()?;
+    Ok(out)
+}
+
+/// The merge bases stored in an extension list (empty when absent).
+pub fn merge_bases(exts: &[(u64, Vec<u8>)]) -> Result<Vec<MergeBase>, DecodeReason> {
+    match ext::get(exts, MERGE_BASES) {
+        Some(b) => decode_merge_bases(b),
+        None => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod merge_base_tests {
+    use super::*;
+
+    #[test]
+    fn merge_bases_round_trip() {
+        let mut state = crate::record::Snapshot::empty(BranchName::main(), 3, 4096);
+        state.max_file_id = 9;
+        let bases = vec![MergeBase {
+            branch: BranchName::new("feature").unwrap(),
+            recorded_at_ms: 77,
+            state,
+        }];
+        let bytes = encode_merge_bases(&bases).unwrap();
+        assert_eq!(decode_merge_bases(&bytes).unwrap(), bases);
+        assert!(decode_merge_bases(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode_merge_bases(&[200]).is_err());
+    }
+}

@@ -368,6 +368,12 @@ fn check_ids(
     if mapping.windows(2).any(|w| w[1].0 <= w[0].0) {
         return Err(EncodeError::PageIdsNotSorted);
     }
+    if let Some(&(id, _)) = mapping
+        .iter()
+        .find(|(_, raw)| !crate::page::slot_is_valid(*raw))
+    {
+        return Err(EncodeError::PageIdOutOfRange(id));
+    }
     Ok(())
 }
 

@@ -57,8 +57,15 @@ pub enum Op {
     },
     /// Remove.
     Delete { timestamp: u64 },
-    /// Remove regardless of timestamps (TTL expiry, truncate).
+    /// Remove regardless of timestamps (TTL expiry, truncate, merge).
     ForceDelete,
+    /// Insert or replace regardless of timestamps (merge applies the other side's entry
+    /// exactly as it was).
+    Replace {
+        value: Vec<u8>,
+        timestamp: u64,
+        expire_at: u64,
+    },
 }
 
 /// A mutation of a batch; batches are sorted by key with distinct keys.
@@ -432,7 +439,7 @@ fn merge_leaf(
             (Some(e), Op::Put { timestamp, .. }) | (Some(e), Op::Delete { timestamp }) => {
                 *timestamp >= e.timestamp
             }
-            (Some(_), Op::ForceDelete) => true,
+            (Some(_), Op::ForceDelete | Op::Replace { .. }) => true,
         };
         if !wins {
             out.extend(existing);
@@ -443,6 +450,11 @@ fn merge_leaf(
         }
         match &m.op {
             Op::Put {
+                value,
+                timestamp,
+                expire_at,
+            }
+            | Op::Replace {
                 value,
                 timestamp,
                 expire_at,

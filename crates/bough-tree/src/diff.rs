@@ -31,6 +31,9 @@ pub enum Change {
     Changed { old: Entry, new: Entry },
 }
 
+/// A key and how it changed.
+pub type KeyChange = (Vec<u8>, Change);
+
 /// What a diff read.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct DiffStats {
@@ -237,7 +240,7 @@ fn changed_entries(
 }
 
 /// Every key whose entry differs from `a` to `b`, in key order.
-pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<(Vec<u8>, Change)>, DiffStats)> {
+pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<KeyChange>, DiffStats)> {
     if !std::ptr::eq(a.files.as_ref(), b.files.as_ref()) && a.files.dir() != b.files.dir() {
         return Err(IoError::InvalidArgument {
             what: "a diff compares two snapshots of the same partition".into(),

@@ -205,6 +205,33 @@ impl TreeSnapshot {
     }
 }
 
+impl TreeSnapshot {
+    /// A read-only view of a snapshot record (an archive, a merge base, a fork point).
+    pub fn from_record(files: Arc<FileTable>, s: &Snapshot) -> IoResult<TreeSnapshot> {
+        let cap = max_payload(files.page_size());
+        let mut mapping =
+            MappingTable::new(fanout(cap), s.mapping_root, s.next_page_id, s.free_head);
+        {
+            let fetch = Fetch {
+                files: &files,
+                ranges: &s.meta.branch_file_ranges,
+                staged: None,
+            };
+            for &(id, raw) in &s.overlay {
+                mapping.replay_change(id, raw, &fetch)?;
+            }
+        }
+        Ok(TreeSnapshot {
+            root: s.meta.root,
+            ttl_root: s.meta.ttl_root,
+            mapping: mapping.view(),
+            ranges: Arc::new(s.meta.branch_file_ranges.clone()),
+            files,
+            version: 0,
+        })
+    }
+}
+
 impl NodeSource for TreeSnapshot {
     fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
         self.fetch().mapping_node(addr)
@@ -516,6 +543,8 @@ pub struct Head {
     /// The branch's current term as the catalog knows it; a head whose term is older is
     /// fenced and refuses to commit.
     fence: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Extension values to write with the next commit.
+    pending_ext: bough_manifest::ext::Extensions,
 }
 
 /// Everything a new branch needs from its parent to start at the parent's current commit.
@@ -633,6 +662,7 @@ impl Head {
             published: Arc::new(Published::new(snapshot)),
             poisoned: None,
             fence: None,
+            pending_ext: Vec::new(),
         })
     }
 
@@ -683,6 +713,61 @@ impl Head {
 
     fn writer_id(&self) -> String {
         format!("{}@{}", self.branch, self.term)
+    }
+
+    /// Sets an extension value; it is written with the next commit (atomically with it).
+    pub fn stage_extension(&mut self, tag: u64, value: Vec<u8>) {
+        bough_manifest::ext::set(&mut self.pending_ext, tag, value);
+    }
+
+    /// Makes `src` (a checkpointed snapshot of another branch of this partition) this
+    /// branch's state, by reference: one log record, no data copied. File ids continue above
+    /// everything either side allocated, so ranges stay disjoint (design notes §4, §7).
+    pub fn adopt(&mut self, src: &Snapshot, now_ms: u64) -> IoResult<()> {
+        self.check_poisoned()?;
+        if !src.overlay.is_empty() {
+            return Err(IoError::InvalidArgument {
+                what: "an adopted snapshot must be checkpointed (no overlay)".into(),
+            });
+        }
+        let cap = max_payload(self.cfg.page_size);
+        let next_page_id = src.next_page_id.max(self.state.mapping.next_page_id());
+        let st = HeadState {
+            root: src.meta.root,
+            ttl_root: src.meta.ttl_root,
+            mapping: MappingTable::new(fanout(cap), src.mapping_root, next_page_id, src.free_head),
+            ranges: src.meta.branch_file_ranges.clone(),
+            max_file_id: src.max_file_id.max(self.state.max_file_id),
+            active: None,
+        };
+        let log = LogRecord {
+            seq: self.seq + 1,
+            root: st.root,
+            ttl_root: st.ttl_root,
+            max_file_id: st.max_file_id,
+            branch_file_ranges: st.ranges.clone(),
+            checkpoint: Some(src.mapping_root),
+            next_page_id,
+            free_head: src.free_head,
+            changes: Vec::new(),
+            extensions: self.pending_ext.clone(),
+        };
+        let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
+            what: format!(
+                "cannot encode an adoption record of {}: {e}",
+                self.manifest_path
+            ),
+        })?;
+        let _ = now_ms;
+        self.append_manifest(&bytes)?;
+        self.seq += 1;
+        self.state = st;
+        for (tag, v) in std::mem::take(&mut self.pending_ext) {
+            bough_manifest::ext::set(&mut self.extensions, tag, v);
+        }
+        self.files.set_writing(&self.writer_id(), None);
+        self.publish();
+        Ok(())
     }
 
     /// Stops writing: the head's open file is no longer protected as "being written" (its
@@ -833,7 +918,7 @@ impl Head {
             next_page_id: st.mapping.next_page_id(),
             free_head: st.mapping.free_head(),
             changes,
-            extensions: Vec::new(),
+            extensions: self.pending_ext.clone(),
         };
         let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
             what: format!("cannot encode a log record of {}: {e}", self.manifest_path),
@@ -841,6 +926,9 @@ impl Head {
         self.append_manifest(&bytes)?;
         self.seq += 1;
         self.state = st;
+        for (tag, v) in std::mem::take(&mut self.pending_ext) {
+            bough_manifest::ext::set(&mut self.extensions, tag, v);
+        }
         // Pages of index and mapping nodes just written are likely read next.
         for (addr, page) in staged {
             if matches!(

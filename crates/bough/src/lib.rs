@@ -26,9 +26,14 @@ pub use batch::{PutOptions, WriteBatch, show_key};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, MAX_VALUE_LEN, Options};
-pub use store::{Branch, KeyValue, PartitionHandle, ReadView, ScanOptions, ScanPage, Store, Value};
+pub use store::{
+    Branch, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView, ScanOptions, ScanPage,
+    Store, Value,
+};
 
-pub use bough_catalog::BranchInfo;
+pub use bough_catalog::{
+    BranchInfo, Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport,
+};
 pub use bough_gc::{GcReport, KeepReason};
 pub use bough_manifest::BranchOrigin;
 pub use bough_names::ArchiveName;

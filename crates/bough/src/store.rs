@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bough_catalog::{BranchInfo, Partition};
+use bough_catalog::{BranchInfo, MergeOptions, MergeReport, Partition, RehomeReport};
 use bough_gc::{GcReport, Pins};
 use bough_io::{
     BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir, open_local_with,
@@ -18,6 +18,7 @@ use bough_names::ArchiveName;
 use bough_names::{BranchName, PartitionDir, PartitionId, TableName, classify_dir};
 use bough_tree::btree::{self, Mutation, Op};
 use bough_tree::cache::PageCache;
+use bough_tree::diff::Change;
 use bough_tree::head::{Head, HeadConfig, Published, TreeSnapshot};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 use parking_lot::Mutex;
@@ -46,6 +47,26 @@ pub struct KeyValue {
     pub key: Vec<u8>,
     /// Its value and metadata.
     pub value: Value,
+}
+
+/// How a key differs between two branches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiffChange {
+    /// Only in the second branch.
+    Added(Value),
+    /// Only in the first branch.
+    Removed(Value),
+    /// In both, different.
+    Changed { old: Value, new: Value },
+}
+
+/// One key of a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffEntry {
+    /// The key.
+    pub key: Vec<u8>,
+    /// How it differs.
+    pub change: DiffChange,
 }
 
 /// What a scan reads.
@@ -654,7 +675,7 @@ fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
 fn op_ts(op: &Op) -> u64 {
     match op {
         Op::Put { timestamp, .. } | Op::Delete { timestamp } => *timestamp,
-        Op::ForceDelete => u64::MAX,
+        Op::ForceDelete | Op::Replace { .. } => u64::MAX,
     }
 }
 
@@ -773,6 +794,89 @@ impl PartitionHandle {
             Ok(())
         }))?;
         Ok(branch)
+    }
+
+    /// A checkpointed snapshot record of a branch (with its manifest extensions), taken in
+    /// the branch's write queue.
+    fn snapshot_record(&self, name: &str) -> Result<(BranchName, bough_manifest::Snapshot)> {
+        let branch = self.branch(name)?;
+        let out: Arc<Mutex<Option<bough_manifest::Snapshot>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        branch.run(Box::new(move |head, now| {
+            *slot.lock() = Some(head.fork_point(now)?.snapshot);
+            Ok(())
+        }))?;
+        let snap = out
+            .lock()
+            .take()
+            .ok_or_else(|| Error::new(ErrorKind::Io, "no snapshot produced").at(branch.label()))?;
+        Ok((BranchName::new(name)?, snap))
+    }
+
+    /// Every key whose entry differs from branch `a` to branch `b`, in key order. Reads only
+    /// the pages the two branches do not share.
+    pub fn diff(&self, a: &str, b: &str) -> Result<Vec<DiffEntry>> {
+        let (ba, bb) = (self.branch(a)?, self.branch(b)?);
+        let (sa, sb) = (ba.entry.published.load(), bb.entry.published.load());
+        let label = format!("{}@{a}..{b}", self.dir);
+        let (changes, _) =
+            bough_tree::diff::diff(&sa, &sb).map_err(|e| Error::from(e).at(&label))?;
+        let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {
+            let v = match e.value {
+                ValueLoc::Inline(v) => v,
+                ValueLoc::Overflow { first, pages, len } => s
+                    .read_overflow(first, pages, len)
+                    .map_err(|err| Error::from(err).at(&label))?,
+            };
+            Ok(Value {
+                value: v,
+                timestamp: e.timestamp,
+                expire_at: (e.expire_at != 0).then_some(e.expire_at),
+            })
+        };
+        changes
+            .into_iter()
+            .map(|(key, c)| {
+                let change = match c {
+                    Change::Added(e) => DiffChange::Added(value(&sb, e)?),
+                    Change::Removed(e) => DiffChange::Removed(value(&sa, e)?),
+                    Change::Changed { old, new } => DiffChange::Changed {
+                        old: value(&sa, old)?,
+                        new: value(&sb, new)?,
+                    },
+                };
+                Ok(DiffEntry { key, change })
+            })
+            .collect()
+    }
+
+    /// Merges branch `source` into branch `target` (see [`MergeOptions`]): a fast-forward
+    /// by reference when `target` has not changed since their merge base, otherwise a
+    /// three-way merge committed atomically on `target`.
+    pub fn merge(&self, source: &str, target: &str, opts: MergeOptions) -> Result<MergeReport> {
+        let (sname, snap) = self.snapshot_record(source)?;
+        let t = self.branch(target)?;
+        let entry = self.entry()?;
+        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        t.run(Box::new(move |head, now| {
+            *slot.lock() = Some(entry.part.merge(head, &sname, &snap, opts, now)?);
+            Ok(())
+        }))?;
+        let report = out.lock().take();
+        report.ok_or_else(|| Error::new(ErrorKind::Io, "merge reported nothing").at(t.label()))
+    }
+
+    /// Resets branch `target` to branch `to`'s current state by reference (e.g. refresh a
+    /// child from its parent); `to` becomes their merge base.
+    pub fn reset_branch(&self, target: &str, to: &str) -> Result<()> {
+        let (sname, snap) = self.snapshot_record(to)?;
+        let t = self.branch(target)?;
+        let entry = self.entry()?;
+        t.run(Box::new(move |head, now| {
+            entry.part.reset_to(head, &sname, &snap, now)?;
+            Ok(())
+        }))
     }
 
     /// Garbage-collects this partition (`dry_run`: report only).
@@ -1033,6 +1137,20 @@ impl Branch {
     /// Deletes expired keys now (the background task does this periodically).
     pub fn expire_now(&self) -> Result<()> {
         self.run(Box::new(expire))
+    }
+
+    /// Copies into the branch's own files every page it borrows from other branches' files
+    /// and forgets its merge bases, so those branches can be deleted and collected.
+    pub fn rehome(&self) -> Result<RehomeReport> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let out: Arc<Mutex<Option<RehomeReport>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            *slot.lock() = Some(entry.part.rehome(head, now)?);
+            Ok(())
+        }))?;
+        let r = out.lock().take();
+        r.ok_or_else(|| Error::new(ErrorKind::Io, "re-home reported nothing").at(&self.entry.label))
     }
 
     /// Compacts the branch's mostly-garbage files now.

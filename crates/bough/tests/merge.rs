@@ -1,0 +1,298 @@
+//! Diff, merge, reset and re-home through the public API, checked against per-branch models.
+
+use std::collections::BTreeMap;
+
+use bough::{
+    Backend, ConflictPolicy, DiffChange, MergeOptions, Options, PutOptions, ScanOptions, Store,
+    WriteBatch,
+};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+struct Rng(u64);
+impl Rng {
+    fn new(seed: u64) -> Self {
+        eprintln!("seed {seed}");
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn store() -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(
+        Options::new(dir.path())
+            .backend(Backend::Pread)
+            .data_file_size(64 * 4096)
+            .maintenance_interval_ms(0),
+    )
+    .unwrap();
+    (s, dir)
+}
+
+fn all(b: &bough::Branch) -> Model {
+    b.scan_blocking(&ScanOptions::default())
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|kv| (kv.key, kv.value.value))
+        .collect()
+}
+
+/// Random writes on keys `key<prefix>NNNN`; `ts` keeps timestamps increasing.
+fn scribble(
+    b: &bough::Branch,
+    m: &mut Model,
+    rng: &mut Rng,
+    prefix: &str,
+    keys: u64,
+    n: usize,
+    ts: &mut u64,
+) {
+    let mut batch = WriteBatch::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..n {
+        let k = format!("key{prefix}{:04}", rng.next() % keys).into_bytes();
+        if !seen.insert(k.clone()) {
+            continue;
+        }
+        *ts += 1;
+        if rng.next().is_multiple_of(5) {
+            batch.delete_at(k.clone(), *ts);
+            m.remove(&k);
+        } else {
+            let len = if rng.next().is_multiple_of(20) {
+                6000
+            } else {
+                10
+            };
+            let v = vec![(rng.next() % 250) as u8 + 1; len];
+            batch.put_with(
+                k.clone(),
+                v.clone(),
+                PutOptions {
+                    timestamp: Some(*ts),
+                    ..Default::default()
+                },
+            );
+            m.insert(k, v);
+        }
+    }
+    b.write_blocking(batch).unwrap();
+}
+
+#[test]
+fn fast_forward_adopts_the_source_by_reference() {
+    let (s, _d) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(1);
+    let (mut m, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut m, &mut rng, "", 2000, 2000, &mut ts);
+    let f = p.create_branch("feature", "main").unwrap();
+    let mut mf = m.clone();
+    for _ in 0..5 {
+        scribble(&f, &mut mf, &mut rng, "", 2000, 300, &mut ts);
+    }
+    let before = s.io_stats();
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    let written = s.io_stats().since(&before).write_bytes;
+    assert!(r.fast_forward && r.committed, "{r:?}");
+    // A metadata commit: the checkpoint of the source plus one manifest record.
+    assert!(written < 256 * 1024, "fast-forward wrote {written} bytes");
+    assert_eq!(all(&main), mf);
+    // Writes after the fast-forward land in main's own new files; feature is unaffected.
+    scribble(&main, &mut mf.clone(), &mut rng, "", 2000, 50, &mut ts);
+    assert_eq!(all(&f), mf);
+}
+
+#[test]
+fn three_way_merges_match_the_model() {
+    for seed in 1..=3 {
+        let (s, _d) = store();
+        let p = s.partition("t", 0).unwrap();
+        let main = p.branch("main").unwrap();
+        let mut rng = Rng::new(seed);
+        let (mut mm, mut ts) = (Model::new(), 0);
+        scribble(&main, &mut mm, &mut rng, "", 3000, 3000, &mut ts);
+        let f = p.create_branch("feature", "main").unwrap();
+        let mut mf = mm.clone();
+        let base = mm.clone();
+        // Disjoint key spaces after the fork: no conflicts.
+        for _ in 0..4 {
+            scribble(&main, &mut mm, &mut rng, "a", 500, 200, &mut ts);
+            scribble(&f, &mut mf, &mut rng, "b", 500, 200, &mut ts);
+        }
+        let d = p.diff("main", "feature").unwrap();
+        let mut expect_diff = 0;
+        for k in mm
+            .keys()
+            .chain(mf.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            if mm.get(k) != mf.get(k) {
+                expect_diff += 1;
+            }
+        }
+        assert_eq!(d.len(), expect_diff, "seed {seed}");
+        let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+        assert!(
+            !r.fast_forward && r.committed && r.conflicts.is_empty(),
+            "{r:?}"
+        );
+        // Expected: base + main's changes + feature's changes.
+        let mut want = mm.clone();
+        for (k, v) in &mf {
+            if base.get(k) != Some(v) {
+                want.insert(k.clone(), v.clone());
+            }
+        }
+        for k in base.keys() {
+            if !mf.contains_key(k) {
+                want.remove(k);
+            }
+        }
+        assert_eq!(all(&main), want, "seed {seed}");
+        assert_eq!(all(&f), mf);
+        // Repeated merges behave like git: the base moved, so merging again changes only
+        // what feature did since.
+        scribble(&f, &mut mf, &mut rng, "b", 500, 100, &mut ts);
+        let r2 = p.merge("feature", "main", MergeOptions::default()).unwrap();
+        assert!(r2.conflicts.is_empty(), "{r2:?}");
+        let mut want2 = want.clone();
+        for k in mf.keys().chain(want.keys()).cloned().collect::<Vec<_>>() {
+            if k.starts_with(b"keyb") {
+                match mf.get(&k) {
+                    Some(v) => want2.insert(k, v.clone()),
+                    None => want2.remove(&k),
+                };
+            }
+        }
+        assert_eq!(all(&main), want2, "seed {seed} second merge");
+    }
+}
+
+#[test]
+fn conflicts_follow_the_policy_and_dry_run_changes_nothing() {
+    let (s, _d) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let put = |b: &bough::Branch, k: &str, v: &str, ts: u64| {
+        let mut w = WriteBatch::new();
+        w.put_with(
+            k,
+            v,
+            PutOptions {
+                timestamp: Some(ts),
+                ..Default::default()
+            },
+        );
+        b.write_blocking(w).unwrap();
+    };
+    put(&main, "x", "base", 1);
+    put(&main, "y", "base", 1);
+    let f = p.create_branch("feature", "main").unwrap();
+    put(&main, "x", "ours", 5);
+    put(&f, "x", "theirs", 3);
+    put(&f, "y", "theirs", 4);
+    let dry = p
+        .merge(
+            "feature",
+            "main",
+            MergeOptions {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(dry.conflicts.len(), 1);
+    assert!(!dry.committed);
+    let failed = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    assert_eq!(failed.conflicts.len(), 1);
+    assert_eq!(failed.conflicts[0].key, b"x");
+    assert!(!failed.committed);
+    assert_eq!(main.get_blocking(b"y").unwrap().unwrap().value, b"base");
+    let newest = p
+        .merge(
+            "feature",
+            "main",
+            MergeOptions {
+                policy: ConflictPolicy::NewestTimestamp,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(newest.committed && newest.resolved == 1);
+    assert_eq!(main.get_blocking(b"x").unwrap().unwrap().value, b"ours");
+    assert_eq!(main.get_blocking(b"y").unwrap().unwrap().value, b"theirs");
+    // Theirs on a fresh conflict.
+    put(&main, "z", "ours", 10);
+    put(&f, "z", "theirs", 9);
+    let theirs = p
+        .merge(
+            "feature",
+            "main",
+            MergeOptions {
+                policy: ConflictPolicy::Theirs,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(theirs.committed, "{theirs:?}");
+    assert_eq!(main.get_blocking(b"z").unwrap().unwrap().value, b"theirs");
+    let d = p.diff("main", "feature").unwrap();
+    assert!(
+        d.iter()
+            .all(|e| !matches!(e.change, DiffChange::Changed { .. }) || e.key == b"x"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn rehome_then_delete_frees_every_file_of_the_source() {
+    let (s, dir) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(7);
+    let (mut m, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut m, &mut rng, "", 2000, 2000, &mut ts);
+    let feature = p.create_branch("feature", "main").unwrap();
+    let mut mf = m.clone();
+    scribble(&feature, &mut mf, &mut rng, "", 2000, 500, &mut ts);
+    let child = p.create_branch("child", "feature").unwrap();
+    let mut mc = mf.clone();
+    scribble(&child, &mut mc, &mut rng, "", 2000, 100, &mut ts);
+    let r = child.rehome().unwrap();
+    assert!(r.files_rehomed > 0 && r.pages_copied > 0, "{r:?}");
+    p.delete_branch("feature").unwrap();
+    s.gc().unwrap();
+    let left: Vec<String> = std::fs::read_dir(dir.path().join("t.0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("data_") && n.contains("_feature_"))
+        .collect();
+    assert!(left.is_empty(), "feature's files survived: {left:?}");
+    assert_eq!(all(&child), mc);
+    assert_eq!(all(&main), m);
+}
+
+#[test]
+fn reset_to_parent_refreshes_a_child() {
+    let (s, _d) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(9);
+    let (mut m, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut m, &mut rng, "", 500, 500, &mut ts);
+    let f = p.create_branch("feature", "main").unwrap();
+    scribble(&f, &mut m.clone(), &mut rng, "", 500, 100, &mut ts);
+    scribble(&main, &mut m, &mut rng, "", 500, 100, &mut ts);
+    p.reset_branch("feature", "main").unwrap();
+    assert_eq!(all(&f), m);
+    assert!(p.diff("main", "feature").unwrap().is_empty());
+}
