@@ -31,6 +31,15 @@ pub struct Partition {
     cfg: HeadConfig,
     /// Current term of each branch opened in this process (heads of older terms are fenced).
     fences: Mutex<HashMap<BranchName, Arc<AtomicU64>>>,
+    /// `CURRENT_TERM` records read or written so far; `complete` once the directory was
+    /// listed. This process holds the store lock, so nobody else changes them.
+    terms: Mutex<TermCache>,
+}
+
+#[derive(Debug, Default)]
+struct TermCache {
+    terms: std::collections::BTreeMap<BranchName, CurrentTerm>,
+    complete: bool,
 }
 
 /// What `describe` tells about a branch.
@@ -77,6 +86,7 @@ impl Partition {
             files,
             cfg,
             fences: Mutex::new(HashMap::new()),
+            terms: Mutex::new(TermCache::default()),
         };
         p.recover()?;
         let main = BranchName::main();
@@ -134,6 +144,20 @@ impl Partition {
 
     /// The branch's `CURRENT_TERM` record, if the file exists.
     pub fn current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
+        {
+            let cache = self.terms.lock();
+            if let Some(ct) = cache.terms.get(branch) {
+                return Ok(Some(*ct));
+            }
+        }
+        let ct = self.read_current_term(branch)?;
+        if let Some(ct) = ct {
+            self.terms.lock().terms.insert(branch.clone(), ct);
+        }
+        Ok(ct)
+    }
+
+    fn read_current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
@@ -156,8 +180,10 @@ impl Partition {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
-        self.storage()
-            .write_atomic(&path, &CurrentTerm { term, deleted }.encode())
+        let ct = CurrentTerm { term, deleted };
+        self.storage().write_atomic(&path, &ct.encode())?;
+        self.terms.lock().terms.insert(branch.clone(), ct);
+        Ok(())
     }
 
     /// The highest term of any manifest of `branch` in the directory.
@@ -202,16 +228,26 @@ impl Partition {
 
     /// Names of the live branches.
     pub fn branches(&self) -> IoResult<Vec<BranchName>> {
-        let mut out = Vec::new();
-        for name in self.storage().list(self.files.dir())? {
-            if let FileKind::CurrentTerm(ct) = classify(&name)
-                && self.current_term(&ct.branch)?.is_some_and(|c| !c.deleted)
-            {
-                out.push(ct.branch);
+        if !self.terms.lock().complete {
+            for name in self.storage().list(self.files.dir())? {
+                if let FileKind::CurrentTerm(ct) = classify(&name) {
+                    // A corrupt record is reported when that branch is used, not here: one
+                    // damaged branch must not hide the others.
+                    if let Ok(Some(rec)) = self.read_current_term(&ct.branch) {
+                        self.terms.lock().terms.insert(ct.branch, rec);
+                    }
+                }
             }
+            self.terms.lock().complete = true;
         }
-        out.sort();
-        Ok(out)
+        Ok(self
+            .terms
+            .lock()
+            .terms
+            .iter()
+            .filter(|(_, ct)| !ct.deleted)
+            .map(|(b, _)| b.clone())
+            .collect())
     }
 
     /// The manifest name of a branch at a term.
@@ -338,7 +374,12 @@ impl Partition {
             exts,
         )?;
         self.write_current_term(name, term, false)?;
-        head.set_fence(self.fence(name, term));
+        // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
+        // above every term of that incarnation, so setting the fence to it keeps their heads
+        // fenced and lets this one commit.
+        let fence = self.fence(name, term);
+        fence.store(term, Ordering::Release);
+        head.set_fence(fence);
         Ok(head)
     }
 

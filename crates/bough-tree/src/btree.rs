@@ -529,7 +529,7 @@ fn write_leaves(
             g.push(e);
         }
     }
-    balance_last(&mut groups);
+    balance_last(&mut groups, cap);
     let mut out = Vec::with_capacity(groups.len());
     let mut reuse = id;
     for g in groups {
@@ -540,16 +540,27 @@ fn write_leaves(
     Ok(out)
 }
 
-/// Avoids a tiny last group after a split by evening out the last two.
-fn balance_last<T>(groups: &mut [Vec<T>]) {
+/// Avoids a tiny last group after a split by evening out the last two. Entries move only
+/// while the last group stays within `cap` (the bound the groups were cut with): a count
+/// alone would move many small entries next to a few large ones and overflow the page.
+fn balance_last(groups: &mut [Vec<Entry>], cap: usize) {
     let n = groups.len();
     if n < 2 {
         return;
     }
     let (a, b) = (groups[n - 2].len(), groups[n - 1].len());
     if b * 4 < a {
-        let moved = (a - b) / 2;
-        let tail: Vec<T> = groups[n - 2].drain(a - moved..).collect();
+        let mut room = cap.saturating_sub(groups[n - 1].iter().map(Entry::max_encoded_len).sum());
+        let mut moved = 0;
+        while moved < (a - b) / 2 {
+            let len = groups[n - 2][a - 1 - moved].max_encoded_len();
+            if len > room {
+                break;
+            }
+            room -= len;
+            moved += 1;
+        }
+        let tail: Vec<Entry> = groups[n - 2].drain(a - moved..).collect();
         let last = &mut groups[n - 1];
         let mut merged = tail;
         merged.append(last);

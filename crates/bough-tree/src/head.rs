@@ -37,7 +37,9 @@ pub struct HeadConfig {
     pub page_size: u32,
     /// Pages per data file, header page included.
     pub file_pages: u32,
-    /// Bytes preallocated when a data file is created.
+    /// Most bytes preallocated ahead of the write position of a data file. A new file starts
+    /// with a small reservation that doubles as it fills, so a thousand branches that each
+    /// wrote a little do not each hold a whole file's worth of disk (design notes §4d).
     pub preallocate: u64,
     /// Checkpoint the mapping table when this many mapping chunks are dirty.
     pub checkpoint_chunks: usize,
@@ -545,7 +547,12 @@ pub struct Head {
     fence: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// Extension values to write with the next commit.
     pending_ext: bough_manifest::ext::Extensions,
+    /// (file id, bytes reserved) of the file being appended to.
+    reserved: (FileId, u64),
 }
+
+/// First reservation of a new data file.
+const FIRST_RESERVATION: u64 = 256 << 10;
 
 /// Everything a new branch needs from its parent to start at the parent's current commit.
 #[derive(Debug, Clone)]
@@ -663,6 +670,7 @@ impl Head {
             poisoned: None,
             fence: None,
             pending_ext: Vec::new(),
+            reserved: (0, 0),
         })
     }
 
@@ -973,9 +981,11 @@ impl Head {
         }
         let ps = self.cfg.page_size as usize;
         for &id in new_files {
+            let first = FIRST_RESERVATION.min(self.cfg.preallocate);
             let f = self
                 .files
-                .create(id, &self.branch, self.term, self.cfg.preallocate, now_ms)?;
+                .create(id, &self.branch, self.term, first, now_ms)?;
+            self.reserved = (id, first);
             // Registered before any manifest names it, so GC keeps it from now on.
             self.files
                 .set_writing(&self.writer_id(), Some(f.name.to_string()));
@@ -994,6 +1004,17 @@ impl Head {
             }
             let name = self.files.resolve(&st.ranges, file_id)?;
             let h = self.files.open(&name)?;
+            let end = page_offset(pages[j - 1].addr.page_index() + 1, self.cfg.page_size);
+            if self.reserved.0 == file_id && end > self.reserved.1 && self.cfg.preallocate > 0 {
+                // Double the reservation (bounded): appends stay inside reserved space.
+                let grow = self
+                    .reserved
+                    .1
+                    .max(end - self.reserved.1)
+                    .min(self.cfg.preallocate.max(end - self.reserved.1));
+                h.file.preallocate(self.reserved.1, grow)?;
+                self.reserved.1 += grow;
+            }
             let mut buf = vec![0u8; ps * (j - i)];
             for (k, p) in pages[i..j].iter().enumerate() {
                 let page = &mut buf[k * ps..(k + 1) * ps];
@@ -1038,6 +1059,11 @@ impl Head {
         }
         self.manifest_end += bytes.len() as u64;
         Ok(())
+    }
+
+    /// Mapping chunks changed since the last checkpoint.
+    pub fn dirty_chunks(&self) -> usize {
+        self.state.mapping.current().dirty_chunks()
     }
 
     /// Writes the mapping's dirty chunks into mapping pages and records the new root.

@@ -316,6 +316,16 @@ impl Store {
     }
 
     fn partition_entry(&self, dir: &PartitionDir) -> Result<Arc<PartitionEntry>> {
+        self.partition_entry_with(dir, true)
+    }
+
+    /// The open partition `dir`; a partition not yet on storage is created only if `create`
+    /// (otherwise `NotFound`).
+    fn partition_entry_with(
+        &self,
+        dir: &PartitionDir,
+        create: bool,
+    ) -> Result<Arc<PartitionEntry>> {
         self.check_open()?;
         let key = dir.to_string();
         let mut parts = self.inner.partitions.lock();
@@ -328,7 +338,7 @@ impl Store {
             self.inner.head_cfg.clone(),
             self.inner.cache.clone(),
             self.inner.opts.cache_data_pages,
-            true,
+            create,
         )
         .map_err(|e| Error::from(e).at(dir))?;
         let entry = Arc::new(PartitionEntry {
@@ -341,8 +351,19 @@ impl Store {
     }
 
     fn branch_entry(&self, dir: &PartitionDir, branch: &BranchName) -> Result<Arc<BranchEntry>> {
-        let p = self.partition_entry(dir)?;
         let label = format!("{dir}@{branch}");
+        // Only `main` brings a partition into existence; looking up another branch of a
+        // partition that does not exist creates nothing.
+        let p = self
+            .partition_entry_with(dir, branch.is_main())
+            .map_err(|e| match e.kind() {
+                ErrorKind::NotFound => Error::new(
+                    ErrorKind::NotFound,
+                    format!("no such branch: partition {dir} does not exist"),
+                )
+                .at(&label),
+                _ => e,
+            })?;
         let mut branches = p.branches.lock();
         if let Some(b) = branches.get(branch) {
             return Ok(b.clone());
@@ -397,13 +418,24 @@ impl Store {
     /// partition fails, the branches created so far are deleted again and every
     /// per-partition error is reported.
     pub fn create_branch_global(&self, table: &str, name: &str, from: &str) -> Result<()> {
+        BranchName::new(name)?;
+        BranchName::new(from)?;
         let parts = self.partitions_of(table)?;
         let mut done = Vec::new();
         let mut errors = Vec::new();
+        // The kind shared by every failure (`Io` when they differ).
+        let mut kind = None;
         for p in &parts {
             match self.partition(table, *p)?.create_branch(name, from) {
                 Ok(_) => done.push(*p),
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => {
+                    kind = match kind {
+                        None => Some(e.kind()),
+                        Some(k) if k == e.kind() => Some(k),
+                        Some(_) => Some(ErrorKind::Io),
+                    };
+                    errors.push(e.to_string());
+                }
             }
         }
         if errors.is_empty() {
@@ -415,7 +447,7 @@ impl Store {
             }
         }
         Err(Error::new(
-            ErrorKind::Io,
+            kind.unwrap_or(ErrorKind::Io),
             format!(
                 "creating branch {name} on table {table} failed: {}",
                 errors.join("; ")
@@ -493,7 +525,13 @@ impl Inner {
             };
             branch.run(Box::new(move |head, now| {
                 expire(head, now)?;
-                compact(head, ratio, now)
+                compact(head, ratio, now)?;
+                // An idle branch's mapping changes go into mapping pages now, so creating a
+                // branch from it later writes only what changed since.
+                if head.dirty_chunks() > 0 {
+                    head.checkpoint(now)?;
+                }
+                Ok(())
             }))?;
         }
         store.gc()?;
@@ -633,37 +671,65 @@ fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_group: usize) 
 /// Commits several batches of one branch as one tree update. Batches keep their order:
 /// for a key written by two of them, last-writer-wins by timestamp decides, and a tie goes
 /// to the later batch, exactly as if they had been committed one after the other.
+///
+/// One pair cannot be merged into a single change: a delete followed by a put with an
+/// older timestamp. Committed one after the other, the delete removes the entry (a delete
+/// leaves no tombstone) and the older put then inserts; merged by timestamp, the delete
+/// would win. A batch that would form such a pair starts a new commit.
 fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
+    if group.len() == 1 {
+        let mut replies = Vec::with_capacity(1);
+        let muts = group.into_iter().next().map_or(Vec::new(), |(m, r)| {
+            replies.push(r);
+            m
+        });
+        commit_merged(branch, &muts, replies, clock);
+        return;
+    }
     let mut replies = Vec::with_capacity(group.len());
-    let muts: Vec<Mutation> = if group.len() == 1 {
-        let (m, r) = group
-            .into_iter()
-            .next()
-            .map_or((Vec::new(), None), |(m, r)| (m, Some(r)));
-        replies.extend(r);
-        m
-    } else {
-        let mut merged: BTreeMap<Vec<u8>, Op> = BTreeMap::new();
-        for (muts, reply) in group {
-            replies.push(reply);
-            for m in muts {
-                match merged.get(&m.key) {
-                    Some(old) if op_ts(old) > op_ts(&m.op) => {}
-                    _ => {
-                        merged.insert(m.key, m.op);
-                    }
+    let mut merged: BTreeMap<Vec<u8>, Op> = BTreeMap::new();
+    for (muts, reply) in group {
+        let splits = muts.iter().any(|m| {
+            matches!(
+                (merged.get(&m.key), &m.op),
+                (Some(Op::Delete { timestamp: del }), Op::Put { timestamp: put, .. }) if put < del
+            )
+        });
+        if splits {
+            let run: Vec<Mutation> = std::mem::take(&mut merged)
+                .into_iter()
+                .map(|(key, op)| Mutation { key, op })
+                .collect();
+            commit_merged(branch, &run, std::mem::take(&mut replies), clock);
+        }
+        replies.push(reply);
+        for m in muts {
+            match merged.get(&m.key) {
+                Some(old) if op_ts(old) > op_ts(&m.op) => {}
+                _ => {
+                    merged.insert(m.key, m.op);
                 }
             }
         }
-        merged
-            .into_iter()
-            .map(|(key, op)| Mutation { key, op })
-            .collect()
-    };
+    }
+    let run: Vec<Mutation> = merged
+        .into_iter()
+        .map(|(key, op)| Mutation { key, op })
+        .collect();
+    commit_merged(branch, &run, replies, clock);
+}
+
+/// Commits merged batches and answers each of their waiters.
+fn commit_merged(
+    branch: &BranchEntry,
+    muts: &[Mutation],
+    replies: Vec<oneshot::Sender<Result<()>>>,
+    clock: &dyn Clock,
+) {
     let result = branch
         .head
         .lock()
-        .commit(&muts, clock.now_ms())
+        .commit(muts, clock.now_ms())
         .map(|_| ())
         .map_err(|e| Error::from(e).at(&branch.label));
     match result {
@@ -745,7 +811,22 @@ impl PartitionHandle {
     /// Deletes branch `name`: its manifests and archives go; its data stays until GC finds
     /// nothing else references it. `main` cannot be deleted; children are unaffected.
     pub fn delete_branch(&self, name: &str) -> Result<()> {
-        let branch = self.branch(name)?;
+        let branch = match self.branch(name) {
+            Ok(b) => b,
+            // A damaged manifest: no head could open, so no writer runs; delete through the
+            // catalog directly (the tombstone, then the manifests) so the name and GC work
+            // again.
+            Err(e) if e.kind() == ErrorKind::Corruption => {
+                let entry = self.entry()?;
+                let bname = BranchName::new(name)?;
+                let _catalog = entry.catalog.lock();
+                return entry
+                    .part
+                    .delete_branch(&bname)
+                    .map_err(|err| Error::from(err).at(format!("{}@{name}", self.dir)));
+            }
+            Err(e) => return Err(e),
+        };
         let entry = self.entry()?;
         let bname = BranchName::new(name)?;
         let target = branch.entry.clone();
