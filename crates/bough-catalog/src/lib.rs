@@ -474,7 +474,8 @@ impl Partition {
         Ok(doomed)
     }
 
-    fn read_archive(&self, archive: &ArchiveName) -> IoResult<Snapshot> {
+    /// The snapshot an archive recorded.
+    pub fn read_archive(&self, archive: &ArchiveName) -> IoResult<Snapshot> {
         let path = self.files.path_of(&archive.to_string());
         let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
         let r = replay(&bytes)

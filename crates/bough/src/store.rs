@@ -899,7 +899,29 @@ impl PartitionHandle {
     pub fn diff(&self, a: &str, b: &str) -> Result<Vec<DiffEntry>> {
         let (ba, bb) = (self.branch(a)?, self.branch(b)?);
         let (sa, sb) = (ba.entry.published.load(), bb.entry.published.load());
-        let label = format!("{}@{a}..{b}", self.dir);
+        self.diff_snapshots(&sa, &sb, format!("{}@{a}..{b}", self.dir))
+    }
+
+    /// Every key whose entry differs from `archive` to the current state of `branch`.
+    pub fn diff_archive(&self, archive: &ArchiveName, branch: &str) -> Result<Vec<DiffEntry>> {
+        let label = format!("{}@{archive}..{branch}", self.dir);
+        let entry = self.entry()?;
+        let record = entry
+            .part
+            .read_archive(archive)
+            .map_err(|e| Error::from(e).at(&label))?;
+        let sa = TreeSnapshot::from_record(entry.part.files().clone(), &record)
+            .map_err(|e| Error::from(e).at(&label))?;
+        let sb = self.branch(branch)?.entry.published.load();
+        self.diff_snapshots(&sa, &sb, label)
+    }
+
+    fn diff_snapshots(
+        &self,
+        sa: &TreeSnapshot,
+        sb: &TreeSnapshot,
+        label: String,
+    ) -> Result<Vec<DiffEntry>> {
         let (changes, _) =
             bough_tree::diff::diff(&sa, &sb).map_err(|e| Error::from(e).at(&label))?;
         let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {
@@ -919,11 +941,11 @@ impl PartitionHandle {
             .into_iter()
             .map(|(key, c)| {
                 let change = match c {
-                    Change::Added(e) => DiffChange::Added(value(&sb, e)?),
-                    Change::Removed(e) => DiffChange::Removed(value(&sa, e)?),
+                    Change::Added(e) => DiffChange::Added(value(sb, e)?),
+                    Change::Removed(e) => DiffChange::Removed(value(sa, e)?),
                     Change::Changed { old, new } => DiffChange::Changed {
-                        old: value(&sa, old)?,
-                        new: value(&sb, new)?,
+                        old: value(sa, old)?,
+                        new: value(sb, new)?,
                     },
                 };
                 Ok(DiffEntry { key, change })

@@ -296,3 +296,26 @@ fn reset_to_parent_refreshes_a_child() {
     assert_eq!(all(&f), m);
     assert!(p.diff("main", "feature").unwrap().is_empty());
 }
+
+#[test]
+fn diff_against_an_archive() {
+    let (s, _d) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(11);
+    let (mut m, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut m, &mut rng, "", 1000, 800, &mut ts);
+    let archive = main.archive().unwrap();
+    let before = m.clone();
+    scribble(&main, &mut m, &mut rng, "", 1000, 200, &mut ts);
+    let d = p.diff_archive(&archive, "main").unwrap();
+    let want: Vec<Vec<u8>> = before
+        .keys()
+        .chain(m.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| before.get(*k) != m.get(*k))
+        .cloned()
+        .collect();
+    assert_eq!(d.into_iter().map(|e| e.key).collect::<Vec<_>>(), want);
+}
