@@ -75,6 +75,52 @@ pub struct Mutation {
     pub op: Op,
 }
 
+/// Largest value stored (values above about a quarter page live in overflow pages).
+pub const MAX_VALUE_LEN: usize = 1 << 30;
+
+/// Longest key for a page size: an eighth of a page, so leaves and index pages always hold
+/// several entries.
+pub fn max_key_len(page_size: u32) -> usize {
+    page_size as usize / 8
+}
+
+impl Mutation {
+    /// The one check every entry passes, whether it arrives by write, import or merge: a
+    /// non-empty key within the page size's bound, a value within [`MAX_VALUE_LEN`].
+    pub fn check(&self, page_size: u32) -> Result<(), String> {
+        let max_key = max_key_len(page_size);
+        if self.key.is_empty() {
+            return Err("empty key".into());
+        }
+        if self.key.len() > max_key {
+            return Err(format!(
+                "key of {} bytes; the maximum for {page_size}-byte pages is {max_key}",
+                self.key.len()
+            ));
+        }
+        if let Op::Put { value, .. } | Op::Replace { value, .. } = &self.op
+            && value.len() > MAX_VALUE_LEN
+        {
+            return Err(format!(
+                "value of {} bytes; the maximum is {MAX_VALUE_LEN}",
+                value.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a batch: every mutation passes [`Mutation::check`], keys strictly increasing.
+pub fn check_batch(muts: &[Mutation], page_size: u32) -> Result<(), String> {
+    for m in muts {
+        m.check(page_size)?;
+    }
+    if muts.windows(2).any(|w| w[0].key >= w[1].key) {
+        return Err("batch keys must be sorted and distinct".into());
+    }
+    Ok(())
+}
+
 /// What a batch changed, for the TTL index.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Applied {

@@ -827,6 +827,9 @@ impl Head {
 
     /// Commits a sorted batch of distinct-key mutations atomically.
     pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> IoResult<Applied> {
+        btree::check_batch(muts, self.cfg.page_size).map_err(|what| IoError::InvalidArgument {
+            what: format!("{}@{}: {what}", self.files.dir(), self.branch),
+        })?;
         let applied = self.commit_inner(muts, false, now_ms, |_, _| Ok(()))?;
         if self.manifest_end > self.cfg.manifest_rewrite_bytes {
             self.rewrite_manifest(now_ms)?;

@@ -8,7 +8,6 @@
 use bough_tree::btree::{Mutation, Op};
 
 use crate::error::{Error, Result};
-use crate::options::MAX_VALUE_LEN;
 
 /// Per-put options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,19 +89,11 @@ impl WriteBatch {
     }
 
     /// Validates and sorts the batch into tree mutations.
-    pub(crate) fn into_mutations(self, now_ms: u64, max_key: usize) -> Result<Vec<Mutation>> {
+    pub(crate) fn into_mutations(self, now_ms: u64, page_size: u32) -> Result<Vec<Mutation>> {
         let mut muts = Vec::with_capacity(self.ops.len());
         for (key, op) in self.ops {
-            check_key(&key, max_key)?;
             let op = match op {
                 BatchOp::Put { value, opts } => {
-                    if value.len() > MAX_VALUE_LEN {
-                        return Err(Error::invalid(format!(
-                            "value of key {} is {} bytes; the maximum is {MAX_VALUE_LEN}",
-                            show_key(&key),
-                            value.len()
-                        )));
-                    }
                     let expire_at = match (opts.expire_at, opts.ttl_ms) {
                         (Some(at), _) => at.max(1),
                         (None, Some(ttl)) => now_ms.saturating_add(ttl).max(1),
@@ -118,7 +109,11 @@ impl WriteBatch {
                     timestamp: timestamp.unwrap_or(now_ms),
                 },
             };
-            muts.push(Mutation { key, op });
+            let m = Mutation { key, op };
+            // The same check the tree applies to every commit (writes, imports, merges).
+            m.check(page_size)
+                .map_err(|e| Error::invalid(format!("key {}: {e}", show_key(&m.key))))?;
+            muts.push(m);
         }
         muts.sort_by(|a, b| a.key.cmp(&b.key));
         if let Some(w) = muts.windows(2).find(|w| w[0].key == w[1].key) {
@@ -131,7 +126,7 @@ impl WriteBatch {
     }
 }
 
-/// Refuses empty and over-long keys.
+/// Refuses empty and over-long keys (reads use the same bound as writes).
 pub(crate) fn check_key(key: &[u8], max_key: usize) -> Result<()> {
     if key.is_empty() {
         return Err(Error::invalid("empty key"));
@@ -169,7 +164,7 @@ mod tests {
     fn sorts_and_refuses_duplicates_and_bad_keys() {
         let mut b = WriteBatch::new();
         b.put("b", "2").put("a", "1").delete("c");
-        let m = b.into_mutations(5, 16).unwrap();
+        let m = b.into_mutations(5, 4096).unwrap();
         assert_eq!(
             m.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]

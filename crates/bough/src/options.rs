@@ -256,12 +256,12 @@ impl Options {
     /// Longest key accepted: an eighth of a page, so a leaf and an index page always hold
     /// several entries.
     pub fn max_key_len(&self) -> usize {
-        self.page_size as usize / 8
+        bough_tree::btree::max_key_len(self.page_size)
     }
 }
 
 /// Longest value accepted (values above about a quarter page live in overflow pages).
-pub const MAX_VALUE_LEN: usize = 1 << 30;
+pub const MAX_VALUE_LEN: usize = bough_tree::btree::MAX_VALUE_LEN;
 
 #[cfg(test)]
 mod tests {

@@ -1179,7 +1179,7 @@ impl Branch {
         let muts = batch
             .into_mutations(
                 self.store.inner.clock.now_ms(),
-                self.store.inner.opts.max_key_len(),
+                self.store.inner.opts.page_size,
             )
             .map_err(|e| e.at(&self.entry.label))?;
         let (tx, rx) = oneshot::channel();

@@ -319,3 +319,23 @@ fn diff_against_an_archive() {
         .collect();
     assert_eq!(d.into_iter().map(|e| e.key).collect::<Vec<_>>(), want);
 }
+
+#[test]
+fn one_validation_path_for_writes_and_direct_commits() {
+    // The facade's write and a commit straight on a branch head run the same check.
+    let (s, _d) = store();
+    let main = s.partition("t", 0).unwrap().branch("main").unwrap();
+    let mut b = WriteBatch::new();
+    b.put(vec![b'k'; 513], "v");
+    let via_write = main.write_blocking(b).unwrap_err().to_string();
+    let m = bough_tree::btree::Mutation {
+        key: vec![b'k'; 513],
+        op: bough_tree::btree::Op::Replace {
+            value: b"v".to_vec(),
+            timestamp: 1,
+            expire_at: 0,
+        },
+    };
+    let via_tree = m.check(4096).unwrap_err();
+    assert!(via_write.contains(&via_tree), "{via_write} vs {via_tree}");
+}
