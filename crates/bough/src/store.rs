@@ -133,6 +133,7 @@ pub(crate) struct BranchEntry {
     /// Set when the branch is deleted: handles still held report `NotFound`.
     gone: AtomicBool,
     dir: PartitionDir,
+    name: BranchName,
 }
 
 #[derive(Debug)]
@@ -380,6 +381,7 @@ impl Store {
     fn register(&self, head: Head, dir: &PartitionDir) -> Arc<BranchEntry> {
         let label = format!("{dir}@{}", head.branch());
         let shard = shard_of(&label, self.inner.shards.len());
+        let name = head.branch().clone();
         Arc::new(BranchEntry {
             label,
             published: head.published(),
@@ -387,6 +389,7 @@ impl Store {
             shard,
             gone: AtomicBool::new(false),
             dir: dir.clone(),
+            name,
         })
     }
 
@@ -1109,7 +1112,7 @@ impl Branch {
     }
 
     fn branch_name(&self) -> Result<BranchName> {
-        Ok(self.entry.head.lock().branch().clone())
+        Ok(self.entry.name.clone())
     }
 
     /// A consistent read view of the branch as of its latest commit.
