@@ -54,6 +54,9 @@ pub struct Options {
     pub compaction_garbage_ratio: f64,
     /// Most write batches coalesced into one commit.
     pub max_group_commit: usize,
+    /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
+    /// replayed again on next use.
+    pub max_open_branches: usize,
     /// Time source (tests inject a manual clock).
     #[serde(skip, default = "default_clock")]
     pub clock: Arc<dyn Clock>,
@@ -84,6 +87,7 @@ impl Default for Options {
             maintenance_interval_ms: 10_000,
             compaction_garbage_ratio: 0.5,
             max_group_commit: 1024,
+            max_open_branches: 4096,
             clock: default_clock(),
             faults: None,
             memory: None,
@@ -185,6 +189,11 @@ impl Options {
         self.checkpoint_chunks = n;
         self
     }
+    /// Sets how many branch heads stay open.
+    pub fn max_open_branches(mut self, n: usize) -> Self {
+        self.max_open_branches = n;
+        self
+    }
     /// Sets the compaction threshold.
     pub fn compaction_garbage_ratio(mut self, r: f64) -> Self {
         self.compaction_garbage_ratio = r;
@@ -243,6 +252,9 @@ impl Options {
                 "compaction_garbage_ratio",
                 format!("{} is not in (0, 1]", self.compaction_garbage_ratio),
             );
+        }
+        if self.max_open_branches == 0 {
+            return field("max_open_branches", "must be at least 1".into());
         }
         if self.max_group_commit == 0 {
             return field("max_group_commit", "must be at least 1".into());

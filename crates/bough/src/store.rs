@@ -256,6 +256,16 @@ impl Store {
         &self.inner.cache
     }
 
+    /// Branch heads currently open (replayed and held in memory).
+    pub fn open_branch_count(&self) -> usize {
+        self.inner
+            .partitions
+            .lock()
+            .values()
+            .map(|p| p.branches.lock().len())
+            .sum()
+    }
+
     /// The options the store was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.opts
@@ -375,7 +385,38 @@ impl Store {
             .map_err(|e| Error::from(e).at(&label))?;
         let entry = self.register(head, dir);
         branches.insert(branch.clone(), entry.clone());
+        drop(branches);
+        self.evict_idle_branches();
         Ok(entry)
+    }
+
+    /// Keeps the number of open branch heads (replayed manifests, mapping chunks in memory)
+    /// bounded: beyond `max_open_branches`, heads nobody holds — no handle, no queued job,
+    /// no reader snapshot older than the current one — are closed; they replay again lazily
+    /// on next use.
+    fn evict_idle_branches(&self) {
+        let limit = self.inner.opts.max_open_branches;
+        let parts: Vec<Arc<PartitionEntry>> =
+            self.inner.partitions.lock().values().cloned().collect();
+        let mut open: usize = parts.iter().map(|p| p.branches.lock().len()).sum();
+        for p in parts {
+            if open <= limit {
+                return;
+            }
+            let mut branches = p.branches.lock();
+            let idle: Vec<BranchName> = branches
+                .iter()
+                .filter(|(_, b)| Arc::strong_count(b) == 1 && b.published.live().len() <= 1)
+                .map(|(n, _)| n.clone())
+                .collect();
+            for n in idle {
+                if open <= limit {
+                    break;
+                }
+                branches.remove(&n);
+                open -= 1;
+            }
+        }
     }
 
     fn register(&self, head: Head, dir: &PartitionDir) -> Arc<BranchEntry> {

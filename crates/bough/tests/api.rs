@@ -223,3 +223,32 @@ fn a_second_open_of_the_same_directory_is_refused() {
     a.close().unwrap();
     Store::open(Options::new(dir.path())).unwrap();
 }
+
+#[test]
+fn open_branch_heads_stay_bounded_and_reopen_lazily() {
+    let store = Store::open(
+        Options::in_memory()
+            .max_open_branches(4)
+            .maintenance_interval_ms(0),
+    )
+    .unwrap();
+    for p in 0..20u32 {
+        let main = store.partition("t", p).unwrap().branch("main").unwrap();
+        let mut b = WriteBatch::new();
+        b.put("k", format!("v{p}"));
+        main.write_blocking(b).unwrap();
+    }
+    // Every partition's head was closed or kept; all read back (replayed on demand).
+    for p in 0..20u32 {
+        let main = store.partition("t", p).unwrap().branch("main").unwrap();
+        assert_eq!(
+            main.get_blocking(b"k").unwrap().unwrap().value,
+            format!("v{p}").as_bytes()
+        );
+    }
+    assert!(
+        store.open_branch_count() <= 5,
+        "{}",
+        store.open_branch_count()
+    );
+}
