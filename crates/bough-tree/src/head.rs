@@ -636,6 +636,12 @@ impl Head {
             }
         }
         let manifest = files.storage().open(&path, OpenOptions::write_create())?;
+        if replayed.dropped_tail.is_some() {
+            // Cut the torn record off, so no byte of it can outlive the next append and be
+            // mistaken for a record later.
+            manifest.set_len(replayed.end_offset)?;
+            manifest.sync()?;
+        }
         let state = HeadState {
             root: st.meta.root,
             ttl_root: st.meta.ttl_root,
