@@ -13,7 +13,14 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[crate::origin::ORIGIN, crate::origin::MERGE_BASES];
+pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES];
+
+/// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
+pub const ORIGIN: u64 = 1;
+
+/// Tag of the merge-bases extension (odd: GC must protect the bases' pages, so a reader that
+/// cannot interpret it must refuse). See `MergeBase`.
+pub const MERGE_BASES: u64 = 3;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

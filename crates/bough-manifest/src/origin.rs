@@ -10,8 +10,7 @@ use crate::codec::{Reader, put_u8, put_varint};
 use crate::error::DecodeReason;
 use crate::ext;
 
-/// Tag of the origin extension (odd: a reader that cannot interpret it must refuse).
-pub const ORIGIN: u64 = 1;
+pub use crate::ext::{MERGE_BASES, ORIGIN};
 
 /// A branch's parent, fork point and creation time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,10 +105,6 @@ mod tests {
         assert!(BranchOrigin::decode(&[0, 0, 0, 9]).is_err());
     }
 }
-
-/// Tag of the merge-bases extension (odd: GC must protect the bases' pages, so a reader that
-/// cannot interpret it must refuse).
-pub const MERGE_BASES: u64 = 3;
 
 /// The last common state of this branch and another: what a three-way merge compares both
 /// sides against. Stored per other branch in the `MERGE_BASES` extension.

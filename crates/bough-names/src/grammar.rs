@@ -378,6 +378,92 @@ pub(crate) fn partition_dir(i: &str) -> Res<'_, PartitionDir> {
         .parse(i)
 }
 
+// Parsing entry points of the name types: the grammar is the only place names are read.
+
+impl PartitionDir {
+    /// Parses `<table>.<partition_id>`, splitting at the last `.`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::PartitionDir, s, partition_dir)
+    }
+}
+
+impl std::str::FromStr for PartitionDir {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PartitionDir::parse(s)
+    }
+}
+
+impl ManifestName {
+    /// Parses `manifest_<branch>_<term>`; an archive name is refused.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Manifest, s, manifest)
+    }
+}
+
+impl std::str::FromStr for ManifestName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ManifestName::parse(s)
+    }
+}
+
+impl ArchiveName {
+    /// Parses `manifest_<branch>_<term>_<timestamp>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Archive, s, archive)
+    }
+}
+
+impl std::str::FromStr for ArchiveName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ArchiveName::parse(s)
+    }
+}
+
+impl DataFileName {
+    /// Parses `data_<file_id>_<branch>_<term>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Data, s, data)
+    }
+}
+
+impl std::str::FromStr for DataFileName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DataFileName::parse(s)
+    }
+}
+
+impl CurrentTermName {
+    /// Parses `CURRENT_TERM.<branch>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::CurrentTerm, s, current_term)
+    }
+}
+
+impl std::str::FromStr for CurrentTermName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CurrentTermName::parse(s)
+    }
+}
+
+impl TmpName {
+    /// Parses `<target>.<nonce>.tmp`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Tmp, s, tmp)
+    }
+}
+
+impl std::str::FromStr for TmpName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TmpName::parse(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

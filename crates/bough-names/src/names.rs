@@ -4,26 +4,12 @@
 //! are exact inverses on valid names.
 
 use std::fmt;
-use std::str::FromStr;
 
-use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::{BranchName, TableName};
 use crate::{
     CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, MANIFEST_PREFIX, PartitionId, TMP_SUFFIX, Term,
     Timestamp,
 };
-
-/// Implements `FromStr` by delegating to the type's `parse`.
-macro_rules! from_str_via_parse {
-    ($($t:ty),*) => {$(
-        impl FromStr for $t {
-            type Err = NameParseError;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                <$t>::parse(s)
-            }
-        }
-    )*};
-}
 
 /// Directory of one table partition: `<table>.<partition_id>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,11 +24,6 @@ impl PartitionDir {
     /// Builds the directory name of `partition` of `table`.
     pub fn new(table: TableName, partition: PartitionId) -> Self {
         PartitionDir { table, partition }
-    }
-
-    /// Parses `<table>.<partition_id>`, splitting at the last `.`.
-    pub fn parse(s: &str) -> Result<Self, NameParseError> {
-        grammar::run(NameKind::PartitionDir, s, grammar::partition_dir)
     }
 }
 
@@ -65,11 +46,6 @@ impl ManifestName {
     /// Builds the manifest name of `branch` at `term`.
     pub fn new(branch: BranchName, term: Term) -> Self {
         ManifestName { branch, term }
-    }
-
-    /// Parses `manifest_<branch>_<term>`; an archive name is refused.
-    pub fn parse(s: &str) -> Result<Self, NameParseError> {
-        grammar::run(NameKind::Manifest, s, grammar::manifest)
     }
 }
 
@@ -98,11 +74,6 @@ impl ArchiveName {
             term,
             timestamp,
         }
-    }
-
-    /// Parses `manifest_<branch>_<term>_<timestamp>`.
-    pub fn parse(s: &str) -> Result<Self, NameParseError> {
-        grammar::run(NameKind::Archive, s, grammar::archive)
     }
 }
 
@@ -136,11 +107,6 @@ impl DataFileName {
             term,
         }
     }
-
-    /// Parses `data_<file_id>_<branch>_<term>`.
-    pub fn parse(s: &str) -> Result<Self, NameParseError> {
-        grammar::run(NameKind::Data, s, grammar::data)
-    }
 }
 
 impl fmt::Display for DataFileName {
@@ -164,11 +130,6 @@ impl CurrentTermName {
     /// Builds the CURRENT_TERM file name of `branch`.
     pub fn new(branch: BranchName) -> Self {
         CurrentTermName { branch }
-    }
-
-    /// Parses `CURRENT_TERM.<branch>`.
-    pub fn parse(s: &str) -> Result<Self, NameParseError> {
-        grammar::run(NameKind::CurrentTerm, s, grammar::current_term)
     }
 }
 
@@ -260,11 +221,6 @@ impl TmpName {
             nonce,
         }
     }
-
-    /// Parses `<target>.<nonce>.tmp`.
-    pub fn parse(s: &str) -> Result<Self, NameParseError> {
-        grammar::run(NameKind::Tmp, s, grammar::tmp)
-    }
 }
 
 impl fmt::Display for TmpName {
@@ -273,19 +229,10 @@ impl fmt::Display for TmpName {
     }
 }
 
-from_str_via_parse!(
-    PartitionDir,
-    ManifestName,
-    ArchiveName,
-    DataFileName,
-    CurrentTermName,
-    TmpName
-);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::{NumberError, ParseFailure};
+    use crate::grammar::{NameKind, NameParseError, NumberError, ParseFailure};
     use crate::ident::NameError;
 
     fn b(s: &str) -> BranchName {
