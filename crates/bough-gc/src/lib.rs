@@ -70,6 +70,7 @@ pub struct Pins {
 /// Reachability over one partition directory.
 struct Walk<'a> {
     files: &'a FileTable,
+    fanout: usize,
     visited: HashSet<(String, u32)>,
     referenced: HashMap<String, KeepReason>,
 }
@@ -114,21 +115,28 @@ impl Walk<'_> {
         }
     }
 
-    /// Marks every page reachable from a mapping root (and the root's pages themselves).
+    /// Marks every page reachable from a mapping root (and the root's pages themselves),
+    /// except slots `shadow` says were overwritten since (a manifest's overlay, a reader's
+    /// dirty chunks): the page such a slot pointed to is garbage for this state.
     fn radix(
         &mut self,
         ranges: &BranchFileMapping,
         root: PageAddr,
+        shadow: &Shadow,
         by: &str,
         why: &KeepReason,
     ) -> IoResult<()> {
         if root.is_none() {
             return Ok(());
         }
-        let mut stack = vec![root];
-        while let Some(addr) = stack.pop() {
+        let fanout = self.fanout as u64;
+        // (address, first chunk the node covers)
+        let mut stack = vec![(root, 0u64)];
+        while let Some((addr, first_chunk)) = stack.pop() {
             let name = self.name(ranges, addr, by)?;
-            if !self.visited.insert((name.clone(), addr.page_index())) {
+            let key = (name.clone(), addr.page_index());
+            // A node another state walked in full already had all it reaches marked.
+            if self.visited.contains(&key) {
                 continue;
             }
             self.mark(name, why);
@@ -142,14 +150,20 @@ impl Walk<'_> {
                     ));
                 }
             };
+            let span = fanout.saturating_pow(u32::from(node.level));
+            // Only a node nothing shadows counts as walked in full for other states.
+            if !shadow.touches(first_chunk, first_chunk.saturating_add(span)) {
+                self.visited.insert(key);
+            }
             if node.level == 0 {
-                for &raw in &node.slots {
-                    if raw != 0 {
+                for (i, &raw) in node.slots.iter().enumerate() {
+                    if raw != 0 && !shadow.hides(first_chunk, i) {
                         self.slot(ranges, raw, by, why)?;
                     }
                 }
             } else {
-                for &child in &node.slots {
+                let child_span = fanout.saturating_pow(u32::from(node.level - 1));
+                for (i, &child) in node.slots.iter().enumerate() {
                     if child != 0 {
                         let a = PageAddr::from_u64(child).ok_or_else(|| {
                             IoError::corruption(
@@ -158,12 +172,50 @@ impl Walk<'_> {
                                 "invalid mapping child address",
                             )
                         })?;
-                        stack.push(a);
+                        stack.push((a, first_chunk + i as u64 * child_span));
                     }
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// Slots of the on-disk mapping that a state has overwritten since its last checkpoint.
+#[derive(Debug, Default)]
+struct Shadow {
+    /// chunk → overwritten slot indexes (`None`: the whole chunk is replaced).
+    chunks: BTreeMap<u64, Option<HashSet<usize>>>,
+}
+
+impl Shadow {
+    fn from_overlay(ids: impl Iterator<Item = u32>, fanout: usize) -> Shadow {
+        let mut chunks: BTreeMap<u64, Option<HashSet<usize>>> = BTreeMap::new();
+        for id in ids {
+            let c = u64::from(id) / fanout as u64;
+            if let Some(set) = chunks.entry(c).or_insert_with(|| Some(HashSet::new())) {
+                set.insert(id as usize % fanout);
+            }
+        }
+        Shadow { chunks }
+    }
+
+    fn whole_chunks(chunks: impl Iterator<Item = u32>) -> Shadow {
+        Shadow {
+            chunks: chunks.map(|c| (u64::from(c), None)).collect(),
+        }
+    }
+
+    fn touches(&self, from: u64, to: u64) -> bool {
+        self.chunks.range(from..to).next().is_some()
+    }
+
+    fn hides(&self, chunk: u64, slot: usize) -> bool {
+        match self.chunks.get(&chunk) {
+            Some(None) => true,
+            Some(Some(set)) => set.contains(&slot),
+            None => false,
+        }
     }
 }
 
@@ -192,8 +244,11 @@ pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcRepo
             FileKind::Tmp(_) | FileKind::Lock => {}
         }
     }
+    let fanout =
+        bough_tree::page::mapping::fanout(bough_io::layout::max_payload(files.page_size()));
     let mut walk = Walk {
         files,
+        fanout,
         visited: HashSet::new(),
         referenced: HashMap::new(),
     };
@@ -213,7 +268,8 @@ pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcRepo
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
         let ranges = &state.meta.branch_file_ranges;
-        walk.radix(ranges, state.mapping_root, m, &why)?;
+        let shadow = Shadow::from_overlay(state.overlay.keys().copied(), fanout);
+        walk.radix(ranges, state.mapping_root, &shadow, m, &why)?;
         for &raw in state.overlay.values() {
             walk.slot(ranges, raw, m, &why)?;
         }
@@ -222,7 +278,8 @@ pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcRepo
             .map_err(|r| IoError::corruption(path.clone(), 0, format!("merge bases: {r:?}")))?;
         for b in bases {
             let br = &b.state.meta.branch_file_ranges;
-            walk.radix(br, b.state.mapping_root, m, &why)?;
+            let shadow = Shadow::from_overlay(b.state.overlay.iter().map(|(id, _)| *id), fanout);
+            walk.radix(br, b.state.mapping_root, &shadow, m, &why)?;
             for &(_, raw) in &b.state.overlay {
                 walk.slot(br, raw, m, &why)?;
             }
@@ -240,7 +297,8 @@ pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcRepo
     }
     for snap in &pins.snapshots {
         let why = KeepReason::PinnedByReader;
-        walk.radix(&snap.ranges, snap.mapping.root(), "<reader>", &why)?;
+        let shadow = Shadow::whole_chunks(snap.mapping.dirty_chunk_numbers().into_iter());
+        walk.radix(&snap.ranges, snap.mapping.root(), &shadow, "<reader>", &why)?;
         let mut dirty = Vec::new();
         snap.mapping
             .for_each_dirty_slot(&mut |_, raw| dirty.push(raw));

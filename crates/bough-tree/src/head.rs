@@ -284,6 +284,23 @@ impl Published {
         *self.current.write() = s;
     }
 
+    /// The snapshots readers hold (the current one only if a reader holds it too). What a
+    /// deleted branch's readers still need: its manifest no longer protects anything.
+    pub fn held_by_readers(&self) -> Vec<Arc<TreeSnapshot>> {
+        let current = self.load();
+        self.handed_out
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|s| {
+                // Our upgrade holds one reference; the current one is also held by this slot
+                // and by `current` above.
+                let ours = if Arc::ptr_eq(s, &current) { 3 } else { 1 };
+                Arc::strong_count(s) > ours
+            })
+            .collect()
+    }
+
     /// Every snapshot of this head still held by someone (the current one included).
     pub fn live(&self) -> Vec<Arc<TreeSnapshot>> {
         let current = self.load();

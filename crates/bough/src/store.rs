@@ -142,6 +142,9 @@ struct PartitionEntry {
     branches: Mutex<HashMap<BranchName, Arc<BranchEntry>>>,
     /// Serializes catalog changes (create, delete, new term, restore) and GC of the partition.
     catalog: Mutex<()>,
+    /// Snapshot slots of deleted branches: readers may still hold their snapshots, which no
+    /// manifest protects any more, so GC pins them until the last reader lets go.
+    retired: Mutex<Vec<Arc<Published>>>,
 }
 
 #[derive(Debug)]
@@ -356,6 +359,7 @@ impl Store {
             part,
             branches: Mutex::new(HashMap::new()),
             catalog: Mutex::new(()),
+            retired: Mutex::new(Vec::new()),
         });
         parts.insert(key, entry.clone());
         Ok(entry)
@@ -529,6 +533,12 @@ fn gc_partition(p: &PartitionEntry, dry_run: bool) -> Result<GcReport> {
     for b in p.branches.lock().values() {
         pins.snapshots.extend(b.published.live());
     }
+    p.retired.lock().retain(|r| {
+        let held = r.held_by_readers();
+        let keep = !held.is_empty();
+        pins.snapshots.extend(held);
+        keep
+    });
     pins.writing.extend(files.writing());
     bough_gc::collect(files, &pins, dry_run).map_err(|e| Error::from(e).at(p.part.dir()))
 }
@@ -878,6 +888,7 @@ impl PartitionHandle {
             let _catalog = entry.catalog.lock();
             entry.part.delete_branch(&bname)?;
             head.retire();
+            entry.retired.lock().push(target.published.clone());
             target.gone.store(true, Ordering::Release);
             entry.branches.lock().remove(&bname);
             Ok(())
@@ -923,19 +934,28 @@ impl PartitionHandle {
 
     /// A checkpointed snapshot record of a branch (with its manifest extensions), taken in
     /// the branch's write queue.
-    fn snapshot_record(&self, name: &str) -> Result<(BranchName, bough_manifest::Snapshot)> {
+    ///
+    /// The returned `Arc<TreeSnapshot>` is the same state as a reader snapshot: while it is
+    /// held, GC keeps every file of that state even if the source moves on (the caller holds
+    /// it until the state is durably adopted).
+    fn snapshot_record(
+        &self,
+        name: &str,
+    ) -> Result<(BranchName, bough_manifest::Snapshot, Arc<TreeSnapshot>)> {
         let branch = self.branch(name)?;
-        let out: Arc<Mutex<Option<bough_manifest::Snapshot>>> = Arc::new(Mutex::new(None));
+        type Out = Option<(bough_manifest::Snapshot, Arc<TreeSnapshot>)>;
+        let out: Arc<Mutex<Out>> = Arc::new(Mutex::new(None));
         let slot = out.clone();
         branch.run(Box::new(move |head, now| {
-            *slot.lock() = Some(head.fork_point(now)?.snapshot);
+            let record = head.fork_point(now)?.snapshot;
+            *slot.lock() = Some((record, head.snapshot()));
             Ok(())
         }))?;
-        let snap = out
+        let (snap, pin) = out
             .lock()
             .take()
             .ok_or_else(|| Error::new(ErrorKind::Io, "no snapshot produced").at(branch.label()))?;
-        Ok((BranchName::new(name)?, snap))
+        Ok((BranchName::new(name)?, snap, pin))
     }
 
     /// Every key whose entry differs from branch `a` to branch `b`, in key order. Reads only
@@ -1001,13 +1021,17 @@ impl PartitionHandle {
     /// by reference when `target` has not changed since their merge base, otherwise a
     /// three-way merge committed atomically on `target`.
     pub fn merge(&self, source: &str, target: &str, opts: MergeOptions) -> Result<MergeReport> {
-        let (sname, snap) = self.snapshot_record(source)?;
+        let (sname, snap, pin) = self.snapshot_record(source)?;
         let t = self.branch(target)?;
         let entry = self.entry()?;
         let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
         let slot = out.clone();
         t.run(Box::new(move |head, now| {
+            // Under the catalog lock GC cannot run between "the source state is pinned by a
+            // reader snapshot" and "the target's manifest references it".
+            let _catalog = entry.catalog.lock();
             *slot.lock() = Some(entry.part.merge(head, &sname, &snap, opts, now)?);
+            drop(pin);
             Ok(())
         }))?;
         let report = out.lock().take();
@@ -1017,11 +1041,13 @@ impl PartitionHandle {
     /// Resets branch `target` to branch `to`'s current state by reference (e.g. refresh a
     /// child from its parent); `to` becomes their merge base.
     pub fn reset_branch(&self, target: &str, to: &str) -> Result<()> {
-        let (sname, snap) = self.snapshot_record(to)?;
+        let (sname, snap, pin) = self.snapshot_record(to)?;
         let t = self.branch(target)?;
         let entry = self.entry()?;
         t.run(Box::new(move |head, now| {
+            let _catalog = entry.catalog.lock();
             entry.part.reset_to(head, &sname, &snap, now)?;
+            drop(pin);
             Ok(())
         }))
     }
