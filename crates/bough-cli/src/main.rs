@@ -1,131 +1,299 @@
-//! `bough`: the command-line tool. Today it runs the demo; the full CLI grows from here.
+//! `bough`: the command-line tool of the Bough storage engine.
+//!
+//! Subcommands read and write keys (`put`, `get`, `del`, `scan`, `load`), manage branches
+//! (`branch`, `archive`, `diff`, `merge`, `reset`, `rehome`, `gc`), inspect and check the
+//! files (`inspect`, `verify`), move data between stores (`export`, `import`) and run the
+//! `demo`. Output is quiet and readable by default, `--json` gives machine-readable output,
+//! and every error says what was wrong and how to fix it, with the exit codes listed in
+//! [`error::EXIT_CODES`].
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bough::{Options, ScanOptions, Store, WriteBatch};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+mod branches;
+mod ctx;
+mod data;
+mod demo;
+mod error;
+mod export;
+mod inspect;
+mod output;
+mod target;
+mod verify;
+mod walk;
+
+use ctx::Ctx;
+use error::{CliError, CliResult, EXIT_CODES};
+
+const ABOUT: &str = "Bough: an embedded key-value store with git-like branches";
+
+const LONG_ABOUT: &str = "\
+Bough: an embedded key-value store with git-like branches.
+
+A store is a directory of partitions (TABLE.PARTITION, e.g. orders.0); each partition has
+branches (main always exists). Commands name what they work on as TABLE.PART[@BRANCH];
+`--branch` names the branch too, and naming two different branches is refused.
+
+Examples:
+  bough demo
+  bough put orders.0 order-1 pending
+  bough get orders.0 order-1
+  bough branch create what-if orders.0 --from main
+  bough put orders.0@what-if order-1 cancelled
+  bough diff main what-if orders.0
+  bough merge what-if main orders.0 --policy theirs
+  bough branch tree orders.0
+  bough gc --dry-run
+  bough verify";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bough",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXIT_CODES,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    /// Store directory.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "BOUGH_STORE",
+        value_name = "DIR"
+    )]
+    store: Option<PathBuf>,
+    /// Store options as TOML (the keys of `bough::Options`); --store and --backend override it.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "BOUGH_CONFIG",
+        value_name = "FILE"
+    )]
+    config: Option<PathBuf>,
+    /// Local I/O backend.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_enum,
+        value_name = "BACKEND"
+    )]
+    backend: Option<BackendArg>,
+    /// Machine-readable output: one JSON document (JSON lines for scan and diff).
+    #[arg(long, global = true, help_heading = "Global options")]
+    json: bool,
+    /// No progress line on stderr.
+    #[arg(long, global = true, help_heading = "Global options")]
+    no_progress: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BackendArg {
+    /// io_uring when the kernel allows it, pread otherwise.
+    Auto,
+    /// io_uring (fails where it is unavailable).
+    #[value(name = "io_uring")]
+    IoUring,
+    /// Positional read/write system calls.
+    Pread,
+}
+
+/// A `TABLE.PART[@BRANCH]` target and `--branch`.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// TABLE.PARTITION[@BRANCH], e.g. orders.0 or orders.0@feature (branch: main).
+    #[arg(value_name = "TABLE.PART[@BRANCH]")]
+    pub target: String,
+    /// The branch (the same as writing @BRANCH; naming two different branches is refused).
+    #[arg(long, short = 'b', value_name = "BRANCH")]
+    pub branch: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Write one key.
+    #[command(
+        after_help = "Examples:\n  bough put orders.0 order-1 pending\n  bough put orders.0@feature order-1 cancelled --ttl 60000\n  bough put --hex orders.0 00ff 6869\n  bough put orders.0 blob --value-file picture.png"
+    )]
+    Put(data::PutArgs),
+    /// Read one key (exit code 3 when it is absent).
+    #[command(
+        after_help = "Examples:\n  bough get orders.0 order-1\n  bough get orders.0@feature order-1 --json\n  bough get orders.0 blob --raw > picture.png"
+    )]
+    Get(data::GetArgs),
+    /// Delete one key.
+    #[command(after_help = "Example:\n  bough del orders.0 order-1")]
+    Del(data::DelArgs),
+    /// List keys and values in key order: KEY<TAB>VALUE lines (escaped), or JSON lines.
+    #[command(
+        after_help = "Examples:\n  bough scan orders.0\n  bough scan orders.0@feature --from order-1 --to order-2 --limit 10\n  bough scan orders.0 --keys-only --hex\n  bough scan orders.0 --json > dump.jsonl"
+    )]
+    Scan(data::ScanArgs),
+    /// Bulk-load KEY<TAB>VALUE lines or JSON lines from a file or stdin.
+    #[command(
+        after_help = "Input: KEY<TAB>VALUE lines (with the escapes scan prints: \\\\ \\t \\n \\r \\xNN),\nor JSON lines {\"key\": .., \"value\": .., \"ttl_ms\": .., \"expire_at\": .., \"timestamp\": ..}\n(key_hex/value_hex for binary; `scan --json` output loads back as is).\n\nExamples:\n  bough load orders.0 orders.tsv\n  bough scan old.0 --json | bough load orders.0 -"
+    )]
+    Load(data::LoadArgs),
+    /// List the partitions of the store with their branches and sizes.
+    Ls,
+    /// Create, delete, list, describe and draw branches.
+    #[command(subcommand)]
+    Branch(branches::BranchCmd),
+    /// Archive a branch's state, list archives, restore one.
+    #[command(subcommand)]
+    Archive(branches::ArchiveCmd),
+    /// Delete data files nothing references any more; report why the rest is kept.
+    #[command(
+        after_help = "Examples:\n  bough gc --dry-run\n  bough gc orders\n  bough gc orders.0 --json"
+    )]
+    Gc(branches::GcArgs),
+    /// Show every key that differs from branch A to branch B.
+    #[command(
+        after_help = "Output: `+ KEY VALUE` (only in B), `- KEY VALUE` (only in A), `~ KEY OLD -> NEW`.\n\nExample:\n  bough diff main feature orders.0"
+    )]
+    Diff(branches::DiffArgs),
+    /// Merge branch SOURCE into branch TARGET (fast-forward or three-way).
+    #[command(
+        after_help = "Conflicts (a key both sides changed differently) stop the merge with exit code 7\nunless a --policy settles them.\n\nExamples:\n  bough merge feature main orders.0 --dry-run\n  bough merge feature main orders.0 --policy newest"
+    )]
+    Merge(branches::MergeArgs),
+    /// Reset a branch to another branch's current state (by reference, no copy).
+    #[command(after_help = "Example:\n  bough reset orders.0@feature --to main")]
+    Reset(branches::ResetArgs),
+    /// Copy into a branch's own files every page it borrows from other branches.
+    #[command(
+        after_help = "Afterwards the branches it was forked from can be deleted and collected.\n\nExample:\n  bough rehome orders.0@feature"
+    )]
+    Rehome(TargetArgs),
+    /// Look inside store files.
+    #[command(subcommand)]
+    Inspect(inspect::InspectCmd),
+    /// Check every manifest, archive, key and data page; exit 0 only when clean.
+    #[command(after_help = "Examples:\n  bough verify\n  bough verify orders.0 --json")]
+    Verify(verify::VerifyArgs),
+    /// Write a branch as a versioned, checksummed export stream (docs/format.md).
+    #[command(
+        after_help = "Examples:\n  bough export orders.0 -o orders.bexp\n  bough export orders.0@feature | bough --store other import - orders.0"
+    )]
+    Export(export::ExportArgs),
+    /// Load an export stream into a branch, all or nothing.
+    #[command(
+        after_help = "The stream is written to a staging branch and merged into the target only after\nits trailer checked out, so a cut-short or corrupt stream changes nothing.\n\nExample:\n  bough import orders.bexp orders.0"
+    )]
+    Import(export::ImportArgs),
+    /// Run the demo: load, branch, diverge, diff, merge, archive, delete, collect garbage.
+    Demo {
+        /// Directory for the demo store (default: a new temporary directory).
+        dir: Option<PathBuf>,
+    },
+    /// Print a shell completion script.
+    #[command(after_help = "Example:\n  bough completions bash > /etc/bash_completion.d/bough")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BOUGH_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .with_writer(std::io::stderr)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("demo") => demo(args.get(1).map(String::as_str)),
-        Some("--help") | Some("-h") | None => {
-            println!(
-                "usage: bough demo [DIR]\n\nRuns the demo on an embedded local store in DIR (default: a fresh temporary directory)."
-            );
-            Ok(())
-        }
-        Some(other) => Err(format!("unknown command `{other}`; try `bough --help`").into()),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
-    }
-}
-
-type CliResult = Result<(), Box<dyn std::error::Error>>;
-
-fn count(branch: &bough::Branch) -> Result<usize, bough::Error> {
-    Ok(branch.scan_blocking(&ScanOptions::default())?.entries.len())
-}
-
-/// Creates a store, loads data, branches it, diverges, deletes the branch and collects
-/// garbage, printing what happened at each step.
-fn demo(dir: Option<&str>) -> CliResult {
-    let path = match dir {
-        Some(d) => std::path::PathBuf::from(d),
-        None => std::env::temp_dir().join(format!("bough-demo-{}", std::process::id())),
     };
-    if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
-        return Err(format!(
-            "{} is not empty; give an empty or new directory",
-            path.display()
-        )
-        .into());
-    }
-    let store = Store::open(Options::new(&path).maintenance_interval_ms(0))?;
-    println!(
-        "store      {} (backend: {})",
-        path.display(),
-        store.backend()
-    );
-    let part = store.partition("orders", 0)?;
-    let main = part.branch("main")?;
-
-    let started = std::time::Instant::now();
-    let n = 100_000u32;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-        let mut b = WriteBatch::new();
-        for i in chunk {
-            b.put(
-                format!("order-{i:06}"),
-                format!("{{\"id\":{i},\"status\":\"pending\"}}"),
-            );
+    let ctx = Ctx {
+        store: cli.store.clone(),
+        config: cli.config.clone(),
+        backend: cli.backend.map(|b| match b {
+            BackendArg::Auto => bough::Backend::Auto,
+            BackendArg::IoUring => bough::Backend::IoUring,
+            BackendArg::Pread => bough::Backend::Pread,
+        }),
+        json: cli.json,
+        progress: !cli.no_progress,
+    };
+    match run(&ctx, cli.cmd) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            report(&ctx, &e);
+            ExitCode::from(e.code)
         }
-        main.write_blocking(b)?;
     }
-    println!(
-        "load       {n} orders into orders.0@main in {:.0?}",
-        started.elapsed()
-    );
+}
 
-    let before = store.io_stats();
-    let t = std::time::Instant::now();
-    let feature = part.create_branch("repricing", "main")?;
-    let written = store.io_stats().write_bytes - before.write_bytes;
-    println!(
-        "branch     orders.0@repricing from main in {:.1?}, {written} bytes written (no data copied)",
-        t.elapsed()
-    );
+fn report(ctx: &Ctx, e: &CliError) {
+    if ctx.json {
+        let v = serde_json::json!({
+            "error": {
+                "message": e.message,
+                "hint": e.hint,
+                "kind": e.kind_name(),
+                "exit_code": e.code,
+            }
+        });
+        eprintln!("{v}");
+    } else {
+        eprintln!("error: {}", e.message);
+        if let Some(h) = &e.hint {
+            eprintln!("hint: {h}");
+        }
+    }
+}
 
-    let mut b = WriteBatch::new();
-    for i in (0..n).step_by(1000) {
-        b.put(
-            format!("order-{i:06}"),
-            format!("{{\"id\":{i},\"status\":\"repriced\"}}"),
-        );
+/// Runs a command; `Ok(code)` is the exit code of a command that reports rather than fails
+/// (e.g. `verify` finding problems).
+fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
+    match cmd {
+        Cmd::Put(a) => data::put(ctx, a).map(|_| 0),
+        Cmd::Get(a) => data::get(ctx, a).map(|_| 0),
+        Cmd::Del(a) => data::del(ctx, a).map(|_| 0),
+        Cmd::Scan(a) => data::scan(ctx, a).map(|_| 0),
+        Cmd::Load(a) => data::load(ctx, a).map(|_| 0),
+        Cmd::Ls => branches::ls(ctx).map(|_| 0),
+        Cmd::Branch(c) => branches::branch(ctx, c).map(|_| 0),
+        Cmd::Archive(c) => branches::archive(ctx, c).map(|_| 0),
+        Cmd::Gc(a) => branches::gc(ctx, a).map(|_| 0),
+        Cmd::Diff(a) => branches::diff(ctx, a).map(|_| 0),
+        Cmd::Merge(a) => branches::merge(ctx, a),
+        Cmd::Reset(a) => branches::reset(ctx, a).map(|_| 0),
+        Cmd::Rehome(a) => branches::rehome(ctx, a).map(|_| 0),
+        Cmd::Inspect(c) => inspect::inspect(ctx, c),
+        Cmd::Verify(a) => verify::verify(ctx, a),
+        Cmd::Export(a) => export::export(ctx, a).map(|_| 0),
+        Cmd::Import(a) => export::import(ctx, a).map(|_| 0),
+        Cmd::Demo { dir } => demo::demo(ctx, dir).map(|_| 0),
+        Cmd::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "bough", &mut std::io::stdout());
+            Ok(0)
+        }
     }
-    b.put("order-999999", "{\"id\":999999,\"status\":\"new\"}");
-    feature.write_blocking(b)?;
-    let mut b = WriteBatch::new();
-    b.delete("order-000001");
-    main.write_blocking(b)?;
-    println!("diverge    101 writes on repricing, 1 delete on main");
-    for (name, br) in [("main", &main), ("repricing", &feature)] {
-        let v = br
-            .get_blocking(b"order-000000")?
-            .map(|v| String::from_utf8_lossy(&v.value).into_owned());
-        println!(
-            "read       {name:<10} {} keys; order-000000 = {}",
-            count(br)?,
-            v.unwrap_or_default()
-        );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
     }
-    let archive = feature.archive()?;
-    println!("archive    {archive}");
-    part.delete_branch("repricing")?;
-    println!("delete     orders.0@repricing (data kept until GC proves it unreachable)");
-    let report = part.gc(false)?;
-    println!(
-        "gc         {} files deleted ({} bytes), {} kept; every file main still needs is kept",
-        report.deleted.len(),
-        report.bytes_freed,
-        report.kept.len()
-    );
-    for (file, why) in &report.kept {
-        println!("             kept {file}: {why:?}");
-    }
-    println!("branches   {:?}", part.branches()?);
-    store.close()?;
-    println!("done       reopen with the same directory to see the data again");
-    Ok(())
 }

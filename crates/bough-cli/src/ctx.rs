@@ -1,0 +1,196 @@
+//! Opening the store the global options describe, and the existence checks that keep read
+//! commands from creating what they were asked to read.
+
+use std::path::{Path, PathBuf};
+
+use bough::{Backend, Branch, ErrorKind, Options, PartitionHandle, Store};
+use bough_names::{PartitionDir, classify_dir};
+
+use crate::error::{CliError, CliResult};
+use crate::target::Target;
+
+/// The store directory used when neither `--store`, `BOUGH_STORE` nor a config names one.
+pub const DEFAULT_STORE: &str = "bough-data";
+
+/// Global options every command sees.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// `--store`.
+    pub store: Option<PathBuf>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--backend`.
+    pub backend: Option<Backend>,
+    /// `--json`.
+    pub json: bool,
+    /// Progress lines allowed (stderr is a terminal and `--no-progress` is absent).
+    pub progress: bool,
+}
+
+impl Ctx {
+    /// The options: the config file (if any), then `--store` and `--backend` on top. The
+    /// background maintenance thread is off unless the config file sets it.
+    pub fn options(&self) -> CliResult<Options> {
+        let mut opts = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    CliError::not_found(format!("cannot read config {}: {e}", path.display()))
+                })?;
+                let mut o: Options = toml::from_str(&text)
+                    .map_err(|e| CliError::usage(format!("config {}: {e}", path.display())))?;
+                if !text.contains("maintenance_interval_ms") {
+                    o.maintenance_interval_ms = 0;
+                }
+                o
+            }
+            None => Options::default().maintenance_interval_ms(0),
+        };
+        if let Some(s) = &self.store {
+            opts.path = Some(s.clone());
+        } else if opts.path.is_none() {
+            opts.path = Some(PathBuf::from(DEFAULT_STORE));
+        }
+        if let Some(b) = self.backend {
+            opts.backend = b;
+        }
+        opts.validate()
+            .map_err(|e| CliError::from(e).hint("check --config, --store and --backend"))?;
+        Ok(opts)
+    }
+
+    /// The local store directory.
+    pub fn root(&self) -> CliResult<PathBuf> {
+        self.options()?
+            .path
+            .ok_or_else(|| CliError::usage("no store directory: pass --store DIR"))
+    }
+
+    /// Fails unless a store exists at the configured directory.
+    pub fn require_store(&self) -> CliResult<PathBuf> {
+        let root = self.root()?;
+        if !root.is_dir() {
+            return Err(CliError::not_found(format!("no store at {}", root.display())).hint(
+                "pass --store DIR (or set BOUGH_STORE) to use another store, or create this one \
+                 by writing to it: `bough put TABLE.PART KEY VALUE`",
+            ));
+        }
+        Ok(root)
+    }
+
+    /// Opens the store; unless `create`, it must exist already.
+    pub fn open(&self, create: bool) -> CliResult<Store> {
+        let opts = self.options()?;
+        if !create && opts.backend != Backend::Memory {
+            self.require_store()?;
+        }
+        let shown = opts
+            .path
+            .as_deref()
+            .map_or_else(|| "memory".to_string(), |p| p.display().to_string());
+        Store::open(opts).map_err(|e| {
+            let busy = e.kind() == ErrorKind::Busy;
+            let err = CliError::from(e);
+            if busy {
+                err.hint(format!(
+                    "another process has {shown} open; wait for it to finish or use another --store"
+                ))
+            } else {
+                err
+            }
+        })
+    }
+
+    /// Every partition directory in the local store, sorted.
+    pub fn all_partitions(&self) -> CliResult<Vec<PartitionDir>> {
+        let root = self.require_store()?;
+        partitions_in(&root)
+    }
+}
+
+/// The partition directories under `root`, sorted.
+pub fn partitions_in(root: &Path) -> CliResult<Vec<PartitionDir>> {
+    let rd = std::fs::read_dir(root)
+        .map_err(|e| CliError::io(format!("cannot list {}: {e}", root.display())))?;
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry =
+            entry.map_err(|e| CliError::io(format!("cannot list {}: {e}", root.display())))?;
+        if entry.file_type().is_ok_and(|t| t.is_dir())
+            && let Some(name) = entry.file_name().to_str()
+            && let Some(p) = classify_dir(name)
+        {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A partition handle; unless `create`, the partition must exist.
+pub fn partition(
+    store: &Store,
+    table: &str,
+    partition: u32,
+    create: bool,
+) -> CliResult<PartitionHandle> {
+    let handle = store.partition(table, partition)?;
+    if !create {
+        let existing = store.partitions_of(table)?;
+        if !existing.contains(&partition) {
+            let listed = if existing.is_empty() {
+                format!("table `{table}` has no partitions in this store")
+            } else {
+                format!(
+                    "partitions of `{table}`: {}",
+                    existing
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            return Err(CliError::not_found(format!(
+                "partition {table}.{partition} does not exist ({listed})"
+            ))
+            .hint(format!(
+                "run `bough ls` to see the partitions; writing creates one: `bough put {table}.{partition} KEY VALUE`"
+            )));
+        }
+    }
+    Ok(handle)
+}
+
+/// Opens a branch, turning "not found" into a message that lists the branches.
+pub fn branch(part: &PartitionHandle, name: &str) -> CliResult<Branch> {
+    part.branch(name).map_err(|e| {
+        if e.kind() == ErrorKind::NotFound {
+            missing_branch(part, name)
+        } else {
+            e.into()
+        }
+    })
+}
+
+/// The error for a branch that does not exist.
+pub fn missing_branch(part: &PartitionHandle, name: &str) -> CliError {
+    let list = part.branches().map(|b| b.join(", ")).unwrap_or_default();
+    CliError::not_found(format!(
+        "branch `{name}` does not exist in {} (branches: {list})",
+        part.dir()
+    ))
+    .hint(format!(
+        "create it with `bough branch create {name} {} --from main`",
+        part.dir()
+    ))
+}
+
+/// The partition and branch of a resolved target.
+pub fn open_target(
+    store: &Store,
+    t: &Target,
+    create: bool,
+) -> CliResult<(PartitionHandle, Branch)> {
+    let part = partition(store, &t.table, t.partition, create)?;
+    let b = branch(&part, &t.branch)?;
+    Ok((part, b))
+}

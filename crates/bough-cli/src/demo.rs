@@ -1,0 +1,196 @@
+//! `bough demo`: a store in a fresh directory, sample data, a branch, diverging writes, the
+//! diff, a merge, an archive, a deletion and GC, told step by step.
+
+use std::path::PathBuf;
+
+use bough::{ConflictPolicy, DiffChange, MergeOptions, Options, ScanOptions, Store, WriteBatch};
+
+use crate::ctx::Ctx;
+use crate::error::{CliError, CliResult};
+use crate::output;
+
+fn count(branch: &bough::Branch) -> CliResult<usize> {
+    Ok(branch
+        .scan_blocking(&ScanOptions {
+            keys_only: true,
+            ..ScanOptions::default()
+        })?
+        .entries
+        .len())
+}
+
+fn text(v: Option<bough::Value>) -> String {
+    v.map(|v| String::from_utf8_lossy(&v.value).into_owned())
+        .unwrap_or_else(|| "(absent)".into())
+}
+
+/// Runs the demo in `dir` (default: a new temporary directory).
+pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
+    let path = match dir {
+        Some(d) => d,
+        None => std::env::temp_dir().join(format!(
+            "bough-demo-{}-{}",
+            std::process::id(),
+            output::now_ms()
+        )),
+    };
+    if path.exists()
+        && std::fs::read_dir(&path)
+            .map_err(|e| CliError::io(format!("{}: {e}", path.display())))?
+            .next()
+            .is_some()
+    {
+        return Err(CliError::usage(format!("{} is not empty", path.display()))
+            .hint("give an empty or new directory: `bough demo DIR`"));
+    }
+    let mut opts = Options::new(&path).maintenance_interval_ms(0);
+    if let Some(b) = ctx.backend {
+        opts = opts.backend(b);
+    }
+    let store = Store::open(opts)?;
+    println!(
+        "store      {} (backend: {})",
+        path.display(),
+        store.backend()
+    );
+    let part = store.partition("orders", 0)?;
+    let main = part.branch("main")?;
+
+    let started = std::time::Instant::now();
+    let n = 100_000u32;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let mut b = WriteBatch::new();
+        for i in chunk {
+            b.put(
+                format!("order-{i:06}"),
+                format!("{{\"id\":{i},\"status\":\"pending\"}}"),
+            );
+        }
+        main.write_blocking(b)?;
+    }
+    println!(
+        "load       {n} orders into orders.0@main in {:.0?}",
+        started.elapsed()
+    );
+
+    let before = store.io_stats();
+    let t = std::time::Instant::now();
+    let feature = part.create_branch("repricing", "main")?;
+    let written = store.io_stats().write_bytes - before.write_bytes;
+    println!(
+        "branch     orders.0@repricing from main in {:.1?}, {} written (no data copied)",
+        t.elapsed(),
+        output::size(written)
+    );
+
+    let mut b = WriteBatch::new();
+    for i in (0..n).step_by(1000) {
+        b.put(
+            format!("order-{i:06}"),
+            format!("{{\"id\":{i},\"status\":\"repriced\"}}"),
+        );
+    }
+    b.put("order-999999", "{\"id\":999999,\"status\":\"new\"}");
+    feature.write_blocking(b)?;
+    let mut b = WriteBatch::new();
+    b.delete("order-000001");
+    main.write_blocking(b)?;
+    println!("diverge    101 writes on repricing, 1 delete on main");
+    for (name, br) in [("main", &main), ("repricing", &feature)] {
+        println!(
+            "read       {name:<10} {} keys; order-000000 = {}",
+            count(br)?,
+            text(br.get_blocking(b"order-000000")?)
+        );
+    }
+
+    let t = std::time::Instant::now();
+    let diff = part.diff("main", "repricing")?;
+    let (mut added, mut removed, mut changed) = (0, 0, 0);
+    for d in &diff {
+        match d.change {
+            DiffChange::Added(_) => added += 1,
+            DiffChange::Removed(_) => removed += 1,
+            DiffChange::Changed { .. } => changed += 1,
+        }
+    }
+    println!(
+        "diff       main..repricing in {:.1?}: {added} added, {removed} removed, {changed} changed (only diverged pages read)",
+        t.elapsed()
+    );
+    for d in diff.iter().take(3) {
+        let line = match &d.change {
+            DiffChange::Added(v) => {
+                format!("+ {}  {}", output::escape(&d.key), output::escape(&v.value))
+            }
+            DiffChange::Removed(v) => {
+                format!("- {}  {}", output::escape(&d.key), output::escape(&v.value))
+            }
+            DiffChange::Changed { old, new } => {
+                format!(
+                    "~ {}  {} -> {}",
+                    output::escape(&d.key),
+                    output::escape(&old.value),
+                    output::escape(&new.value)
+                )
+            }
+        };
+        println!("             {line}");
+    }
+
+    let archive = main.archive()?;
+    println!(
+        "archive    {archive} (main before the merge; `bough archive restore` brings it back)"
+    );
+
+    let report = part.merge(
+        "repricing",
+        "main",
+        MergeOptions {
+            policy: ConflictPolicy::Fail,
+            dry_run: false,
+            fast_forward: true,
+        },
+    )?;
+    println!(
+        "merge      repricing into main: {} applied, {} conflicts ({}); main has {} keys, order-000000 = {}",
+        report.applied,
+        report.conflicts.len(),
+        if report.fast_forward {
+            "fast-forward"
+        } else {
+            "three-way: main had changed too"
+        },
+        count(&main)?,
+        text(main.get_blocking(b"order-000000")?)
+    );
+
+    part.delete_branch("repricing")?;
+    println!("delete     orders.0@repricing (its data stays until GC proves nothing needs it)");
+    let rehomed = main.rehome()?;
+    println!(
+        "rehome     main: {} copied into its own files, merge base with repricing dropped",
+        output::plural(rehomed.pages_copied, "borrowed page", "borrowed pages"),
+    );
+    let report = part.gc(false)?;
+    println!(
+        "gc         {} deleted ({}), {} kept; every file main or its archive needs is kept",
+        output::plural(report.deleted.len() as u64, "file", "files"),
+        output::size(report.bytes_freed),
+        report.kept.len()
+    );
+    for (file, why) in &report.kept {
+        let why = match why {
+            bough::KeepReason::Referenced { by } => format!("referenced by {by}"),
+            other => format!("{other:?}"),
+        };
+        println!("             kept {file}: {why}");
+    }
+    println!("branches   {}", part.branches()?.join(", "));
+    store.close()?;
+    println!(
+        "done       try: bough --store {} branch tree orders.0",
+        path.display()
+    );
+    Ok(())
+}
