@@ -986,8 +986,7 @@ impl PartitionHandle {
         sb: &TreeSnapshot,
         label: String,
     ) -> Result<Vec<DiffEntry>> {
-        let (changes, _) =
-            bough_tree::diff::diff(sa, sb).map_err(|e| Error::from(e).at(&label))?;
+        let (changes, _) = bough_tree::diff::diff(sa, sb).map_err(|e| Error::from(e).at(&label))?;
         let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {
             let v = match e.value {
                 ValueLoc::Inline(v) => v,
