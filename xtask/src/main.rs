@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+mod bench;
 mod ci;
 mod fuzz;
 mod json;
@@ -25,6 +26,9 @@ commands:
   fuzz <target> [--secs N]   run one fuzz target on stable (--sanitizer none)
   release [--bump patch|minor|major] [--dry-run] [--no-package]
                              bump the workspace version, check CHANGELOG.md, package
+  bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--no-fio] [--no-branches]
+                             build and run the side-by-side benchmarks in bench/
+                             (report in target/bench-report/)
 ";
 
 fn main() -> ExitCode {
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::cli(&root, &args[1..]),
         Some("fuzz") => fuzz::cli(&root, &args[1..]),
         Some("release") => release::cli(&root, &args[1..]),
+        Some("bench") => bench::cli(&root, &args[1..]),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(())

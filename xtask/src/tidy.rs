@@ -22,6 +22,7 @@ pub const LAYERS: &[&str] = &[
     "bough-names",
     "bough-manifest",
     "bough-io",
+    "bough-object",
     "bough-tree",
     "bough-catalog",
     "bough-gc",

@@ -34,6 +34,21 @@ pub struct Partition {
     /// `CURRENT_TERM` records read or written so far; `complete` once the directory was
     /// listed. This process holds the store lock, so nobody else changes them.
     terms: Mutex<TermCache>,
+    /// Shared storage (object stores): opening a branch this instance does not own takes it
+    /// over at a new term, reading the term from storage each time (other processes move
+    /// it). Holds the clock that stamps the takeover.
+    take_over: Option<TakeOver>,
+    /// (branch, term) pairs whose manifest this instance created: it may write them.
+    owned: Mutex<std::collections::HashSet<(BranchName, Term)>>,
+}
+
+/// The clock of takeovers (milliseconds since the epoch).
+struct TakeOver(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl std::fmt::Debug for TakeOver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TakeOver")
+    }
 }
 
 #[derive(Debug, Default)]
@@ -87,10 +102,20 @@ impl Partition {
             cfg,
             fences: Mutex::new(HashMap::new()),
             terms: Mutex::new(TermCache::default()),
+            take_over: None,
+            owned: Mutex::default(),
         };
         p.recover()?;
         let main = BranchName::main();
-        match p.current_term(&main)? {
+        let main_term = match p.current_term(&main) {
+            // Reported when `main` is opened; the other branches stay usable.
+            Err(e) if e.kind() == ErrorKind::Corruption => {
+                tracing::warn!(error = %e, "CURRENT_TERM of main is damaged");
+                return Ok(p);
+            }
+            other => other?,
+        };
+        match main_term {
             Some(_) => {}
             None => {
                 // A manifest without CURRENT_TERM is a creation interrupted between its two
@@ -107,6 +132,9 @@ impl Partition {
                             None,
                             Vec::new(),
                         )
+                        .inspect(|_| {
+                            p.owned.lock().insert((main.clone(), 0));
+                        })
                         .or_else(|e| {
                             if e.kind() == ErrorKind::AlreadyExists {
                                 Head::open(p.files.clone(), p.cfg.clone(), main.clone(), 0)
@@ -186,6 +214,42 @@ impl Partition {
         Ok(())
     }
 
+    /// Points `CURRENT_TERM` of `branch` at `term`, whose manifest was just created. If that
+    /// fails and `CURRENT_TERM` on storage still names another term, the new manifest is
+    /// removed again (best effort), so the failed operation leaves nothing behind: a retry
+    /// can create it anew, and a reopen does not finish an operation that reported failure.
+    /// (If the removal fails too, a reopen finishes the operation, as after a crash.)
+    fn point_current_term(&self, branch: &BranchName, term: Term) -> IoResult<()> {
+        let Err(e) = self.write_current_term(branch, term, false) else {
+            return Ok(());
+        };
+        // What storage holds now is what counts (the write may have happened or not).
+        let on_storage = self.read_current_term(branch);
+        match &on_storage {
+            Ok(Some(ct)) => {
+                self.terms.lock().terms.insert(branch.clone(), *ct);
+                if ct.term == term {
+                    // It did move: heads of older terms must stop.
+                    self.fence(branch, term);
+                }
+            }
+            Ok(None) => {
+                self.terms.lock().terms.remove(branch);
+            }
+            Err(_) => {}
+        }
+        if let Ok(ct) = on_storage
+            && ct.is_none_or(|ct| ct.term != term)
+        {
+            let _ = self.storage().delete(
+                &self
+                    .files
+                    .path_of(&ManifestName::new(branch.clone(), term).to_string()),
+            );
+        }
+        Err(e)
+    }
+
     /// The highest term of any manifest of `branch` in the directory.
     pub fn latest_manifest_term(&self, branch: &BranchName) -> IoResult<Option<Term>> {
         let mut best = None;
@@ -199,8 +263,42 @@ impl Partition {
         Ok(best)
     }
 
-    /// Opens the writer of a live branch at its current term.
+    /// Makes opening a branch this instance does not own take it over at a new term (see
+    /// [`open_head`](Self::open_head)); `clock` gives milliseconds since the epoch. For
+    /// storage several processes share (object stores), where a term is one owner.
+    pub fn set_take_over_on_open(&mut self, clock: Arc<dyn Fn() -> u64 + Send + Sync>) {
+        self.take_over = Some(TakeOver(clock));
+    }
+
+    /// Opens the writer of a live branch at its current term. With
+    /// [`set_take_over_on_open`](Self::set_take_over_on_open), a term this instance did not
+    /// create is taken over first ([`open_new_term`](Self::open_new_term)): the term is read
+    /// from storage again, and a takeover that raced a commit of the previous owner
+    /// (`Busy`) starts over, a few times.
     pub fn open_head(&self, branch: &BranchName) -> IoResult<Head> {
+        if let Some(TakeOver(clock)) = &self.take_over {
+            let mut attempt = 0;
+            loop {
+                self.terms.lock().terms.remove(branch);
+                let term = self.live_term(branch)?;
+                let mut head =
+                    Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)?;
+                if self.owned.lock().contains(&(branch.clone(), term)) {
+                    head.set_fence(self.fence(branch, term));
+                    return Ok(head);
+                }
+                match self.open_new_term(&mut head, clock()) {
+                    Err(e) if e.kind() == ErrorKind::Busy && attempt < 8 => attempt += 1,
+                    // The next term's manifest exists: another process's takeover stopped
+                    // before moving `CURRENT_TERM`. Finish it, then take over from there.
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists && attempt < 8 => {
+                        attempt += 1;
+                        self.recover()?;
+                    }
+                    other => return other,
+                }
+            }
+        }
         let term = self.live_term(branch)?;
         let mut head = Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)?;
         head.set_fence(self.fence(branch, term));
@@ -267,8 +365,21 @@ impl Partition {
                 *e = (*e).max(m.term);
             }
         }
+        // A damaged `CURRENT_TERM` is reported when its branch is opened. It must not stop
+        // the partition — and so every other branch — from opening; that branch's files
+        // are left as they are.
+        let term_of = |branch: &BranchName| match self.current_term(branch) {
+            Err(e) if e.kind() == ErrorKind::Corruption => {
+                tracing::warn!(branch = %branch, error = %e, "damaged CURRENT_TERM left alone");
+                Ok(None)
+            }
+            other => other.map(Some),
+        };
         for (branch, term) in &newest {
-            match self.current_term(branch)? {
+            let Some(current) = term_of(branch)? else {
+                continue;
+            };
+            match current {
                 None => self.write_current_term(branch, *term, false)?,
                 Some(ct) if ct.term < *term => self.write_current_term(branch, *term, false)?,
                 // A tombstone newer than or equal to the manifests: the deletion won.
@@ -278,11 +389,11 @@ impl Partition {
         for n in names {
             let path = self.files.path_of(&n);
             let doomed = match classify(&n) {
-                FileKind::Manifest(m) => self
-                    .current_term(&m.branch)?
+                FileKind::Manifest(m) => term_of(&m.branch)?
+                    .flatten()
                     .is_some_and(|ct| m.term < ct.term || (ct.deleted && m.term == ct.term)),
-                FileKind::Archive(a) => self
-                    .current_term(&a.branch)?
+                FileKind::Archive(a) => term_of(&a.branch)?
+                    .flatten()
                     .is_some_and(|ct| ct.deleted && a.term <= ct.term),
                 // No writer is running while a partition opens: a temp file is debris.
                 FileKind::Tmp(_) => true,
@@ -373,7 +484,8 @@ impl Partition {
             Some(&fork),
             exts,
         )?;
-        self.write_current_term(name, term, false)?;
+        self.owned.lock().insert((name.clone(), term));
+        self.point_current_term(name, term)?;
         // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
         // above every term of that incarnation, so setting the fence to it keeps their heads
         // fenced and lets this one commit.
@@ -424,7 +536,8 @@ impl Partition {
             Some(&fork),
             exts,
         )?;
-        self.write_current_term(&name, new_term, false)?;
+        self.owned.lock().insert((name.clone(), new_term));
+        self.point_current_term(&name, new_term)?;
         head.set_fence(self.fence(&name, new_term));
         // The old term's manifest is superseded; its files stay reachable through the new one.
         self.storage().delete(
@@ -463,13 +576,19 @@ impl Partition {
         Ok(out)
     }
 
-    /// Deletes a branch's oldest archives beyond `keep`; returns the deleted names.
+    /// Deletes a branch's oldest archives beyond `keep`, durably (the directory is synced);
+    /// returns the deleted names.
     pub fn prune_archives(&self, branch: &BranchName, keep: usize) -> IoResult<Vec<ArchiveName>> {
         let all = self.archives(branch)?;
         let excess = all.len().saturating_sub(keep);
         let doomed: Vec<ArchiveName> = all.into_iter().take(excess).collect();
         for a in &doomed {
             self.storage().delete(&self.files.path_of(&a.to_string()))?;
+        }
+        // The deletions are acknowledged: make them durable (a power loss would otherwise
+        // bring the archives back).
+        if !doomed.is_empty() {
+            self.storage().sync_dir(self.files.dir())?;
         }
         Ok(doomed)
     }
@@ -550,7 +669,8 @@ impl Partition {
             Some(&ForkPoint { snapshot }),
             exts,
         )?;
-        self.write_current_term(&name, new_term, false)?;
+        self.owned.lock().insert((name.clone(), new_term));
+        self.point_current_term(&name, new_term)?;
         restored.set_fence(self.fence(&name, new_term));
         let _ = self.storage().delete(
             &self

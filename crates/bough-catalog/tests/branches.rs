@@ -20,6 +20,7 @@ fn cfg() -> HeadConfig {
         preallocate: 64 * 4096,
         checkpoint_chunks: 128,
         manifest_rewrite_bytes: 16 << 20,
+        ..HeadConfig::default()
     }
 }
 
@@ -319,9 +320,10 @@ fn recovery_settles_an_interrupted_term_change() {
 }
 
 /// A failure between the two steps of a creation (the manifest is written, `CURRENT_TERM`
-/// is not): the caller sees the error, and the next open finishes the creation.
+/// is not): the caller sees the error and nothing is left behind — no manifest, no branch
+/// after a reopen — so a retry creates the branch anew.
 #[test]
-fn failed_current_term_write_is_finished_by_recovery() {
+fn failed_current_term_write_leaves_nothing_behind() {
     let faults = FaultInjector::new();
     let mem = MemoryStorage::with_faults(faults.clone());
     let p = open(&mem);
@@ -333,8 +335,38 @@ fn failed_current_term_write_is_finished_by_recovery() {
     faults.fail_after(FaultOp::Rename, 1, 5, 1);
     let e = p.create_branch(&mut main, &bn("feature"), NOW).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
-    assert!(files(&mem).contains(&"manifest_feature_0".to_string()));
+    assert!(
+        !files(&mem).iter().any(|n| n.contains("feature")),
+        "{:?}",
+        files(&mem)
+    );
     assert!(p.current_term(&bn("feature")).unwrap().is_none());
+    assert_eq!(p.branches().unwrap(), [BranchName::main()]);
+    drop(main);
+    drop(p);
+    let p = open(&mem);
+    assert_eq!(p.branches().unwrap(), [BranchName::main()]);
+    let mut main = p.open_head(&BranchName::main()).unwrap();
+    let f = p.create_branch(&mut main, &bn("feature"), NOW).unwrap();
+    assert_eq!(f.term(), 0);
+    assert_eq!(count(&f), 50);
+}
+
+/// The same failure when removing the new manifest fails too: the manifest stays, and the
+/// next open finishes the creation (as after a crash between the two steps).
+#[test]
+fn failed_creation_whose_cleanup_fails_is_finished_by_recovery() {
+    let faults = FaultInjector::new();
+    let mem = MemoryStorage::with_faults(faults.clone());
+    let p = open(&mem);
+    let mut main = p.open_head(&BranchName::main()).unwrap();
+    put(&mut main, "k", 0..50, "main");
+    main.checkpoint(NOW).unwrap();
+    faults.fail_after(FaultOp::Rename, 1, 5, 1);
+    faults.fail_next(FaultOp::Delete, 5, 1);
+    let e = p.create_branch(&mut main, &bn("feature"), NOW).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(files(&mem).contains(&"manifest_feature_0".to_string()));
     drop(main);
     drop(p);
     let p = open(&mem);

@@ -221,6 +221,23 @@ impl Shadow {
 
 /// Runs GC over one partition directory. `dry_run` reports without deleting.
 pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcReport> {
+    let copy = || Pins {
+        snapshots: pins.snapshots.clone(),
+        writing: pins.writing.clone(),
+    };
+    collect_with(files, copy, dry_run)
+}
+
+/// Like [`collect`], taking the pins only once every manifest has been read. Pins taken
+/// before the directory is listed miss a snapshot published in between that references a
+/// file created in between, which a later commit (before its manifest is read) stops
+/// referencing; taken after the manifests, every snapshot alive then is pinned, and any
+/// later one only references pinned pages, files being written or files not listed.
+pub fn collect_with(
+    files: &FileTable,
+    pins: impl FnOnce() -> Pins,
+    dry_run: bool,
+) -> IoResult<GcReport> {
     let storage = files.storage().clone();
     let dir = files.dir().to_string();
     let mut report = GcReport::default();
@@ -295,6 +312,7 @@ pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcRepo
             *e = (*e).max(own);
         }
     }
+    let pins = pins();
     for snap in &pins.snapshots {
         let why = KeepReason::PinnedByReader;
         let shadow = Shadow::whole_chunks(snap.mapping.dirty_chunk_numbers().into_iter());

@@ -7,7 +7,10 @@
 //! - *errors*: `fail_next(op, errno, count)` makes the next `count` operations of kind `op`
 //!   fail with `errno`, as if the system call had returned it;
 //! - *stalls*: `stall_sync()` closes a gate that every sync (file or directory) waits at until
-//!   `release_sync()`, so a test can hold a writer "inside fsync" and check who else waits.
+//!   `release_sync()`, so a test can hold a writer "inside fsync" and check who else waits;
+//! - *short writes*: `short_writes_next(count)` makes the next `count` file writes of a backend
+//!   that supports it (the memory backend) write only a prefix of their buffer and then fail
+//!   with `EIO`, as a write cut short by a device error would.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -55,6 +58,7 @@ struct Gate {
 #[derive(Debug, Default)]
 struct Inner {
     planned: Mutex<HashMap<FaultOp, VecDeque<Planned>>>,
+    short_writes: AtomicU64,
     fired: AtomicU64,
     gate: Mutex<Gate>,
     gate_cv: Condvar,
@@ -91,9 +95,36 @@ impl FaultInjector {
             .push_back(Planned { skip, count, errno });
     }
 
-    /// Forgets every planned error (a closed sync gate stays closed).
+    /// Forgets every planned error and short write (a closed sync gate stays closed).
     pub fn clear(&self) {
         self.inner.planned.lock().clear();
+        self.inner.short_writes.store(0, Ordering::Relaxed);
+    }
+
+    /// Makes the next `count` file writes (`write_at`, each request of `write_batch`) write
+    /// only a prefix of their buffer and then fail with `EIO`. Only the memory backend
+    /// honours it; planned errors are consulted first.
+    pub fn short_writes_next(&self, count: u64) {
+        self.inner.short_writes.fetch_add(count, Ordering::Relaxed);
+    }
+
+    /// Called by a backend that supports short writes before writing `len` bytes: `Some(n)`
+    /// means write only the first `n` bytes (`n < len`, half of it rounded down to a 512-byte
+    /// multiple) and then fail with `EIO`.
+    pub fn take_short_write(&self, len: usize) -> Option<usize> {
+        if len == 0 {
+            return None;
+        }
+        let taken = self
+            .inner
+            .short_writes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        if !taken {
+            return None;
+        }
+        self.inner.fired.fetch_add(1, Ordering::Relaxed);
+        Some((len / 2) / 512 * 512)
     }
 
     /// How many injected errors have fired so far.

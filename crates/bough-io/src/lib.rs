@@ -34,6 +34,6 @@ pub use local::{
     open_local_with,
 };
 pub use lock::{DirLock, lock_dir};
-pub use memory::{CrashPolicy, MemoryStorage};
+pub use memory::{CrashPolicy, CrashReport, MemoryStorage, RandomCrash};
 pub use stats::{IoStats, IoStatsSnapshot};
 pub use storage::{BackendKind, OpenOptions, Storage, StorageFile};

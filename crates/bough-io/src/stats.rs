@@ -86,18 +86,22 @@ impl IoStats {
         self.dir_syncs.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn add_read(&self, bytes: usize) {
+    /// Counts one successful operation (for backends outside this crate).
+    pub fn add_read(&self, bytes: usize) {
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
-    pub(crate) fn add_write(&self, bytes: usize) {
+    /// Counts one successful operation (for backends outside this crate).
+    pub fn add_write(&self, bytes: usize) {
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.write_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
-    pub(crate) fn add_sync(&self) {
+    /// Counts one successful operation (for backends outside this crate).
+    pub fn add_sync(&self) {
         self.syncs.fetch_add(1, Ordering::Relaxed);
     }
-    pub(crate) fn add_dir_sync(&self) {
+    /// Counts one successful operation (for backends outside this crate).
+    pub fn add_dir_sync(&self) {
         self.dir_syncs.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -23,6 +23,8 @@ pub enum BackendKind {
     Pread,
     /// Process memory (tests, ephemeral stores, power-loss simulation).
     Memory,
+    /// An object store with a local cache (the `bough-object` crate).
+    Object,
 }
 
 impl std::fmt::Display for BackendKind {
@@ -31,6 +33,7 @@ impl std::fmt::Display for BackendKind {
             BackendKind::IoUring => "io_uring",
             BackendKind::Pread => "pread",
             BackendKind::Memory => "memory",
+            BackendKind::Object => "object",
         })
     }
 }

@@ -2,8 +2,10 @@
 //! synced (file contents by `sync`, directory entries by `sync_dir`, `create_new`,
 //! `write_atomic` and `create_dir`).
 
+use bough_io::memory::SECTOR_SIZE;
 use bough_io::{
-    CrashPolicy, ErrorKind, FaultInjector, FaultOp, MemoryStorage, OpenOptions, Storage,
+    CrashPolicy, ErrorKind, FaultInjector, FaultOp, MemoryStorage, OpenOptions, RandomCrash,
+    Storage,
 };
 
 fn contents(s: &MemoryStorage, path: &str) -> Option<Vec<u8>> {
@@ -132,4 +134,132 @@ fn crash_is_a_reboot_poison_clears() {
     // The failed fsync's data is not durable.
     assert_eq!(contents(&s, "a").as_deref(), Some(&b"a"[..]));
     s.create_new("b", b"b").expect("usable after the crash");
+}
+
+/// A file `f` whose name and first 4 KiB of zeros are durable, then 4 KiB of `0xAA`
+/// written over it and 512 bytes appended, none of it synced.
+fn file_with_unsynced_writes() -> MemoryStorage {
+    let s = MemoryStorage::new();
+    let f = s.open("f", OpenOptions::write_new(0)).expect("create");
+    f.write_at(0, &[0u8; 4096]).expect("write");
+    f.sync().expect("sync");
+    s.sync_dir("").expect("sync_dir");
+    f.write_at(0, &[0xAA; 4096]).expect("unsynced overwrite");
+    f.write_at(4096, &[0xBB; 512]).expect("unsynced append");
+    s
+}
+
+#[test]
+fn keep_all_unsynced_keeps_writes_and_directory_changes() {
+    let s = file_with_unsynced_writes();
+    s.create_dir("d").expect("create_dir");
+    let g = s.open("d/new", OpenOptions::write_new(0)).expect("create");
+    g.write_at(0, b"never synced").expect("write");
+    let report = s.crash(CrashPolicy::KeepAllUnsynced);
+    let f = contents(&s, "f").expect("f survives");
+    assert_eq!(f.len(), 4608);
+    assert!(f[..4096].iter().all(|&b| b == 0xAA));
+    assert!(f[4096..].iter().all(|&b| b == 0xBB));
+    assert_eq!(contents(&s, "d/new").as_deref(), Some(&b"never synced"[..]));
+    assert_eq!(report.writes_kept, 3);
+    assert_eq!(report.dir_changes_kept, 1);
+    assert_eq!(
+        report.writes_dropped + report.writes_torn + report.writes_garbled,
+        0
+    );
+}
+
+#[test]
+fn drop_all_reports_what_it_dropped() {
+    let s = file_with_unsynced_writes();
+    let report = s.crash(CrashPolicy::DropAllUnsynced);
+    assert_eq!(contents(&s, "f").expect("f"), vec![0u8; 4096]);
+    assert_eq!(report.writes_dropped, 2);
+    assert_eq!(report.unsynced_writes(), 2);
+}
+
+#[test]
+fn torn_writes_are_torn_at_sector_boundaries() {
+    let (mut saw_old, mut saw_new) = (false, false);
+    for seed in 0..32 {
+        let s = file_with_unsynced_writes();
+        let policy = CrashPolicy::Random(RandomCrash::new(seed).weights(0, 0, 1, 0));
+        let report = s.crash(policy);
+        assert_eq!(report.writes_torn, 2, "seed {seed}");
+        let f = contents(&s, "f").expect("f");
+        assert!(f.len() == 4608, "seed {seed}: len {}", f.len());
+        for (i, sector) in f.chunks(SECTOR_SIZE as usize).enumerate() {
+            let new = if i < 8 { 0xAA } else { 0xBB };
+            let all_new = sector.iter().all(|&b| b == new);
+            let all_old = sector.iter().all(|&b| b == 0);
+            assert!(all_new || all_old, "seed {seed}: sector {i} is mixed");
+            saw_new |= all_new;
+            saw_old |= all_old;
+        }
+    }
+    assert!(
+        saw_old && saw_new,
+        "tearing keeps some sectors and loses others"
+    );
+}
+
+#[test]
+fn garbled_writes_hold_random_bytes() {
+    let s = file_with_unsynced_writes();
+    let report = s.crash(CrashPolicy::Random(RandomCrash::new(7).weights(0, 0, 0, 1)));
+    assert_eq!(report.writes_garbled, 2);
+    let f = contents(&s, "f").expect("f");
+    assert_eq!(f.len(), 4608);
+    assert!(f[..4096].iter().any(|&b| b != 0xAA && b != 0));
+}
+
+#[test]
+fn random_crashes_replay_from_their_seed_and_leave_the_original_alone() {
+    let s = file_with_unsynced_writes();
+    for i in 0..8 {
+        let g = s
+            .open(&format!("g{i}"), OpenOptions::write_new(0))
+            .expect("create");
+        g.write_at(0, &[i as u8; 1000]).expect("write");
+    }
+    let policy = CrashPolicy::Random(RandomCrash::new(42));
+    let (a, ra) = s.crash_image(policy);
+    let (b, rb) = s.crash_image(policy);
+    assert_eq!(ra, rb);
+    assert_eq!(a.list("").expect("list"), b.list("").expect("list"));
+    for name in a.list("").expect("list") {
+        assert_eq!(contents(&a, &name), contents(&b, &name), "{name}");
+    }
+    assert_eq!(ra.dir_changes_kept + ra.dir_changes_dropped, 8);
+    // The original still holds every unsynced write.
+    assert_eq!(s.list("").expect("list").len(), 9);
+    assert_eq!(contents(&s, "g3").expect("g3"), vec![3u8; 1000]);
+    // All directory changes kept, or none.
+    let keep = CrashPolicy::Random(RandomCrash::new(1).dir_keep_percent(100));
+    assert_eq!(s.crash_image(keep).0.list("").expect("list").len(), 9);
+    let drop = CrashPolicy::Random(RandomCrash::new(1).dir_keep_percent(0));
+    assert_eq!(s.crash_image(drop).0.list("").expect("list"), vec!["f"]);
+}
+
+#[test]
+fn short_writes_land_a_prefix_and_fail_with_eio() {
+    let faults = FaultInjector::new();
+    let s = MemoryStorage::with_faults(faults.clone());
+    let f = s.open("f", OpenOptions::write_new(0)).expect("create");
+    s.sync_dir("").expect("sync_dir");
+    faults.short_writes_next(1);
+    let e = f.write_at(0, &[7u8; 3000]).expect_err("cut short");
+    assert_eq!(e.kind(), ErrorKind::Io);
+    assert_eq!(faults.fired(), 1);
+    // Half the buffer, rounded down to whole 512-byte sectors, landed.
+    assert_eq!(contents(&s, "f").expect("f"), vec![7u8; 1024]);
+    // Nothing is poisoned: the next write goes through in full.
+    f.write_at(0, &[8u8; 3000]).expect("write");
+    assert_eq!(contents(&s, "f").expect("f"), vec![8u8; 3000]);
+    // The landed prefix is an unsynced write like any other.
+    f.sync().expect("sync");
+    faults.short_writes_next(1);
+    f.write_at(0, &[9u8; 2048]).expect_err("cut short");
+    s.crash(CrashPolicy::DropAllUnsynced);
+    assert_eq!(contents(&s, "f").expect("f"), vec![8u8; 3000]);
 }

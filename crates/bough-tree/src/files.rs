@@ -131,7 +131,20 @@ impl FileTable {
             return Ok(h.clone());
         }
         let path = self.path_of(&key);
-        let file = self.storage.open(&path, OpenOptions::read())?;
+        // Only a manifest, archive or snapshot names a file to open: if it is gone, the
+        // store is damaged (e.g. a damaged last manifest record was dropped and the earlier
+        // state names a file GC had already deleted). That is corruption, not "not found".
+        let file = self
+            .storage
+            .open(&path, OpenOptions::read())
+            .map_err(|e| match e.kind() {
+                bough_io::ErrorKind::NotFound => IoError::corruption(
+                    path.clone(),
+                    0,
+                    "a data file the manifest refers to does not exist",
+                ),
+                _ => e,
+            })?;
         let header = DataFileHeader::read_from(file.as_ref())?;
         header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
         if header.page_size != self.page_size {

@@ -45,6 +45,9 @@ pub struct HeadConfig {
     pub checkpoint_chunks: usize,
     /// Rewrite the manifest as a fresh snapshot once it is larger than this.
     pub manifest_rewrite_bytes: u64,
+    /// Start a new data file for every transaction, so each file is written (and synced)
+    /// exactly once: the object-store backend uploads it as one immutable object.
+    pub file_per_commit: bool,
 }
 
 impl Default for HeadConfig {
@@ -55,6 +58,7 @@ impl Default for HeadConfig {
             preallocate: 8 << 20,
             checkpoint_chunks: 128,
             manifest_rewrite_bytes: 16 << 20,
+            file_per_commit: false,
         }
     }
 }
@@ -370,7 +374,8 @@ impl Txn<'_> {
         let need_new = self
             .st
             .active
-            .is_none_or(|a| a.next_index >= self.cfg.file_pages);
+            .is_none_or(|a| a.next_index >= self.cfg.file_pages)
+            || (self.cfg.file_per_commit && self.new_files.is_empty());
         if need_new {
             let id = self.st.max_file_id + 1;
             self.st
@@ -601,7 +606,11 @@ impl Head {
             what: format!("cannot encode the snapshot of {path}: {e}"),
         })?;
         files.storage().create_new(&path, &bytes)?;
-        Head::open(files, cfg, branch, term)
+        // Nothing names the new manifest yet: if it cannot be opened, remove it again so a
+        // retry can create it (best effort; a leftover is finished or removed on reopen).
+        Head::open(files.clone(), cfg, branch, term).inspect_err(|_| {
+            let _ = files.storage().delete(&path);
+        })
     }
 
     /// Opens an existing manifest and replays it.
@@ -652,7 +661,14 @@ impl Head {
                 mapping.replay_change(id, raw, &fetch)?;
             }
         }
-        let manifest = files.storage().open(&path, OpenOptions::write_create())?;
+        // The manifest exists (it was just read): open it for appending, never create it.
+        let manifest = files.storage().open(
+            &path,
+            OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )?;
         if replayed.dropped_tail.is_some() {
             // Cut the torn record off, so no byte of it can outlive the next append and be
             // mistaken for a record later.
@@ -1150,7 +1166,13 @@ impl Head {
             .storage()
             .write_atomic(&self.manifest_path, &bytes)
         {
-            if e.kind() == ErrorKind::Poisoned || e.raw_os_error().is_some() {
+            // Creating or writing the temporary file failed (ENOSPC, EIO): the manifest was
+            // not touched and this head goes on appending to it, like after any failed
+            // write. A failure at the rename or a sync may have replaced it (and a failed
+            // sync poisoned the storage): then this head must stop.
+            let untouched =
+                matches!(&e, IoError::Os { op, .. } if matches!(*op, "create" | "write"));
+            if e.kind() == ErrorKind::Poisoned || (e.raw_os_error().is_some() && !untouched) {
                 self.poisoned = Some(format!("rewrite of {} failed: {e}", self.manifest_path));
             }
             return Err(e);

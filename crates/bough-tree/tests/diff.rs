@@ -29,6 +29,7 @@ fn cfg() -> HeadConfig {
         preallocate: 0,
         checkpoint_chunks: 3,
         manifest_rewrite_bytes: 1 << 20,
+        file_per_commit: false,
     }
 }
 

@@ -20,6 +20,7 @@ fn cfg() -> HeadConfig {
         preallocate: 64 * 4096,
         checkpoint_chunks: 4,
         manifest_rewrite_bytes: 256 * 1024,
+        file_per_commit: false,
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod batch;
 pub mod clock;
+mod cloud;
 mod error;
 pub mod oneshot;
 mod options;
@@ -40,3 +41,5 @@ pub use bough_names::ArchiveName;
 
 /// Lower layers, for users who embed them directly.
 pub use bough_io as io;
+/// The object-store tier (`backend = "object"`).
+pub use bough_object as object;

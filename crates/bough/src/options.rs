@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bough_io::{FaultInjector, MemoryStorage};
+use bough_object::{CloudConfig, ObjectStore};
 use serde::Deserialize;
 
 use crate::clock::{Clock, SystemClock};
@@ -22,6 +23,9 @@ pub enum Backend {
     Pread,
     /// Process memory: nothing survives the process.
     Memory,
+    /// An object store (the `[object]` table: S3 or S3-compatible) holds the data; `path`
+    /// is the local cache directory.
+    Object,
 }
 
 /// How the store is configured. Build with [`Options::new`] or load with
@@ -66,6 +70,12 @@ pub struct Options {
     /// A memory store to open (so tests can reopen the same memory).
     #[serde(skip)]
     pub memory: Option<MemoryStorage>,
+    /// The object store of `backend = "object"`, and the tier's cache and retry settings.
+    pub object: CloudConfig,
+    /// An object store to use instead of the one `object` describes (tests: in-memory,
+    /// fault-injecting).
+    #[serde(skip)]
+    pub object_store: Option<Arc<dyn ObjectStore>>,
 }
 
 fn default_clock() -> Arc<dyn Clock> {
@@ -91,6 +101,8 @@ impl Default for Options {
             clock: default_clock(),
             faults: None,
             memory: None,
+            object: CloudConfig::default(),
+            object_store: None,
         }
     }
 }
@@ -194,6 +206,12 @@ impl Options {
         self.max_open_branches = n;
         self
     }
+    /// Uses `store` as the object store (`backend = "object"`; the cache goes to `path`).
+    pub fn object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.backend = Backend::Object;
+        self.object_store = Some(store);
+        self
+    }
     /// Sets the compaction threshold.
     pub fn compaction_garbage_ratio(mut self, r: f64) -> Self {
         self.compaction_garbage_ratio = r;
@@ -258,6 +276,12 @@ impl Options {
         }
         if self.max_group_commit == 0 {
             return field("max_group_commit", "must be at least 1".into());
+        }
+        if self.backend == Backend::Object
+            && self.object_store.is_none()
+            && self.object.bucket.is_empty()
+        {
+            return field("object.bucket", "required with backend = \"object\"".into());
         }
         if self.memory.is_some() && self.backend != Backend::Memory {
             return field("memory", "a memory store needs backend = \"memory\"".into());

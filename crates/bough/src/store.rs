@@ -190,17 +190,21 @@ impl Store {
                 })?;
                 // A second process on the same directory would corrupt it: refuse clearly.
                 let lock = lock_dir(&path).map_err(|e| Error::from(e).at(path.display()))?;
-                let choice = match b {
-                    Backend::IoUring => BackendChoice::IoUring,
-                    Backend::Pread => BackendChoice::Pread,
-                    _ => BackendChoice::Auto,
-                };
-                let local = LocalOptions {
-                    backend: choice,
-                    faults: opts.faults.clone(),
-                    ..LocalOptions::default()
-                };
-                (open_local_with(&path, local)?, Some(lock))
+                if b == Backend::Object {
+                    (crate::cloud::open_storage(&opts, &path)?, Some(lock))
+                } else {
+                    let choice = match b {
+                        Backend::IoUring => BackendChoice::IoUring,
+                        Backend::Pread => BackendChoice::Pread,
+                        _ => BackendChoice::Auto,
+                    };
+                    let local = LocalOptions {
+                        backend: choice,
+                        faults: opts.faults.clone(),
+                        ..LocalOptions::default()
+                    };
+                    (open_local_with(&path, local)?, Some(lock))
+                }
             }
         };
         tracing::info!(backend = %storage.kind(), "store opened");
@@ -210,7 +214,9 @@ impl Store {
             preallocate: opts.data_file_size,
             checkpoint_chunks: opts.checkpoint_chunks,
             manifest_rewrite_bytes: opts.manifest_rewrite_bytes,
+            file_per_commit: false,
         };
+        let head_cfg = crate::cloud::head_config(&opts, head_cfg);
         let mut shards = Vec::new();
         let mut threads = Vec::new();
         for i in 0..opts.shards {
@@ -346,7 +352,7 @@ impl Store {
         if let Some(p) = parts.get(&key) {
             return Ok(p.clone());
         }
-        let part = Partition::open(
+        let mut part = Partition::open(
             self.inner.storage.clone(),
             dir.clone(),
             self.inner.head_cfg.clone(),
@@ -355,6 +361,10 @@ impl Store {
             create,
         )
         .map_err(|e| Error::from(e).at(dir))?;
+        if self.inner.opts.backend == Backend::Object {
+            let clock = self.inner.clock.clone();
+            part.set_take_over_on_open(Arc::new(move || clock.now_ms()));
+        }
         let entry = Arc::new(PartitionEntry {
             part,
             branches: Mutex::new(HashMap::new()),
@@ -413,13 +423,26 @@ impl Store {
                 .filter(|(_, b)| Arc::strong_count(b) == 1 && b.published.live().len() <= 1)
                 .map(|(n, _)| n.clone())
                 .collect();
+            let mut closed = Vec::new();
             for n in idle {
                 if open <= limit {
                     break;
                 }
-                branches.remove(&n);
+                closed.extend(branches.remove(&n));
                 open -= 1;
             }
+            drop(branches);
+            // A reader may still hold a closed head's current snapshot: GC keeps pinning it,
+            // as for a deleted branch, until no reader holds it. (No new reader can come: a
+            // view needs a handle, and a closed head had none.)
+            let mut retired = p.retired.lock();
+            retired.retain(|r| !r.held_by_readers().is_empty());
+            retired.extend(
+                closed
+                    .into_iter()
+                    .map(|b| b.published.clone())
+                    .filter(|pb| !pb.held_by_readers().is_empty()),
+            );
         }
     }
 
@@ -529,18 +552,22 @@ impl Store {
 fn gc_partition(p: &PartitionEntry, dry_run: bool) -> Result<GcReport> {
     let _catalog = p.catalog.lock();
     let files = p.part.files();
-    let mut pins = Pins::default();
-    for b in p.branches.lock().values() {
-        pins.snapshots.extend(b.published.live());
-    }
-    p.retired.lock().retain(|r| {
-        let held = r.held_by_readers();
-        let keep = !held.is_empty();
-        pins.snapshots.extend(held);
-        keep
-    });
-    pins.writing.extend(files.writing());
-    bough_gc::collect(files, &pins, dry_run).map_err(|e| Error::from(e).at(p.part.dir()))
+    // Taken after GC has read the manifests (see `bough_gc::collect_with`).
+    let pins = || {
+        let mut pins = Pins::default();
+        for b in p.branches.lock().values() {
+            pins.snapshots.extend(b.published.live());
+        }
+        p.retired.lock().retain(|r| {
+            let held = r.held_by_readers();
+            let keep = !held.is_empty();
+            pins.snapshots.extend(held);
+            keep
+        });
+        pins.writing.extend(files.writing());
+        pins
+    };
+    bough_gc::collect_with(files, pins, dry_run).map_err(|e| Error::from(e).at(p.part.dir()))
 }
 
 impl Inner {
@@ -656,6 +683,22 @@ fn compact(head: &mut Head, garbage_ratio: f64, now: u64) -> Result<()> {
     let snap = head.snapshot();
     let active = head.active_file();
     let per_file = f64::from(head.file_pages().saturating_sub(1).max(1));
+    // In cloud mode every commit writes its own small file: judge it by the pages it holds.
+    let cloud = head.files().storage().kind() == bough_io::BackendKind::Object;
+    let pages_in = |f: u64| -> f64 {
+        let page_size = u64::from(head.files().page_size());
+        let held = head
+            .files()
+            .resolve(&snap.ranges, f)
+            .and_then(|name| head.files().open(&name))
+            .and_then(|h| h.file.len())
+            .map(|len| (len / page_size).saturating_sub(1).max(1) as f64);
+        if cloud {
+            held.unwrap_or(per_file)
+        } else {
+            per_file
+        }
+    };
     let victims: Vec<u64> = live
         .iter()
         .filter(|(f, _)| Some(**f) != active)
@@ -664,7 +707,7 @@ fn compact(head: &mut Head, garbage_ratio: f64, now: u64) -> Result<()> {
                 .resolve(**f)
                 .is_some_and(|r| &r.branch == head.branch() && r.term == head.term())
         })
-        .filter(|(_, n)| 1.0 - (**n as f64 / per_file) >= garbage_ratio)
+        .filter(|(f, n)| 1.0 - (**n as f64 / pages_in(**f)) >= garbage_ratio)
         .map(|(f, _)| *f)
         .collect();
     if !victims.is_empty() {

@@ -658,10 +658,7 @@ fn gc_keeps_files_of_live_reader_snapshots() {
 
 /// A read view taken before its branch was deleted keeps reading: GC must keep what it
 /// references while it is alive (ARCHITECTURE.md invariant 5: every reader snapshot).
-/// Today GC pins only the snapshots of branches still in the partition's branch table, and
-/// deletion removes the branch from it.
 #[test]
-#[ignore = "GC frees the files of a deleted branch while a ReadView of it is alive; see report"]
 fn regression_gc_keeps_files_of_a_deleted_branchs_read_view() {
     let env = Env::new(Backend::Memory);
     let p = env.part();
@@ -821,7 +818,7 @@ fn gc_alongside_writers(backend: Backend, run_for: Duration) {
                     wb.put(key("g", i), value);
                 }
                 b.write_blocking(wb).unwrap();
-                if v % 7 == 0 {
+                if v.is_multiple_of(7) {
                     b.compact_now().unwrap();
                 }
                 v += 1;
@@ -892,4 +889,315 @@ fn gc_alongside_writers_readers_and_branch_churn() {
 fn slow_gc_alongside_writers_readers_and_branch_churn() {
     gc_alongside_writers(Backend::Memory, Duration::from_secs(30));
     gc_alongside_writers(Backend::Pread, Duration::from_secs(30));
+}
+
+/// Views taken while a GC runs must be protected as well as those taken before it. GC took
+/// its reader pins before listing the directory and reading the manifests: a file created
+/// in between, referenced by a view taken in between and overwritten before GC read the
+/// manifest, was referenced by nothing GC looked at, and the view lost it ("data_N: not
+/// found"). Pins must be taken after the manifests are read.
+fn views_taken_during_gc(run_for: Duration) -> (usize, usize) {
+    const GROUP: usize = 150;
+    let env = Env::new(Backend::Memory);
+    let p = env.part();
+    let main = p.branch("main").unwrap();
+    let mut m = Model::new();
+    put_range(&main, &mut m, "g", "0", 0..GROUP, GROUP);
+    // Many manifests make every GC run long.
+    for i in 0..400 {
+        p.create_branch(&format!("idle{i}"), "main").unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, main) = (stop.clone(), main.clone());
+        std::thread::spawn(move || {
+            let mut v = 1usize;
+            while !stop.load(Ordering::Acquire) {
+                let mut wb = WriteBatch::new();
+                for i in 0..GROUP {
+                    let mut value = format!("{v}:").into_bytes();
+                    value.resize(300, b'x');
+                    wb.put(key("g", i), value);
+                }
+                main.write_blocking(wb).unwrap();
+                v += 1;
+            }
+        })
+    };
+    let reader = {
+        let (stop, main) = (stop.clone(), main.clone());
+        std::thread::spawn(move || {
+            let mut held: std::collections::VecDeque<bough::ReadView> = Default::default();
+            let (mut checks, mut failures) = (0, 0);
+            while !stop.load(Ordering::Acquire) {
+                held.push_back(main.read_view().unwrap());
+                if held.len() > 16 {
+                    let old = held.pop_front().unwrap();
+                    checks += 1;
+                    match old.scan(&ScanOptions::default()) {
+                        Ok(page) => assert_eq!(page.entries.len(), GROUP),
+                        Err(e) => {
+                            eprintln!("a held view lost its data: {e}");
+                            failures += 1;
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            (checks, failures)
+        })
+    };
+    // Busy threads preempt the GC thread at random points, widening every window between
+    // its steps (as a loaded machine does).
+    let hogs: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let (mut runs, mut freed) = (0, 0);
+    while start.elapsed() < run_for {
+        freed += p.gc(false).unwrap().deleted.len();
+        runs += 1;
+    }
+    stop.store(true, Ordering::Release);
+    writer.join().unwrap();
+    for h in hogs {
+        h.join().unwrap();
+    }
+    eprintln!(
+        "{runs} GC runs of {:?} each freed {freed} files",
+        run_for / runs.max(1)
+    );
+    reader.join().unwrap()
+}
+
+#[test]
+fn regression_gc_keeps_views_taken_while_it_runs() {
+    let (checks, failures) = views_taken_during_gc(Duration::from_secs(3));
+    eprintln!("{checks} held views checked, {failures} failed");
+    assert_eq!(failures, 0);
+}
+
+/// The writer shard a branch lands on (the store's FNV-1a of `table.partition@branch`).
+fn shard_of(label: &str, shards: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h % shards
+}
+
+/// `reset_branch` (and `merge`) take the source's state in the source's queue, then adopt it
+/// in the target's queue. If the source moves on and GC runs in between, GC must still keep
+/// the files of the state being adopted, or the target's manifest would name deleted files.
+/// (Found failing by this test; the store now pins the state until it is adopted.)
+#[test]
+fn regression_gc_between_snapshot_and_adoption_keeps_the_adopted_state() {
+    // The interleaving depends on thread timing: retry until one run hit it.
+    for attempt in 0..5 {
+        if reset_during_gc() {
+            return;
+        }
+        eprintln!("attempt {attempt} missed the window; again");
+    }
+    eprintln!("no attempt hit the window (a very loaded machine); the state was checked anyway");
+}
+
+/// One try; returns whether the reset was in flight while GC ran (what the test is about).
+/// The target is checked whatever happened.
+fn reset_during_gc() -> bool {
+    let env = Env::new(Backend::Memory);
+    let p = env.part();
+    // Source and target on different writer shards, so the source can move on while the
+    // target's queue is busy.
+    let (src, dst) = ("src", "dst");
+    assert_ne!(shard_of("t.0@src", 2), shard_of("t.0@dst", 2));
+    let source = p.create_branch(src, "main").unwrap();
+    let target = p.create_branch(dst, "main").unwrap();
+    let mut v1 = Model::new();
+    put_range(&source, &mut v1, "a", "v1", 0..3000, 500);
+    // Keep the target's queue busy with a large write.
+    let mut big = WriteBatch::new();
+    for i in 0..60_000 {
+        big.put(format!("zz{i:08}"), vec![1u8; 600]);
+    }
+    let busy = {
+        let target = target.clone();
+        std::thread::spawn(move || target.write_blocking(big).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let reset = {
+        let p = p.clone();
+        std::thread::spawn(move || p.reset_branch(dst, src).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    // The source moves on and GC runs while the reset waits in the target's queue.
+    let mut v2 = Model::new();
+    put_range(&source, &mut v2, "a", "v2", 0..3000, 500);
+    source.compact_now().unwrap();
+    let r = p.gc(false).unwrap();
+    let still_busy = !busy.is_finished();
+    busy.join().unwrap();
+    reset.join().unwrap();
+    let got = target.scan_blocking(&ScanOptions::default());
+    assert!(
+        got.is_ok(),
+        "the target lost the adopted state: {:?}",
+        got.err()
+    );
+    // The reset adopted the source's state as it was when the reset took it: v1 if it was
+    // taken before the source moved on (the case this test is after), v2 otherwise.
+    let state = scan_all(&target);
+    assert!(state == v1 || state == v2, "the target holds neither state");
+    let hit = still_busy && state == v1;
+    if hit {
+        // The state being adopted was pinned meanwhile: the files that hold it stayed.
+        assert!(
+            r.kept.iter().any(|(_, w)| *w == KeepReason::PinnedByReader),
+            "{r:?}"
+        );
+    }
+    hit
+}
+
+/// After a checkpoint, a manifest holds the mapping as radix pages plus the slot changes
+/// since (its overlay). A slot the overlay changed no longer points where the radix page
+/// says, so the page it pointed to is garbage and GC must not count it (it once walked the
+/// radix slots and the overlay both, keeping such files until the branch's next checkpoint;
+/// compaction cannot help, as the file has no live page to move).
+#[test]
+fn regression_gc_frees_pages_shadowed_since_the_last_checkpoint() {
+    let env = Env::new(Backend::Memory);
+    let p = env.part();
+    let main = p.branch("main").unwrap();
+    let mut v1 = Model::new();
+    put_range(&main, &mut v1, "a", "v1", 0..3000, 500);
+    let v1_files = env.data_files();
+    // Anything that checkpoints: a branch creation, an archive, a fork for merge.
+    main.archive().unwrap();
+    main.prune_archives(0).unwrap();
+    let mut v2 = Model::new();
+    put_range(&main, &mut v2, "a", "v2", 0..3000, 500);
+    main.compact_now().unwrap();
+    let r = p.gc(false).unwrap();
+    let freed = deleted(&r);
+    // The last v1 file also holds the checkpoint's mapping pages (still live); the others
+    // hold only v1 leaves, every one of them rewritten.
+    let stale: Vec<&String> = v1_files.iter().take(v1_files.len() - 1).collect();
+    assert!(stale.len() >= 2);
+    for f in stale {
+        assert!(freed.contains(f), "{f} kept as {:?}", kept(&r).get(f));
+    }
+    assert_matches(&main, &v2);
+}
+
+/// An archive of a child keeps the files it inherited from a parent that was deleted.
+#[test]
+fn archive_of_a_child_keeps_a_deleted_parents_files() {
+    let mut env = Env::new(Backend::Pread);
+    let p = env.part();
+    let main = p.branch("main").unwrap();
+    let parent = p.create_branch("parent", "main").unwrap();
+    let mut pm = Model::new();
+    put_range(&parent, &mut pm, "p", "parent", 0..2000, 250);
+    let child = p.create_branch("child", "parent").unwrap();
+    let archive = child.archive().unwrap();
+    // The child moves away from everything it inherited.
+    let mut cm = Model::new();
+    put_range(&child, &mut cm, "c", "child", 0..500, 250);
+    child.truncate_blocking(b"d").unwrap();
+    child.truncate_blocking(&[]).unwrap();
+    drop(parent);
+    p.delete_branch("parent").unwrap();
+    let r = p.gc(false).unwrap();
+    let survivors = of_branch(&env.data_files(), "parent");
+    assert!(!survivors.is_empty(), "{r:?}");
+    for n in &survivors {
+        match &kept(&r)[n] {
+            KeepReason::Referenced { by } => {
+                assert!(by.starts_with("manifest_child_"), "{n} kept by {by}")
+            }
+            other => panic!("{n} kept for {other:?}"),
+        }
+    }
+    drop((child, main));
+    env.reopen();
+    let p = env.part();
+    let child = p.branch("child").unwrap();
+    assert_matches(&child.branch_from_archive(&archive, "again").unwrap(), &pm);
+    // Without the archive (and the child's merge base, dropped by re-homing) they go.
+    p.delete_branch("again").unwrap();
+    child.prune_archives(0).unwrap();
+    child.rehome().unwrap();
+    let r = p.gc(false).unwrap();
+    assert!(of_branch(&env.data_files(), "parent").is_empty(), "{r:?}");
+    assert!(scan_all(&child).is_empty());
+}
+
+/// A read view outlives its branch handle. When the store closes idle branch heads (beyond
+/// `max_open_branches`), a head whose only reader holds its current snapshot must stay
+/// pinned: once the branch is reopened and moves on, GC would otherwise free the view's
+/// files.
+#[test]
+fn regression_evicted_branch_keeps_its_readers_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        Options::new(dir.path())
+            .backend(Backend::Pread)
+            .maintenance_interval_ms(0)
+            .data_file_size(FILE_SIZE)
+            .max_open_branches(1),
+    )
+    .unwrap();
+    let p = store.partition("t", 0).unwrap();
+    p.branch("main").unwrap();
+    let mut v1 = Model::new();
+    {
+        let feature = p.create_branch("feature", "main").unwrap();
+        put_range(&feature, &mut v1, "a", "v1", 0..2000, 250);
+    }
+    for i in 0..3 {
+        drop(p.create_branch(&format!("other{i}"), "main").unwrap());
+    }
+    store.close().unwrap();
+    let store = Store::open(
+        Options::new(dir.path())
+            .backend(Backend::Pread)
+            .maintenance_interval_ms(0)
+            .data_file_size(FILE_SIZE)
+            .max_open_branches(1),
+    )
+    .unwrap();
+    let p = store.partition("t", 0).unwrap();
+    let view = p.branch("feature").unwrap().read_view().unwrap();
+    // Opening other branches closes the idle `feature` head (its handle is gone; only the
+    // view holds its current snapshot).
+    for i in 0..3 {
+        let o = p.branch(&format!("other{i}")).unwrap();
+        assert!(scan_all(&o).is_empty());
+    }
+    {
+        let feature = p.branch("feature").unwrap();
+        put_range(&feature, &mut Model::new(), "a", "v2", 0..2000, 250);
+        feature.compact_now().unwrap();
+    }
+    p.gc(false).unwrap();
+    let got = view.scan(&ScanOptions::default());
+    assert!(got.is_ok(), "the view lost its data: {:?}", got.err());
+    let got: Model = got
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|kv| (kv.key, kv.value.value))
+        .collect();
+    assert_eq!(got, v1);
 }

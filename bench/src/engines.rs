@@ -1,0 +1,379 @@
+//! The engines under test behind one trait, each configured for the same durability
+//! (every acknowledged batch is on stable storage) and the same user-space cache budget.
+//! bench/README.md lists every setting made here and why.
+
+use std::ops::Bound;
+use std::path::Path;
+
+use crate::Res;
+
+/// One key-value pair of a batch.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
+/// What every workload drives. Implementations are shared between threads: the
+/// concurrent workloads call `write_batch` and `get` from several threads at once.
+pub trait Engine: Send + Sync {
+    /// Applies `pairs` atomically and returns once they are durable (synced).
+    fn write_batch(&self, pairs: &[Pair]) -> Res<()>;
+    /// Reads `key` in its own read transaction / snapshot; returns the value's length.
+    fn get(&self, key: &[u8]) -> Res<Option<usize>>;
+    /// Reads up to `n` entries from `start` on (key + value materialised); returns how many.
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize>;
+    /// Moves everything written into the engine's on-disk structures (LSM engines flush
+    /// their memtables), so that a reopen reads tables rather than replaying a journal
+    /// into memory. A no-op for the B-trees.
+    fn settle(&self) -> Res<()> {
+        Ok(())
+    }
+    /// Device reads the engine itself counted, when it counts them (Bough's `io_stats`).
+    fn engine_reads(&self) -> Option<u64> {
+        None
+    }
+    /// Bytes the engine itself counted as written, when it counts them.
+    fn engine_write_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// The engines the harness knows, in report order.
+pub const ALL: &[&str] = &["bough", "redb", "fjall", "lmdb", "rocksdb"];
+
+/// A human description of the engine, its version and its durability setting.
+pub fn describe(name: &str) -> &'static str {
+    match name {
+        "bough" => {
+            "Bough (path dependency; always durable: a write returns after its group commit is synced)"
+        }
+        "redb" => "redb 4.6 (Durability::Immediate)",
+        "fjall" => "fjall 3.1 (batch durability PersistMode::SyncAll, no compression)",
+        "lmdb" => "LMDB via heed 0.22 (default sync on commit, MDB_NORDAHEAD)",
+        "rocksdb" => {
+            "RocksDB 11.8 via rocksdb 0.25 (WriteOptions sync=true, WAL on, no compression, bloom 10 bits)"
+        }
+        _ => "unknown",
+    }
+}
+
+/// Whether `name` is compiled into this binary.
+pub fn available(name: &str) -> bool {
+    match name {
+        "bough" | "redb" | "fjall" | "lmdb" => true,
+        "rocksdb" => cfg!(feature = "rocksdb"),
+        _ => false,
+    }
+}
+
+/// Opens (creating) engine `name` in the empty directory `dir` with a user-space cache of
+/// `cache` bytes.
+pub fn open(name: &str, dir: &Path, cache: u64) -> Res<Box<dyn Engine>> {
+    std::fs::create_dir_all(dir)?;
+    Ok(match name {
+        "bough" => Box::new(BoughEngine::open(dir, cache)?),
+        "redb" => Box::new(RedbEngine::open(dir, cache)?),
+        "fjall" => Box::new(FjallEngine::open(dir, cache)?),
+        "lmdb" => Box::new(LmdbEngine::open(dir)?),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Box::new(rocks::RocksEngine::open(dir, cache)?),
+        other => return Err(format!("engine {other:?} is not compiled in").into()),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Bough
+// ---------------------------------------------------------------------------------------
+
+/// Bough: one store, partition `bench/0`, branch `main`.
+pub struct BoughEngine {
+    pub store: bough::Store,
+    pub part: bough::PartitionHandle,
+    pub main: bough::Branch,
+}
+
+impl BoughEngine {
+    pub fn open(dir: &Path, cache: u64) -> Res<Self> {
+        let store = bough::Store::open(
+            bough::Options::new(dir)
+                .backend(bough::Backend::Auto)
+                .cache_bytes(cache.max(1 << 20))
+                .cache_data_pages(true)
+                .maintenance_interval_ms(0),
+        )?;
+        let part = store.partition("bench", 0)?;
+        let main = part.branch("main")?;
+        Ok(BoughEngine { store, part, main })
+    }
+}
+
+impl Engine for BoughEngine {
+    fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
+        let mut b = bough::WriteBatch::new();
+        for (k, v) in pairs {
+            b.put(k.clone(), v.clone());
+        }
+        self.main.write_blocking(b)?;
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Res<Option<usize>> {
+        Ok(self.main.get_blocking(key)?.map(|v| v.value.len()))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        let page = self.main.scan_blocking(&bough::ScanOptions {
+            begin: Bound::Included(start.to_vec()),
+            limit: n,
+            ..bough::ScanOptions::default()
+        })?;
+        Ok(page.entries.len())
+    }
+
+    fn engine_reads(&self) -> Option<u64> {
+        Some(self.store.io_stats().reads)
+    }
+
+    fn engine_write_bytes(&self) -> Option<u64> {
+        Some(self.store.io_stats().write_bytes)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// redb
+// ---------------------------------------------------------------------------------------
+
+const REDB_TABLE: redb::TableDefinition<'static, &[u8], &[u8]> =
+    redb::TableDefinition::new("bench");
+
+pub struct RedbEngine {
+    db: redb::Database,
+}
+
+impl RedbEngine {
+    fn open(dir: &Path, cache: u64) -> Res<Self> {
+        let db = redb::Database::builder()
+            .set_cache_size(cache as usize)
+            .create(dir.join("redb.db"))?;
+        let mut tx = db.begin_write()?;
+        tx.set_durability(redb::Durability::Immediate)?;
+        tx.open_table(REDB_TABLE)?;
+        tx.commit()?;
+        Ok(RedbEngine { db })
+    }
+}
+
+impl Engine for RedbEngine {
+    fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(redb::Durability::Immediate)?;
+        {
+            let mut t = tx.open_table(REDB_TABLE)?;
+            for (k, v) in pairs {
+                t.insert(k.as_slice(), v.as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Res<Option<usize>> {
+        use redb::ReadableDatabase;
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(REDB_TABLE)?;
+        Ok(t.get(key)?
+            .map(|g| std::hint::black_box(g.value().to_vec()).len()))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        use redb::ReadableDatabase;
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(REDB_TABLE)?;
+        let mut got = 0;
+        for item in t.range::<&[u8]>(start..)?.take(n) {
+            let (k, v) = item?;
+            std::hint::black_box((k.value().to_vec(), v.value().to_vec()));
+            got += 1;
+        }
+        Ok(got)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// fjall
+// ---------------------------------------------------------------------------------------
+
+pub struct FjallEngine {
+    db: fjall::Database,
+    ks: fjall::Keyspace,
+}
+
+impl FjallEngine {
+    fn open(dir: &Path, cache: u64) -> Res<Self> {
+        let db = fjall::Database::builder(dir.join("fjall"))
+            .cache_size(cache)
+            .open()?;
+        let ks = db.keyspace("bench", fjall::KeyspaceCreateOptions::default)?;
+        Ok(FjallEngine { db, ks })
+    }
+}
+
+impl Engine for FjallEngine {
+    fn settle(&self) -> Res<()> {
+        self.ks.rotate_memtable_and_wait()?;
+        Ok(())
+    }
+
+    fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
+        let mut b = self
+            .db
+            .batch()
+            .durability(Some(fjall::PersistMode::SyncAll));
+        for (k, v) in pairs {
+            b.insert(&self.ks, k.as_slice(), v.as_slice());
+        }
+        b.commit()?;
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Res<Option<usize>> {
+        Ok(self
+            .ks
+            .get(key)?
+            .map(|v| std::hint::black_box(v.to_vec()).len()))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        let mut got = 0;
+        for g in self.ks.range(start..).take(n) {
+            let (k, v) = g.into_inner()?;
+            std::hint::black_box((k.to_vec(), v.to_vec()));
+            got += 1;
+        }
+        Ok(got)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// LMDB (heed)
+// ---------------------------------------------------------------------------------------
+
+pub struct LmdbEngine {
+    env: heed::Env,
+    db: heed::Database<heed::types::Bytes, heed::types::Bytes>,
+}
+
+impl LmdbEngine {
+    fn open(dir: &Path) -> Res<Self> {
+        let mut opts = heed::EnvOpenOptions::new();
+        opts.map_size(64 << 30).max_dbs(1);
+        // SAFETY: the directory is fresh and only this process opens it; NO_READ_AHEAD only
+        // changes the kernel read-ahead hint for random reads.
+        let env = unsafe {
+            opts.flags(heed::EnvFlags::NO_READ_AHEAD);
+            opts.open(dir)?
+        };
+        let mut wtxn = env.write_txn()?;
+        let db = env.create_database(&mut wtxn, Some("bench"))?;
+        wtxn.commit()?;
+        Ok(LmdbEngine { env, db })
+    }
+}
+
+impl Engine for LmdbEngine {
+    fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
+        let mut wtxn = self.env.write_txn()?;
+        for (k, v) in pairs {
+            self.db.put(&mut wtxn, k, v)?;
+        }
+        wtxn.commit()?;
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Res<Option<usize>> {
+        let rtxn = self.env.read_txn()?;
+        Ok(self
+            .db
+            .get(&rtxn, key)?
+            .map(|v| std::hint::black_box(v.to_vec()).len()))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        let rtxn = self.env.read_txn()?;
+        let range = (Bound::Included(start), Bound::Unbounded);
+        let mut got = 0;
+        for item in self.db.range(&rtxn, &range)?.take(n) {
+            let (k, v) = item?;
+            std::hint::black_box((k.to_vec(), v.to_vec()));
+            got += 1;
+        }
+        Ok(got)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// RocksDB
+// ---------------------------------------------------------------------------------------
+
+#[cfg(feature = "rocksdb")]
+pub mod rocks {
+    use super::*;
+
+    pub struct RocksEngine {
+        pub db: rocksdb::DB,
+        sync: rocksdb::WriteOptions,
+    }
+
+    impl RocksEngine {
+        pub fn open(dir: &Path, cache: u64) -> Res<Self> {
+            let mut block = rocksdb::BlockBasedOptions::default();
+            block.set_block_cache(&rocksdb::Cache::new_lru_cache(cache as usize));
+            block.set_bloom_filter(10.0, false);
+            let mut opts = rocksdb::Options::default();
+            opts.create_if_missing(true);
+            opts.set_compression_type(rocksdb::DBCompressionType::None);
+            opts.set_block_based_table_factory(&block);
+            let db = rocksdb::DB::open(&opts, dir.join("rocksdb"))?;
+            let mut sync = rocksdb::WriteOptions::default();
+            sync.set_sync(true);
+            Ok(RocksEngine { db, sync })
+        }
+
+        /// Creates a checkpoint (hard links + a flushed memtable) in `to`.
+        pub fn checkpoint(&self, to: &Path) -> Res<()> {
+            rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(to)?;
+            Ok(())
+        }
+    }
+
+    impl Engine for RocksEngine {
+        fn settle(&self) -> Res<()> {
+            self.db.flush()?;
+            Ok(())
+        }
+
+        fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
+            let mut b = rocksdb::WriteBatch::default();
+            for (k, v) in pairs {
+                b.put(k, v);
+            }
+            self.db.write_opt(b, &self.sync)?;
+            Ok(())
+        }
+
+        fn get(&self, key: &[u8]) -> Res<Option<usize>> {
+            Ok(self.db.get(key)?.map(|v| v.len()))
+        }
+
+        fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+            let mut got = 0;
+            let it = self.db.iterator(rocksdb::IteratorMode::From(
+                start,
+                rocksdb::Direction::Forward,
+            ));
+            for item in it.take(n) {
+                let (k, v) = item?;
+                std::hint::black_box((k, v));
+                got += 1;
+            }
+            Ok(got)
+        }
+    }
+}

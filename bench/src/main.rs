@@ -1,0 +1,200 @@
+//! `bough-bench`: Bough side by side with redb, fjall, LMDB (heed) and RocksDB, and against
+//! the device's own limits (fio), on the same machine in the same run.
+//!
+//! Usually started through `cargo xtask bench [--quick] [--engines a,b]`; see
+//! bench/README.md for every setting and what each workload does.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+mod device;
+mod engines;
+mod measure;
+mod report;
+mod workloads;
+
+/// The error type of the harness: anything printable.
+pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const USAGE: &str = "\
+usage: bough-bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--data-dir DIR]
+                   [--out DIR] [--no-fio] [--no-branches]
+
+  --quick        small sizes: finishes in a few minutes
+  --engines      which engines to run (default: every engine compiled in)
+  --data-dir     where the engines' files go (default: ../target/bench-data)
+  --out          where the report goes (default: ../target/bench-report)
+  --no-fio       skip the device measurements
+  --no-branches  skip the Bough-only branch, GC and diff/merge workloads
+";
+
+struct Args {
+    quick: bool,
+    engines: Vec<String>,
+    data_dir: PathBuf,
+    out: PathBuf,
+    fio: bool,
+    branches: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let target = here.parent().unwrap_or(&here).join("target");
+    let mut a = Args {
+        quick: false,
+        engines: engines::ALL
+            .iter()
+            .filter(|e| engines::available(e))
+            .map(|e| e.to_string())
+            .collect(),
+        data_dir: target.join("bench-data"),
+        out: target.join("bench-report"),
+        fio: true,
+        branches: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => a.quick = true,
+            "--no-fio" => a.fio = false,
+            "--no-branches" => a.branches = false,
+            "--engines" => {
+                let list = it.next().ok_or("--engines needs a list")?;
+                a.engines = list
+                    .split(',')
+                    .map(|s| s.trim().to_lowercase())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                for e in &a.engines {
+                    if !engines::ALL.contains(&e.as_str()) {
+                        return Err(format!(
+                            "unknown engine {e:?}; known: {}",
+                            engines::ALL.join(", ")
+                        ));
+                    }
+                }
+            }
+            "--data-dir" => a.data_dir = it.next().ok_or("--data-dir needs a path")?.into(),
+            "--out" => a.out = it.next().ok_or("--out needs a path")?.into(),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(a)
+}
+
+fn now_utc() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("{e}");
+            }
+            eprint!("{USAGE}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bough-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Res<()> {
+    let started = now_utc();
+    let wall = Instant::now();
+    let sizes = workloads::Sizes::new(args.quick);
+    std::fs::create_dir_all(&args.data_dir)?;
+    std::fs::create_dir_all(&args.out)?;
+    let (run, skipped): (Vec<String>, Vec<String>) = args
+        .engines
+        .iter()
+        .cloned()
+        .partition(|e| engines::available(e));
+    let mut skipped: Vec<String> = skipped
+        .into_iter()
+        .map(|e| format!("{e} (not compiled in: build with --features {e})"))
+        .collect();
+    for e in engines::ALL {
+        if !args.engines.iter().any(|x| x == e) && !skipped.iter().any(|s| s.starts_with(e)) {
+            skipped.push(format!("{e} (not selected)"));
+        }
+    }
+    let (cold, cold_text) = measure::ColdMethod::detect();
+    eprintln!("cold reads: {cold_text}");
+
+    let (device, device_error) = if args.fio {
+        eprintln!("== device limits (fio)");
+        let (secs, size) = if args.quick { (5, "1G") } else { (15, "4G") };
+        match device::measure(&args.data_dir.join("fio"), secs, size) {
+            Ok(d) => {
+                eprintln!(
+                    "  randread QD1 {:.0} IOPS, QD32 {:.0} IOPS, seq write {:.0} MB/s, fdatasync {:.0}/s",
+                    d.randread_qd1_iops,
+                    d.randread_qd32_iops,
+                    d.seqwrite_bytes_per_sec / 1e6,
+                    d.fsync_per_sec
+                );
+                (Some(d), None)
+            }
+            Err(e) => {
+                eprintln!("  fio failed: {e}");
+                (None, Some(e.to_string()))
+            }
+        }
+    } else {
+        (None, Some("skipped (--no-fio)".to_string()))
+    };
+
+    let mut results = workloads::Results::default();
+    for e in &run {
+        workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
+    }
+    if args.branches && run.iter().any(|e| e == "bough") {
+        let with_rocks = run.iter().any(|e| e == "rocksdb");
+        if let Err(e) = workloads::run_branches(&args.data_dir, &sizes, with_rocks, &mut results) {
+            eprintln!("  branch workloads failed: {e}");
+            results.errors.push(format!("branch workloads: {e}"));
+        }
+    }
+
+    let info = report::RunInfo {
+        sizes: &sizes,
+        engines: &run,
+        skipped: &skipped,
+        cold_method: &cold_text,
+        device: device.as_ref(),
+        device_error: device_error.as_deref(),
+        data_dir: &args.data_dir,
+        started,
+        wall_secs: wall.elapsed().as_secs_f64(),
+    };
+    let targets = report::targets(&results, device.as_ref());
+    let md = report::markdown(&info, &results, &targets);
+    let js = report::json(&info, &results, &targets);
+    std::fs::write(args.out.join("report.md"), &md)?;
+    std::fs::write(
+        args.out.join("report.json"),
+        serde_json::to_string_pretty(&js)?,
+    )?;
+    let charts = report::charts(&args.out, &results)?;
+    println!("{md}");
+    println!(
+        "report: {} (report.md, report.json, {} SVG charts)",
+        args.out.display(),
+        charts.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,922 @@
+//! The workloads. Every engine gets the same keys, values, batch sizes, thread counts and
+//! operation counts; each figure is measured within one run on one machine.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::Res;
+use crate::engines::{self, Engine, Pair};
+use crate::measure::{self, ColdMethod, Latencies, ProcIo, Rng, random_key, sorted_key, value};
+
+/// Sizes of one run.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    pub quick: bool,
+    /// Keys in the main data set.
+    pub keys: u64,
+    pub value_len: usize,
+    /// Cache budget (bytes) while the data set is meant to fit.
+    pub warm_cache: u64,
+    /// Cache budget (bytes) for the cold reads: a fraction of the data set.
+    pub cold_cache: u64,
+    pub overwrite_batches: u64,
+    pub warm_gets: u64,
+    pub scans: u64,
+    pub mixed_secs: f64,
+    pub commits: u64,
+    pub cold_rounds: u64,
+    pub cold_gets_per_round: u64,
+    pub large_values: u64,
+    pub large_len: usize,
+    pub branch_sizes: Vec<u64>,
+    pub gc_counts: Vec<usize>,
+    pub diff_base: u64,
+    pub divergences: Vec<u64>,
+}
+
+impl Sizes {
+    pub fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                quick,
+                keys: 200_000,
+                value_len: 100,
+                warm_cache: 256 << 20,
+                cold_cache: 4 << 20,
+                overwrite_batches: 50,
+                warm_gets: 200_000,
+                scans: 20_000,
+                mixed_secs: 3.0,
+                commits: 1_000,
+                cold_rounds: 4,
+                cold_gets_per_round: 2_000,
+                large_values: 128,
+                large_len: 256 << 10,
+                branch_sizes: vec![10_000, 100_000, 1_000_000],
+                gc_counts: vec![100, 1_000],
+                diff_base: 200_000,
+                divergences: vec![10, 1_000, 100_000],
+            }
+        } else {
+            Sizes {
+                quick,
+                keys: 2_000_000,
+                value_len: 100,
+                warm_cache: 1 << 30,
+                cold_cache: 32 << 20,
+                overwrite_batches: 500,
+                warm_gets: 1_000_000,
+                scans: 100_000,
+                mixed_secs: 15.0,
+                commits: 5_000,
+                cold_rounds: 10,
+                cold_gets_per_round: 5_000,
+                large_values: 1_024,
+                large_len: 256 << 10,
+                branch_sizes: vec![10_000, 1_000_000, 10_000_000],
+                gc_counts: vec![100, 1_000, 10_000],
+                diff_base: 1_000_000,
+                divergences: vec![10, 1_000, 100_000],
+            }
+        }
+    }
+}
+
+/// One measured figure of one engine.
+#[derive(Debug, Clone, Default)]
+pub struct Row {
+    pub workload: String,
+    pub engine: String,
+    /// What an operation is (`keys`, `gets`, `commits`, ...).
+    pub unit: String,
+    pub ops: u64,
+    pub secs: f64,
+    pub ops_per_sec: f64,
+    /// What one latency sample is (`batch`, `get`, ...).
+    pub lat_of: String,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Bytes this process caused to be written to storage per byte of user data.
+    pub write_amp: Option<f64>,
+    /// The same from the engine's own counter (Bough).
+    pub engine_write_amp: Option<f64>,
+    /// Device reads per get the engine counted (Bough's io_stats).
+    pub engine_reads_per_get: Option<f64>,
+    /// 4 KiB units read from storage per get (/proc/self/io read_bytes, read-ahead included).
+    pub read_4k_per_get: Option<f64>,
+    /// Bytes on disk after the workload.
+    pub disk_bytes: Option<u64>,
+    pub note: String,
+}
+
+impl Row {
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "workload": self.workload,
+            "engine": self.engine,
+            "unit": self.unit,
+            "ops": self.ops,
+            "secs": self.secs,
+            "ops_per_sec": self.ops_per_sec,
+            "latency_of": self.lat_of,
+            "p50_us": self.p50_us,
+            "p99_us": self.p99_us,
+            "bytes_written_per_user_byte": self.write_amp,
+            "engine_bytes_written_per_user_byte": self.engine_write_amp,
+            "engine_reads_per_get": self.engine_reads_per_get,
+            "read_4k_per_get": self.read_4k_per_get,
+            "disk_bytes": self.disk_bytes,
+            "note": self.note,
+        })
+    }
+}
+
+/// One point of a Bough-only (or checkpoint) series.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub series: String,
+    pub x: f64,
+    pub x_label: String,
+    pub ms: f64,
+    pub note: String,
+}
+
+/// What a workload run leaves behind for the report.
+#[derive(Debug, Default)]
+pub struct Results {
+    pub rows: Vec<Row>,
+    pub points: Vec<Point>,
+    pub errors: Vec<String>,
+}
+
+impl Results {
+    pub fn find(&self, workload: &str, engine: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.workload == workload && r.engine == engine)
+    }
+}
+
+fn fresh_dir(base: &Path, name: &str) -> Res<PathBuf> {
+    let d = base.join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+struct Timed {
+    lat: Latencies,
+    secs: f64,
+    io: ProcIo,
+    engine_reads: Option<u64>,
+    engine_writes: Option<u64>,
+}
+
+/// Runs `f` once per op index in `0..n`, timing each call.
+fn timed(e: &dyn Engine, n: u64, mut f: impl FnMut(u64) -> Res<()>) -> Res<Timed> {
+    let mut lat = Latencies::with_capacity(n as usize);
+    let (r0, w0) = (e.engine_reads(), e.engine_write_bytes());
+    let io0 = ProcIo::now();
+    let start = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        f(i)?;
+        lat.push(t.elapsed());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Ok(Timed {
+        lat,
+        secs,
+        io: ProcIo::now().since(io0),
+        engine_reads: e.engine_reads().zip(r0).map(|(a, b)| a - b),
+        engine_writes: e.engine_write_bytes().zip(w0).map(|(a, b)| a - b),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    workload: &str,
+    engine: &str,
+    unit: &str,
+    ops: u64,
+    lat_of: &str,
+    mut t: Timed,
+    user_bytes: Option<u64>,
+    gets: Option<u64>,
+) -> Row {
+    Row {
+        workload: workload.into(),
+        engine: engine.into(),
+        unit: unit.into(),
+        ops,
+        secs: t.secs,
+        ops_per_sec: ops as f64 / t.secs.max(1e-9),
+        lat_of: lat_of.into(),
+        p50_us: t.lat.percentile_us(50.0),
+        p99_us: t.lat.percentile_us(99.0),
+        write_amp: user_bytes.map(|u| t.io.write_bytes as f64 / u.max(1) as f64),
+        engine_write_amp: user_bytes
+            .zip(t.engine_writes)
+            .map(|(u, w)| w as f64 / u.max(1) as f64),
+        engine_reads_per_get: gets
+            .zip(t.engine_reads)
+            .map(|(g, r)| r as f64 / g.max(1) as f64),
+        read_4k_per_get: gets.map(|g| t.io.read_bytes as f64 / 4096.0 / g.max(1) as f64),
+        disk_bytes: None,
+        note: String::new(),
+    }
+}
+
+fn batch_of(keys: impl Iterator<Item = u64>, key: fn(u64) -> Vec<u8>, vlen: usize) -> Vec<Pair> {
+    keys.map(|i| (key(i), value(i, vlen))).collect()
+}
+
+/// A stride coprime to `n`: index i of a random-order load writes key `(i * stride) % n`,
+/// so every key of `0..n` is written exactly once, in a scattered order.
+fn stride_for(n: u64) -> u64 {
+    let mut stride = (0x9E37_79B9_7F4A_7C15 % n.max(1)).max(1);
+    while gcd(stride, n) != 1 {
+        stride += 1;
+    }
+    stride
+}
+
+/// `count` distinct key indexes drawn uniformly from `0..n`, in draw order (a batch may
+/// not name a key twice in Bough, so no engine gets one that does).
+fn distinct(rng: &mut Rng, n: u64, count: usize) -> Vec<u64> {
+    let mut seen = std::collections::HashSet::with_capacity(count);
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count.min(n as usize) {
+        let i = rng.below(n);
+        if seen.insert(i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Loads `n` keys in durable batches of `batch`; returns the row.
+fn load(
+    e: &dyn Engine,
+    engine: &str,
+    workload: &str,
+    n: u64,
+    batch: u64,
+    sorted: bool,
+    vlen: usize,
+) -> Res<Row> {
+    let batches = n.div_ceil(batch);
+    let key: fn(u64) -> Vec<u8> = if sorted { sorted_key } else { random_key };
+    let stride = stride_for(n);
+    let t = timed(e, batches, |b| {
+        let lo = b * batch;
+        let hi = (lo + batch).min(n);
+        let pairs = if sorted {
+            batch_of(lo..hi, key, vlen)
+        } else {
+            batch_of(
+                (lo..hi).map(|i| (u128::from(i) * u128::from(stride) % u128::from(n)) as u64),
+                key,
+                vlen,
+            )
+        };
+        e.write_batch(&pairs)
+    })?;
+    let user = n * (measure::KEY_LEN + vlen) as u64;
+    Ok(row(
+        workload,
+        engine,
+        "keys",
+        n,
+        "batch",
+        t,
+        Some(user),
+        None,
+    ))
+}
+
+/// Where the gets of [`gets`] go.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// One open engine for every round.
+    Open(&'a dyn Engine),
+    /// A freshly opened engine for every round (closed after it), so no user-space cache
+    /// and no mapping of an earlier round survives into the next.
+    Reopen(&'a dyn Fn() -> Res<Box<dyn Engine>>),
+}
+
+/// Runs `per_round / threads` gets on each of `threads` threads over keys `0..n`, for
+/// `rounds` rounds; with `cold`, the page cache is dropped before each round (after the
+/// engine is opened, before anything is timed).
+#[allow(clippy::too_many_arguments)]
+fn gets(
+    src: Source<'_>,
+    engine: &str,
+    workload: &str,
+    n: u64,
+    threads: u64,
+    rounds: u64,
+    per_round: u64,
+    cold: Option<ColdMethod>,
+) -> Res<Row> {
+    let mut lat = Latencies::default();
+    let mut secs = 0.0;
+    let mut io = ProcIo::default();
+    let mut engine_reads: Option<u64> = None;
+    let mut missing = 0u64;
+    for round in 0..rounds {
+        let holder;
+        let e: &dyn Engine = match src {
+            Source::Open(e) => e,
+            Source::Reopen(open) => {
+                holder = open()?;
+                holder.as_ref()
+            }
+        };
+        if cold == Some(ColdMethod::DropCaches) {
+            measure::drop_caches()?;
+        }
+        let r0 = e.engine_reads();
+        let io0 = ProcIo::now();
+        let start = Instant::now();
+        let per_thread = per_round / threads;
+        let outcomes: Vec<Res<(Latencies, u64)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || -> Res<(Latencies, u64)> {
+                        let mut rng = Rng::new(round * 1_000 + t + 17);
+                        let mut lat = Latencies::with_capacity(per_thread as usize);
+                        let mut missing = 0;
+                        for _ in 0..per_thread {
+                            let k = random_key(rng.below(n));
+                            let at = Instant::now();
+                            let got = e.get(&k)?;
+                            lat.push(at.elapsed());
+                            if got.is_none() {
+                                missing += 1;
+                            }
+                        }
+                        Ok((lat, missing))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("reader panicked".into())))
+                .collect()
+        });
+        secs += start.elapsed().as_secs_f64();
+        let d = ProcIo::now().since(io0);
+        io.read_bytes += d.read_bytes;
+        if let (Some(a), Some(b)) = (e.engine_reads(), r0) {
+            *engine_reads.get_or_insert(0) += a - b;
+        }
+        for o in outcomes {
+            let (l, m) = o?;
+            lat.extend(l);
+            missing += m;
+        }
+    }
+    let total = rounds * (per_round / threads) * threads;
+    let t = Timed {
+        lat,
+        secs,
+        io,
+        engine_reads,
+        engine_writes: None,
+    };
+    let mut r = row(workload, engine, "gets", total, "get", t, None, Some(total));
+    if missing > 0 {
+        r.note = format!("{missing} gets found no value (expected 0)");
+    }
+    Ok(r)
+}
+
+/// Everything one engine runs, in order. Errors of one workload are recorded and the
+/// engine's remaining workloads still run when they can.
+pub fn run_engine(name: &str, base: &Path, s: &Sizes, cold: ColdMethod, out: &mut Results) {
+    let mut step = |what: &str, r: Res<Vec<Row>>| match r {
+        Ok(rows) => {
+            for row in rows {
+                eprintln!(
+                    "  {:<14} {:<8} {:>12.0} {}/s  p50 {:>9.1} us  p99 {:>9.1} us",
+                    row.workload, row.engine, row.ops_per_sec, row.unit, row.p50_us, row.p99_us
+                );
+                out.rows.push(row);
+            }
+        }
+        Err(e) => {
+            eprintln!("  {what} on {name} failed: {e}");
+            out.errors.push(format!("{what} on {name}: {e}"));
+        }
+    };
+    eprintln!("== {name}: {}", engines::describe(name));
+    let v = s.value_len;
+    for (wl, batch, sorted) in [("fill_seq_1k", 1_000, true), ("fill_rand_1k", 1_000, false)] {
+        step(
+            wl,
+            (|| {
+                let dir = fresh_dir(base, name)?;
+                let e = engines::open(name, &dir, s.warm_cache)?;
+                let mut r = load(e.as_ref(), name, wl, s.keys, batch, sorted, v)?;
+                drop(e);
+                r.disk_bytes = Some(measure::disk_bytes(&dir));
+                Ok(vec![r])
+            })(),
+        );
+    }
+    // The main data set: random keys in batches of 10 k; the next workloads run on it.
+    let dir = match fresh_dir(base, name) {
+        Ok(d) => d,
+        Err(e) => {
+            out.errors.push(format!("{name}: {e}"));
+            return;
+        }
+    };
+    let owned = match engines::open(name, &dir, s.warm_cache) {
+        Ok(e) => e,
+        Err(err) => {
+            out.errors.push(format!("open {name}: {err}"));
+            return;
+        }
+    };
+    let e = owned.as_ref();
+    step(
+        "fill_rand_10k",
+        load(e, name, "fill_rand_10k", s.keys, 10_000, false, v).map(|mut r| {
+            r.disk_bytes = Some(measure::disk_bytes(&dir));
+            vec![r]
+        }),
+    );
+    step(
+        "overwrite",
+        (|| {
+            let mut rng = Rng::new(7);
+            let t = timed(e, s.overwrite_batches, |b| {
+                let pairs: Vec<Pair> = distinct(&mut rng, s.keys, 1_000)
+                    .into_iter()
+                    .map(|i| (random_key(i), value(i ^ (b + 1) << 40, v)))
+                    .collect();
+                e.write_batch(&pairs)
+            })?;
+            let n = s.overwrite_batches * 1_000;
+            let user = n * (measure::KEY_LEN + v) as u64;
+            let mut r = row(
+                "overwrite_1k",
+                name,
+                "keys",
+                n,
+                "batch",
+                t,
+                Some(user),
+                None,
+            );
+            r.disk_bytes = Some(measure::disk_bytes(&dir));
+            Ok(vec![r])
+        })(),
+    );
+    step(
+        "warm gets",
+        (|| {
+            // Warm-up: the same number of gets, not measured.
+            let src = Source::Open(e);
+            gets(src, name, "warmup", s.keys, 1, 1, s.warm_gets, None)?;
+            let t1 = gets(src, name, "get_warm_t1", s.keys, 1, 1, s.warm_gets, None)?;
+            let t2 = gets(src, name, "get_warm_t2", s.keys, 2, 1, s.warm_gets, None)?;
+            Ok(vec![t1, t2])
+        })(),
+    );
+    step(
+        "scans",
+        (|| {
+            let mut rows = Vec::new();
+            for (wl, len, count) in [("scan_10", 10, s.scans), ("scan_100", 100, s.scans / 10)] {
+                let mut rng = Rng::new(11);
+                let t = timed(e, count, |_| {
+                    let start = random_key(rng.below(s.keys));
+                    let got = e.scan(&start, len)?;
+                    std::hint::black_box(got);
+                    Ok(())
+                })?;
+                rows.push(row(wl, name, "scans", count, "scan", t, None, None));
+            }
+            Ok(rows)
+        })(),
+    );
+    step("mixed", mixed(e, name, s));
+    step(
+        "single commits",
+        (|| {
+            let t = timed(e, s.commits, |i| {
+                e.write_batch(&[(sorted_key(1 << 40 | i), value(i, v))])
+            })?;
+            let user = s.commits * (measure::KEY_LEN + v) as u64;
+            let r1 = row(
+                "commit_1w",
+                name,
+                "commits",
+                s.commits,
+                "commit",
+                t,
+                Some(user),
+                None,
+            );
+            let r8 = concurrent_commits(e, name, s, 8)?;
+            Ok(vec![r1, r8])
+        })(),
+    );
+    step("settle", e.settle().map(|()| Vec::new()));
+    drop(owned);
+    // Cold reads: the same data set, reopened with a small cache before every round (an
+    // mmap engine's pages stay cached while they are mapped, whatever drop_caches says),
+    // page cache dropped after the open.
+    step(
+        "cold gets",
+        (|| {
+            let open = || engines::open(name, &dir, s.cold_cache);
+            let disk = measure::disk_bytes(&dir);
+            let mut rows = Vec::new();
+            for threads in [1, 32] {
+                let mut r = gets(
+                    Source::Reopen(&open),
+                    name,
+                    &format!("get_cold_t{threads}"),
+                    s.keys,
+                    threads,
+                    s.cold_rounds,
+                    s.cold_gets_per_round,
+                    Some(cold),
+                )?;
+                r.disk_bytes = Some(disk);
+                let extra = format!(
+                    "data on disk {:.0} MiB = {:.1}x the {} MiB cache",
+                    disk as f64 / 1048576.0,
+                    disk as f64 / s.cold_cache as f64,
+                    s.cold_cache >> 20
+                );
+                r.note = if r.note.is_empty() {
+                    extra
+                } else {
+                    format!("{}; {extra}", r.note)
+                };
+                rows.push(r);
+            }
+            Ok(rows)
+        })(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    step(
+        "large values",
+        (|| {
+            let dir = fresh_dir(base, name)?;
+            let owned = engines::open(name, &dir, s.warm_cache)?;
+            let e = owned.as_ref();
+            let per_batch = 8u64;
+            let batches = s.large_values / per_batch;
+            let t = timed(e, batches, |b| {
+                let pairs: Vec<Pair> = (b * per_batch..(b + 1) * per_batch)
+                    .map(|i| (sorted_key(i), value(i, s.large_len)))
+                    .collect();
+                e.write_batch(&pairs)
+            })?;
+            let n = batches * per_batch;
+            let user = n * (measure::KEY_LEN + s.large_len) as u64;
+            let mut put = row(
+                "large_put_256k",
+                name,
+                "values",
+                n,
+                "batch of 8",
+                t,
+                Some(user),
+                None,
+            );
+            put.disk_bytes = Some(measure::disk_bytes(&dir));
+            let mut rng = Rng::new(5);
+            let t = timed(e, n, |_| {
+                let got = e.get(&sorted_key(rng.below(n)))?;
+                if got != Some(s.large_len) {
+                    return Err("large value missing or wrong length".into());
+                }
+                Ok(())
+            })?;
+            let get = row("large_get_256k", name, "values", n, "get", t, None, None);
+            drop(owned);
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(vec![put, get])
+        })(),
+    );
+}
+
+/// One writer (durable batches of 100 random existing keys) and two readers (random
+/// gets), for a fixed time.
+fn mixed(e: &dyn Engine, name: &str, s: &Sizes) -> Res<Vec<Row>> {
+    let stop = AtomicBool::new(false);
+    let written = AtomicU64::new(0);
+    let readers = 2u64;
+    let (wlat, rlats, secs) = std::thread::scope(|sc| -> Res<_> {
+        let writer = sc.spawn(|| -> Res<Latencies> {
+            let mut rng = Rng::new(99);
+            let mut lat = Latencies::default();
+            let mut round = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let pairs: Vec<Pair> = distinct(&mut rng, s.keys, 100)
+                    .into_iter()
+                    .map(|i| (random_key(i), value(i ^ round << 32, s.value_len)))
+                    .collect();
+                let t = Instant::now();
+                e.write_batch(&pairs)?;
+                lat.push(t.elapsed());
+                written.fetch_add(100, Ordering::Relaxed);
+                round += 1;
+            }
+            Ok(lat)
+        });
+        let start = Instant::now();
+        let handles: Vec<_> = (0..readers)
+            .map(|t| {
+                let stop = &stop;
+                sc.spawn(move || -> Res<(Latencies, u64)> {
+                    let mut rng = Rng::new(500 + t);
+                    let mut lat = Latencies::default();
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = random_key(rng.below(s.keys));
+                        let at = Instant::now();
+                        std::hint::black_box(e.get(&k)?);
+                        lat.push(at.elapsed());
+                        n += 1;
+                    }
+                    Ok((lat, n))
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(s.mixed_secs));
+        stop.store(true, Ordering::Relaxed);
+        let rl: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("reader panicked".into())))
+            .collect();
+        let wl = writer
+            .join()
+            .unwrap_or_else(|_| Err("writer panicked".into()));
+        Ok((wl, rl, start.elapsed().as_secs_f64()))
+    })?;
+    let mut rlat = Latencies::default();
+    let mut reads = 0;
+    for r in rlats {
+        let (l, n) = r?;
+        rlat.extend(l);
+        reads += n;
+    }
+    let mut wlat = wlat?;
+    let writes = written.load(Ordering::Relaxed);
+    let mk = |wl: &str, unit: &str, ops: u64, lat_of: &str, lat: &mut Latencies| Row {
+        workload: wl.into(),
+        engine: name.into(),
+        unit: unit.into(),
+        ops,
+        secs,
+        ops_per_sec: ops as f64 / secs,
+        lat_of: lat_of.into(),
+        p50_us: lat.percentile_us(50.0),
+        p99_us: lat.percentile_us(99.0),
+        note: format!("{readers} reader threads + 1 writer (durable batches of 100)"),
+        ..Row::default()
+    };
+    Ok(vec![
+        mk("mixed_reads", "gets", reads, "get", &mut rlat),
+        mk("mixed_writes", "keys", writes, "batch of 100", &mut wlat),
+    ])
+}
+
+/// `writers` threads each committing single keys durably on the same partition/table.
+fn concurrent_commits(e: &dyn Engine, name: &str, s: &Sizes, writers: u64) -> Res<Row> {
+    let per = s.commits / writers;
+    let io0 = ProcIo::now();
+    let start = Instant::now();
+    let lats: Vec<Res<Latencies>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..writers)
+            .map(|w| {
+                sc.spawn(move || -> Res<Latencies> {
+                    let mut lat = Latencies::with_capacity(per as usize);
+                    for i in 0..per {
+                        let k = sorted_key(2 << 40 | w << 32 | i);
+                        let t = Instant::now();
+                        e.write_batch(&[(k, value(i, s.value_len))])?;
+                        lat.push(t.elapsed());
+                    }
+                    Ok(lat)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("writer panicked".into())))
+            .collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut lat = Latencies::default();
+    for l in lats {
+        lat.extend(l?);
+    }
+    let n = per * writers;
+    let t = Timed {
+        lat,
+        secs,
+        io: ProcIo::now().since(io0),
+        engine_reads: None,
+        engine_writes: None,
+    };
+    let user = n * (measure::KEY_LEN + s.value_len) as u64;
+    let mut r = row(
+        &format!("commit_{writers}w"),
+        name,
+        "commits",
+        n,
+        "commit",
+        t,
+        Some(user),
+        None,
+    );
+    r.note = format!("{writers} threads, one key per durable commit, same table/partition");
+    Ok(r)
+}
+
+// ---------------------------------------------------------------------------------------
+// Bough-only: branches, GC, diff and merge (and a RocksDB checkpoint for comparison)
+// ---------------------------------------------------------------------------------------
+
+fn bough_load(b: &bough::Branch, keys: u64) -> Res<()> {
+    let mut i = 0;
+    while i < keys {
+        let mut batch = bough::WriteBatch::new();
+        for k in i..(i + 10_000).min(keys) {
+            batch.put(sorted_key(k), value(k, 84));
+        }
+        b.write_blocking(batch)?;
+        i += 10_000;
+    }
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Branch creation against partition size, GC against branch count, diff and merge
+/// against divergence.
+pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Results) -> Res<()> {
+    eprintln!("== bough branches, GC, diff/merge");
+    for &keys in &s.branch_sizes {
+        let dir = fresh_dir(base, "bough-branch")?;
+        let e = engines::BoughEngine::open(&dir, 512 << 20)?;
+        bough_load(&e.main, keys)?;
+        // Steady state: the mapping table checkpointed, then one small write.
+        e.store.run_maintenance()?;
+        let mut w = bough::WriteBatch::new();
+        w.put("last", "write");
+        e.main.write_blocking(w)?;
+        let disk = measure::disk_bytes(&dir);
+        let before = e.store.io_stats();
+        let t = Instant::now();
+        e.part.create_branch("feature", "main")?;
+        let took = t.elapsed();
+        let written = e.store.io_stats().since(&before).write_bytes;
+        eprintln!(
+            "  create_branch {keys:>9} keys ({:>6.0} MiB): {:.2} ms",
+            disk as f64 / 1048576.0,
+            ms(took)
+        );
+        out.points.push(Point {
+            series: "bough create_branch".into(),
+            x: disk as f64,
+            x_label: format!("{keys} keys"),
+            ms: ms(took),
+            note: format!("{written} bytes written"),
+        });
+        drop(e);
+        let _ = std::fs::remove_dir_all(&dir);
+        if with_rocksdb {
+            rocks_checkpoint(base, keys, out)?;
+        }
+    }
+    for &n in &s.gc_counts {
+        let dir = fresh_dir(base, "bough-gc")?;
+        let e = engines::BoughEngine::open(&dir, 512 << 20)?;
+        bough_load(&e.main, 100_000)?;
+        let t = Instant::now();
+        for i in 0..n {
+            let b = e.part.create_branch(&format!("b{i}"), "main")?;
+            let mut w = bough::WriteBatch::new();
+            w.put(sorted_key((i as u64 * 7) % 100_000), format!("branch {i}"));
+            b.write_blocking(w)?;
+        }
+        let created = t.elapsed();
+        let t = Instant::now();
+        let r = e.part.gc(false)?;
+        let took = t.elapsed();
+        eprintln!(
+            "  gc with {n:>6} branches: {:.1} ms (creating them took {:.1} s)",
+            ms(took),
+            created.as_secs_f64()
+        );
+        out.points.push(Point {
+            series: "bough gc".into(),
+            x: n as f64,
+            x_label: format!("{n} branches"),
+            ms: ms(took),
+            note: format!(
+                "{} manifests read, {} mapping pages visited, {} files deleted",
+                r.manifests_read,
+                r.mapping_pages_visited,
+                r.deleted.len()
+            ),
+        });
+        drop(e);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let dir = fresh_dir(base, "bough-diff")?;
+    let e = engines::BoughEngine::open(&dir, 512 << 20)?;
+    bough_load(&e.main, s.diff_base)?;
+    for (round, &changed) in s.divergences.iter().enumerate() {
+        let a = format!("a{round}");
+        let b = format!("b{round}");
+        let ba = e.part.create_branch(&a, "main")?;
+        let bb = e.part.create_branch(&b, &a)?;
+        let mut w = bough::WriteBatch::new();
+        for k in 0..changed {
+            w.put(sorted_key(k * 7 % s.diff_base), format!("changed {round}"));
+        }
+        bb.write_blocking(w)?;
+        let mut w = bough::WriteBatch::new();
+        w.put(format!("other{round}"), "x");
+        ba.write_blocking(w)?;
+        let t = Instant::now();
+        let d = e.part.diff(&a, &b)?;
+        let diff_ms = ms(t.elapsed());
+        let t = Instant::now();
+        e.part.merge(&b, &a, bough::MergeOptions::default())?;
+        let merge_ms = ms(t.elapsed());
+        eprintln!(
+            "  divergence {changed:>7}: diff {diff_ms:.1} ms ({} entries), merge {merge_ms:.1} ms",
+            d.len()
+        );
+        for (series, v) in [("bough diff", diff_ms), ("bough merge", merge_ms)] {
+            out.points.push(Point {
+                series: series.into(),
+                x: changed as f64,
+                x_label: format!("{changed} changed keys"),
+                ms: v,
+                note: format!("{} diff entries, base {} keys", d.len(), s.diff_base),
+            });
+        }
+    }
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[cfg(feature = "rocksdb")]
+fn rocks_checkpoint(base: &Path, keys: u64, out: &mut Results) -> Res<()> {
+    let dir = fresh_dir(base, "rocksdb-checkpoint")?;
+    let e = crate::engines::rocks::RocksEngine::open(&dir, 512 << 20)?;
+    let mut i = 0;
+    while i < keys {
+        let pairs: Vec<Pair> = (i..(i + 10_000).min(keys))
+            .map(|k| (sorted_key(k), value(k, 84)))
+            .collect();
+        e.write_batch(&pairs)?;
+        i += 10_000;
+    }
+    let disk = measure::disk_bytes(&dir);
+    let t = Instant::now();
+    e.checkpoint(&dir.join("checkpoint"))?;
+    let took = t.elapsed();
+    eprintln!(
+        "  rocksdb checkpoint {keys:>9} keys ({:>6.0} MiB): {:.2} ms",
+        disk as f64 / 1048576.0,
+        ms(took)
+    );
+    out.points.push(Point {
+        series: "rocksdb checkpoint".into(),
+        x: disk as f64,
+        x_label: format!("{keys} keys"),
+        ms: ms(took),
+        note: "Checkpoint::create_checkpoint (memtable flush + hard links)".into(),
+    });
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn rocks_checkpoint(_base: &Path, _keys: u64, _out: &mut Results) -> Res<()> {
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! The local disk cache of immutable data objects: whole files in a local directory,
+//! bounded by a byte budget, evicted least-recently-used first. A file being read right now
+//! is pinned (its handle is borrowed); everything else may go. Files being written never
+//! live here: they stay in memory until uploaded (see `cloud.rs`), so nothing in the cache
+//! is ever the only copy.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bough_io::{IoResult, OpenOptions, PreadStorage, Storage, StorageFile};
+use bough_names::{FileKind, parse_file_name};
+use parking_lot::Mutex;
+
+#[derive(Debug)]
+struct Entry {
+    file: Arc<dyn StorageFile>,
+    size: u64,
+    tick: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<String, Entry>,
+    /// tick -> path, oldest first.
+    lru: BTreeMap<u64, String>,
+    used: u64,
+    tick: u64,
+}
+
+/// Counters of the cache.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// Reads served from a cached file.
+    pub hits: AtomicU64,
+    /// Objects downloaded into the cache.
+    pub downloads: AtomicU64,
+    /// Files evicted.
+    pub evictions: AtomicU64,
+    /// Highest byte usage seen.
+    pub peak_bytes: AtomicU64,
+}
+
+/// The bounded cache.
+#[derive(Debug)]
+pub(crate) struct DiskCache {
+    local: PreadStorage,
+    budget: u64,
+    state: Mutex<State>,
+    /// Directories known to exist in the cache directory.
+    dirs: Mutex<std::collections::HashSet<String>>,
+    pub(crate) stats: CacheStats,
+}
+
+impl DiskCache {
+    /// Opens the cache directory, keeping the data files already there (a warm restart) up
+    /// to the budget and removing anything else.
+    pub(crate) fn open(local: PreadStorage, budget: u64) -> IoResult<DiskCache> {
+        let cache = DiskCache {
+            local,
+            budget,
+            state: Mutex::new(State::default()),
+            dirs: Mutex::default(),
+            stats: CacheStats::default(),
+        };
+        let mut found: Vec<(std::time::SystemTime, String, u64)> = Vec::new();
+        for dir in cache.local.list_dirs()? {
+            for name in cache.local.list(&dir)? {
+                let path = format!("{dir}/{name}");
+                match parse_file_name(&name) {
+                    Ok(FileKind::Data(_)) => {
+                        let size = cache.local.file_len(&path)?;
+                        let mtime = std::fs::metadata(cache.local.root().join(&path))
+                            .and_then(|m| m.modified())
+                            .unwrap_or(std::time::UNIX_EPOCH);
+                        found.push((mtime, path, size));
+                    }
+                    // Temporary files of an interrupted download, or anything foreign.
+                    _ => cache.local.delete(&path)?,
+                }
+            }
+        }
+        // Oldest first, so the most recently used files survive the trim.
+        found.sort();
+        {
+            let mut st = cache.state.lock();
+            for (_, path, size) in found {
+                let file = cache.local.open(&path, OpenOptions::read())?;
+                st.tick += 1;
+                let tick = st.tick;
+                st.lru.insert(tick, path.clone());
+                st.used += size;
+                st.entries.insert(path, Entry { file, size, tick });
+            }
+        }
+        cache.evict_to(budget)?;
+        Ok(cache)
+    }
+
+    /// Bytes held.
+    pub(crate) fn used(&self) -> u64 {
+        self.state.lock().used
+    }
+
+    /// The byte budget.
+    pub(crate) fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The cached file, marked most recently used; the returned handle pins it.
+    pub(crate) fn get(&self, path: &str) -> Option<(Arc<dyn StorageFile>, u64)> {
+        let mut st = self.state.lock();
+        st.tick += 1;
+        let tick = st.tick;
+        let e = st.entries.get_mut(path)?;
+        let old = std::mem::replace(&mut e.tick, tick);
+        let out = (e.file.clone(), e.size);
+        st.lru.remove(&old);
+        st.lru.insert(tick, path.to_string());
+        self.stats.hits.fetch_add(1, Ordering::Relaxed);
+        Some(out)
+    }
+
+    /// Evicts unpinned files, oldest first, until at most `target` bytes are held (or only
+    /// pinned files remain).
+    fn evict_to(&self, target: u64) -> IoResult<()> {
+        let mut doomed = Vec::new();
+        {
+            let mut st = self.state.lock();
+            let ticks: Vec<u64> = st.lru.keys().copied().collect();
+            for t in ticks {
+                if st.used <= target {
+                    break;
+                }
+                let Some(path) = st.lru.get(&t).cloned() else {
+                    continue;
+                };
+                let pinned = st
+                    .entries
+                    .get(&path)
+                    .is_some_and(|e| Arc::strong_count(&e.file) > 1);
+                if pinned {
+                    continue;
+                }
+                if let Some(e) = st.entries.remove(&path) {
+                    st.lru.remove(&t);
+                    st.used -= e.size;
+                    doomed.push(path);
+                }
+            }
+        }
+        for path in doomed {
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            self.local.delete(&path)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `bytes` as the cached copy of `path` if it fits in the budget (evicting what
+    /// it must). Returns the cached handle, or `None` when it cannot fit.
+    pub(crate) fn insert(
+        &self,
+        path: &str,
+        bytes: &[u8],
+    ) -> IoResult<Option<Arc<dyn StorageFile>>> {
+        if let Some((f, _)) = self.get(path) {
+            return Ok(Some(f));
+        }
+        let size = bytes.len() as u64;
+        if size > self.budget {
+            return Ok(None);
+        }
+        self.evict_to(self.budget - size)?;
+        {
+            // Reserve the space before writing, so concurrent inserts never overshoot.
+            let mut st = self.state.lock();
+            if st.used + size > self.budget {
+                return Ok(None);
+            }
+            st.used += size;
+        }
+        let (dir, _) = path.rsplit_once('/').unwrap_or(("", path));
+        let made = if self.dirs.lock().contains(dir) {
+            Ok(())
+        } else {
+            self.local.create_dir(dir).inspect(|()| {
+                self.dirs.lock().insert(dir.to_string());
+            })
+        };
+        let written = made
+            .and_then(|()| self.local.write_atomic(path, bytes))
+            .and_then(|()| self.local.open(path, OpenOptions::read()));
+        let file = match written {
+            Ok(f) => f,
+            Err(e) => {
+                self.state.lock().used -= size;
+                let _ = self.local.delete(path);
+                return Err(e);
+            }
+        };
+        let mut st = self.state.lock();
+        st.tick += 1;
+        let tick = st.tick;
+        if let Some(old) = st.entries.insert(
+            path.to_string(),
+            Entry {
+                file: file.clone(),
+                size,
+                tick,
+            },
+        ) {
+            st.lru.remove(&old.tick);
+            st.used -= old.size;
+        }
+        st.lru.insert(tick, path.to_string());
+        let used = st.used;
+        self.stats.peak_bytes.fetch_max(used, Ordering::Relaxed);
+        Ok(Some(file))
+    }
+
+    /// Drops the cached copy of `path` (the object was deleted).
+    pub(crate) fn remove(&self, path: &str) -> IoResult<()> {
+        let removed = {
+            let mut st = self.state.lock();
+            match st.entries.remove(path) {
+                Some(e) => {
+                    st.lru.remove(&e.tick);
+                    st.used -= e.size;
+                    true
+                }
+                None => false,
+            }
+        };
+        if removed {
+            self.local.delete(path)?;
+        }
+        Ok(())
+    }
+
+    /// Number of cached files.
+    pub(crate) fn files(&self) -> usize {
+        self.state.lock().entries.len()
+    }
+}

@@ -1,0 +1,132 @@
+//! The envelope around every mutable or small object (manifests, archives, `CURRENT_TERM`):
+//! a fixed header carrying the writer token that resolves ambiguous conditional writes and
+//! the SEALED flag a new owner sets on the previous term's manifest. The payload is the
+//! file's bytes exactly as the local backends store them. Data objects carry no envelope
+//! (they are the data file's bytes, so page ranges can be read in place).
+//!
+//! Layout (little-endian), 48 bytes then the payload:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | checksum: CRC-64/NVME, domain `bough/object-envelope`, over bytes 8.. (payload included) |
+//! | 8 | 4 | magic `BGOE` |
+//! | 12 | 2 | version = 1 |
+//! | 14 | 2 | flags: bit 0 = SEALED; other bits zero |
+//! | 16 | 16 | writer token (u128) |
+//! | 32 | 8 | payload length |
+//! | 40 | 8 | reserved, zero |
+
+use bough_manifest::checksum::{Checksum, Domain};
+
+/// Header length.
+pub const ENVELOPE_HEADER: usize = 48;
+const MAGIC: &[u8; 4] = b"BGOE";
+const VERSION: u16 = 1;
+const DOMAIN: Domain = Domain::Other("bough/object-envelope");
+/// Flag: the object was sealed by a newer owner; its writer is fenced.
+pub const FLAG_SEALED: u16 = 1;
+
+/// A decoded envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Flags (`FLAG_SEALED`).
+    pub flags: u16,
+    /// Who wrote this version.
+    pub token: u128,
+    /// The file's bytes.
+    pub payload: Vec<u8>,
+}
+
+impl Envelope {
+    /// Whether a newer owner sealed the object.
+    pub fn sealed(&self) -> bool {
+        self.flags & FLAG_SEALED != 0
+    }
+
+    /// Serializes the envelope.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ENVELOPE_HEADER + self.payload.len());
+        out.extend_from_slice(&[0u8; 8]);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&self.token.to_le_bytes());
+        out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(&[0u8; 8]);
+        out.extend_from_slice(&self.payload);
+        let sum = Checksum::new(DOMAIN).update(&out[8..]).finish();
+        out[..8].copy_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Parses and verifies an envelope; the error says what is wrong.
+    pub fn decode(bytes: &[u8]) -> Result<Envelope, String> {
+        if bytes.len() < ENVELOPE_HEADER {
+            return Err(format!(
+                "object of {} bytes is shorter than its envelope",
+                bytes.len()
+            ));
+        }
+        if &bytes[8..12] != MAGIC {
+            return Err("bad envelope magic".into());
+        }
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[o..o + 8]);
+            u64::from_le_bytes(b)
+        };
+        let stored = u64_at(0);
+        let sum = Checksum::new(DOMAIN).update(&bytes[8..]).finish();
+        if stored != sum {
+            return Err("envelope checksum mismatch".into());
+        }
+        let version = u16::from_le_bytes([bytes[12], bytes[13]]);
+        if version != VERSION {
+            return Err(format!("unknown envelope version {version}"));
+        }
+        let flags = u16::from_le_bytes([bytes[14], bytes[15]]);
+        if flags & !FLAG_SEALED != 0 {
+            return Err(format!("unknown envelope flags {flags:#x}"));
+        }
+        let mut t = [0u8; 16];
+        t.copy_from_slice(&bytes[16..32]);
+        let len = u64_at(32);
+        if u64_at(40) != 0 {
+            return Err("envelope reserved field is not zero".into());
+        }
+        if len != (bytes.len() - ENVELOPE_HEADER) as u64 {
+            return Err(format!(
+                "envelope claims {len} payload bytes, object holds {}",
+                bytes.len() - ENVELOPE_HEADER
+            ));
+        }
+        Ok(Envelope {
+            flags,
+            token: u128::from_le_bytes(t),
+            payload: bytes[ENVELOPE_HEADER..].to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_damage() {
+        let e = Envelope {
+            flags: FLAG_SEALED,
+            token: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10,
+            payload: b"hello".to_vec(),
+        };
+        let bytes = e.encode();
+        assert_eq!(Envelope::decode(&bytes), Ok(e));
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(Envelope::decode(&bad).is_err(), "flip at {i} accepted");
+        }
+        assert!(Envelope::decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(Envelope::decode(&[0u8; 64]).is_err());
+    }
+}

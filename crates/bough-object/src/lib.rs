@@ -1,0 +1,44 @@
+//! Bough: the cloud tier. Data lives in an object store (S3 and S3-compatible services
+//! through opendal); the local disk is a bounded cache; branch ownership moves between
+//! processes by terms, fenced with conditional writes.
+//!
+//! - [`ObjectStore`]: the narrow interface the tier uses (get, ranged get, head, put,
+//!   put-if-absent, put-if-match, paginated list, delete, batch delete), implemented by
+//!   [`OpendalStore`] (S3, opendal's memory service), [`MemoryObjectStore`] (in-process,
+//!   atomic If-None-Match and If-Match with real ETags) and wrapped by
+//!   [`FaultyObjectStore`] (5xx/429, timeouts before or after the request applied, cut-off
+//!   bodies).
+//! - [`CloudStorage`]: a `bough_io::Storage` over an object store, so every layer above
+//!   runs unchanged; data files are uploaded once when sealed, manifests are compare-and-swap
+//!   objects, and ownership of a branch term is exclusive (see `cloud.rs`).
+//!
+//! The object layout is specified in `docs/format.md` ("Object storage layout").
+
+mod cache;
+mod cloud;
+mod config;
+pub mod envelope;
+mod faults;
+mod memory;
+mod object;
+mod opendal_store;
+mod retry;
+
+pub use cache::CacheStats;
+pub use cloud::{CloudCounters, CloudStorage, Refusal, check_guarantees, wipe};
+pub use config::{CloudConfig, Service};
+pub use faults::{Fault, FaultyObjectStore, ObjOp};
+pub use memory::{MemoryObjectStore, MsClock};
+pub use object::{
+    Etag, Guarantees, ListPage, ObjResult, ObjectError, ObjectMeta, ObjectStore, Transient,
+    list_all,
+};
+pub use opendal_store::OpendalStore;
+pub use retry::RetryPolicy;
+
+/// Builds the object store a configuration describes (opendal).
+pub fn open_object_store(
+    cfg: &CloudConfig,
+) -> Result<std::sync::Arc<dyn ObjectStore>, ObjectError> {
+    Ok(std::sync::Arc::new(OpendalStore::new(cfg)?))
+}

@@ -1,0 +1,583 @@
+//! `CloudStorage` as a `Storage` backend: the conformance expectations of the local
+//! backends where they apply to objects, plus what is particular to the cloud tier —
+//! write-once data objects, the bounded cache, ownership and sealing, retries and
+//! read-back of ambiguous writes.
+
+mod common;
+
+use std::sync::Arc;
+
+use bough_io::{ErrorKind, OpenOptions, Storage};
+use bough_object::{
+    CloudStorage, Fault, FaultyObjectStore, MemoryObjectStore, ObjOp, ObjectStore, Refusal,
+    check_guarantees,
+};
+
+struct Env {
+    store: Arc<dyn ObjectStore>,
+    cache: tempfile::TempDir,
+    budget: u64,
+}
+
+impl Env {
+    fn new(store: Arc<dyn ObjectStore>, budget: u64) -> Env {
+        Env {
+            store,
+            cache: tempfile::tempdir().expect("tempdir"),
+            budget,
+        }
+    }
+
+    fn memory(budget: u64) -> Env {
+        Env::new(Arc::new(MemoryObjectStore::new()), budget)
+    }
+
+    /// A CloudStorage over the env's store and cache directory.
+    fn open(&self) -> CloudStorage {
+        CloudStorage::open(
+            self.store.clone(),
+            self.cache.path(),
+            &common::test_config(self.budget),
+            None,
+        )
+        .expect("open cloud storage")
+    }
+
+    /// A second process: same store, its own (empty) cache directory.
+    fn other_process(&self) -> (CloudStorage, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = CloudStorage::open(
+            self.store.clone(),
+            dir.path(),
+            &common::test_config(self.budget),
+            None,
+        )
+        .expect("open cloud storage");
+        (s, dir)
+    }
+}
+
+fn kind_of<T: std::fmt::Debug>(r: Result<T, bough_io::IoError>) -> ErrorKind {
+    r.expect_err("expected an error").kind()
+}
+
+/// Makes `s` the owner of (main, term) in `p.0`.
+fn own(s: &CloudStorage, term: u64) {
+    s.create_dir("p.0").expect("create_dir");
+    s.create_new(&format!("p.0/manifest_main_{term}"), b"manifest")
+        .expect("create manifest");
+}
+
+fn data_bytes(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Writes and syncs a data file of `(main, term)` with `bytes`.
+fn write_data(s: &CloudStorage, id: u64, term: u64, bytes: &[u8]) {
+    let f = s
+        .open(
+            &format!("p.0/data_{id}_main_{term}"),
+            OpenOptions::write_new(0),
+        )
+        .expect("create data file");
+    f.write_at(0, bytes).expect("write");
+    f.sync().expect("upload");
+}
+
+#[test]
+fn refuses_a_store_without_compare_and_swap() {
+    let od = bough_object::OpendalStore::new(&bough_object::CloudConfig {
+        service: bough_object::Service::Memory,
+        ..bough_object::CloudConfig::default()
+    })
+    .expect("opendal memory");
+    assert_eq!(
+        check_guarantees(&od),
+        Err(Refusal::NoCompareAndSwap {
+            service: "memory".into()
+        })
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = CloudStorage::open(
+        Arc::new(od),
+        dir.path(),
+        &common::test_config(1 << 20),
+        None,
+    )
+    .expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("compare-and-swap"), "{e}");
+}
+
+#[test]
+fn data_files_are_written_once_and_read_back() {
+    let env = Env::memory(8 << 20);
+    let s = env.open();
+    // Without owning the term, no data file may be created.
+    s.create_dir("p.0").expect("create_dir");
+    assert_eq!(
+        kind_of(s.open("p.0/data_1_main_0", OpenOptions::write_new(0))),
+        ErrorKind::Fenced
+    );
+    own(&s, 0);
+    let bytes = data_bytes(1, 20_000);
+    let f = s
+        .open("p.0/data_1_main_0", OpenOptions::write_new(0))
+        .expect("create");
+    f.write_at(0, &bytes[..10_000]).expect("write");
+    f.write_at(10_000, &bytes[10_000..]).expect("write");
+    assert_eq!(f.len().expect("len"), 20_000);
+    // Listed (and readable) before the upload: it is being written.
+    assert!(
+        s.list("p.0")
+            .expect("list")
+            .contains(&"data_1_main_0".to_string())
+    );
+    assert!(
+        env.store.head("p.0/data_1_main_0").is_err(),
+        "not uploaded before sync"
+    );
+    f.sync().expect("sync uploads");
+    assert_eq!(env.store.get("p.0/data_1_main_0").expect("object").0, bytes);
+    // Written once: later writes are refused, reads still work.
+    assert!(f.write_at(0, b"x").is_err());
+    f.sync().expect("a second sync has nothing to do");
+    let mut back = vec![0u8; 100];
+    f.read_at(19_900, &mut back).expect("read");
+    assert_eq!(back, bytes[19_900..]);
+    let g = s
+        .open("p.0/data_1_main_0", OpenOptions::read())
+        .expect("open");
+    assert_eq!(g.len().expect("len"), 20_000);
+    let mut buf = [0u8; 10];
+    let e = g.read_at(19_995, &mut buf).expect_err("past EOF");
+    assert!(e.is_unexpected_eof(), "{e}");
+    assert_eq!(
+        s.read_file("p.0/data_1_main_0", 1 << 20)
+            .expect("read_file"),
+        bytes
+    );
+    assert_eq!(
+        kind_of(s.read_file("p.0/data_1_main_0", 100)),
+        ErrorKind::Corruption
+    );
+    assert_eq!(s.file_len("p.0/data_1_main_0").expect("len"), 20_000);
+    assert_eq!(
+        kind_of(s.write_atomic("p.0/data_1_main_0", b"x")),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn envelope_files_behave_like_files() {
+    let env = Env::memory(1 << 20);
+    let s = env.open();
+    assert_eq!(
+        kind_of(s.open("f", OpenOptions::read())),
+        ErrorKind::NotFound
+    );
+    let f = s.open("f", OpenOptions::write_create()).expect("create");
+    f.write_at(0, b"abc").expect("write");
+    let g = s.open("f", OpenOptions::write_create()).expect("reopen");
+    assert_eq!(g.len().expect("len"), 3, "create never truncates");
+    assert_eq!(
+        kind_of(s.open("f", OpenOptions::write_new(0))),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind_of(s.open("nodir/f", OpenOptions::write_create())),
+        ErrorKind::NotFound
+    );
+    f.sync().expect("sync");
+    drop((f, g));
+    assert_eq!(s.read_file("f", 10).expect("read"), b"abc");
+    let r = s.open("f", OpenOptions::read()).expect("open");
+    assert!(r.write_at(0, b"x").is_err());
+    s.create_dir("p").expect("dir");
+    s.write_atomic("p/m", b"first").expect("first");
+    s.write_atomic("p/m", b"second, longer").expect("second");
+    assert_eq!(s.read_file("p/m", 100).expect("read"), b"second, longer");
+    assert_eq!(kind_of(s.read_file("p/m", 3)), ErrorKind::Corruption);
+    assert_eq!(kind_of(s.read_file("missing", 10)), ErrorKind::NotFound);
+    s.create_new("c", b"one").expect("create_new");
+    assert_eq!(kind_of(s.create_new("c", b"two")), ErrorKind::AlreadyExists);
+    assert_eq!(s.read_file("c", 100).expect("read"), b"one");
+    for bad in ["", "/abs", "a/../b", "a//b", "./a", "a/"] {
+        assert_eq!(
+            kind_of(s.open(bad, OpenOptions::write_create())),
+            ErrorKind::InvalidArgument,
+            "{bad:?}"
+        );
+    }
+    // Racing creators: exactly one wins.
+    let winners: usize = std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let s = s.clone();
+                scope.spawn(move || s.create_new("race", format!("{i}").as_bytes()).is_ok())
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| usize::from(h.join().unwrap_or(false)))
+            .sum()
+    });
+    assert_eq!(winners, 1);
+}
+
+#[test]
+fn directories_lists_and_deletes() {
+    let env = Env::memory(1 << 20);
+    let s = env.open();
+    assert!(s.list("").expect("list").is_empty());
+    assert!(s.list_dirs().expect("dirs").is_empty());
+    s.create_dir("t.1/sub").expect("nested");
+    s.create_dir("t.0").expect("create");
+    s.create_dir("t.0").expect("again");
+    assert_eq!(s.list_dirs().expect("dirs"), vec!["t.0", "t.1"]);
+    for n in ["b", "a", "c"] {
+        s.write_atomic(&format!("t.0/{n}"), n.as_bytes())
+            .expect("write");
+    }
+    assert_eq!(s.list("t.0").expect("list"), vec!["a", "b", "c"]);
+    s.delete("t.0/b").expect("delete");
+    s.delete("t.0/b").expect("delete missing");
+    assert_eq!(s.list("t.0").expect("list"), vec!["a", "c"]);
+    assert!(
+        s.delete("t.1").is_err(),
+        "delete does not remove directories"
+    );
+    assert!(s.remove_dir("t.0").is_err(), "not empty");
+    s.delete("t.0/a").expect("delete");
+    s.delete("t.0/c").expect("delete");
+    s.sync_dir("t.0").expect("sync_dir");
+    s.remove_dir("t.0").expect("remove_dir");
+    assert!(s.remove_dir("t.1").is_err(), "holds sub");
+    s.remove_dir("t.1/sub").expect("sub");
+    s.remove_dir("t.1").expect("remove");
+    assert!(s.list_dirs().expect("dirs").is_empty());
+    assert_eq!(kind_of(s.sync_dir("gone")), ErrorKind::NotFound);
+    assert_eq!(kind_of(s.file_len("gone")), ErrorKind::NotFound);
+    // A directory holding objects exists for another process too.
+    s.create_dir("t.5").expect("dir");
+    s.write_atomic("t.5/x", b"x").expect("write");
+    let (other, _d) = env.other_process();
+    assert_eq!(other.list_dirs().expect("dirs"), vec!["t.5"]);
+    assert_eq!(other.list("t.5").expect("list"), vec!["x"]);
+}
+
+#[test]
+fn cold_and_warm_caches_read_the_same_bytes() {
+    let env = Env::memory(8 << 20);
+    let s = env.open();
+    own(&s, 0);
+    let files: Vec<Vec<u8>> = (1..=5)
+        .map(|i| data_bytes(i, 50_000 + i as usize))
+        .collect();
+    for (i, b) in files.iter().enumerate() {
+        write_data(&s, i as u64 + 1, 0, b);
+    }
+    drop(s);
+    // Warm restart: the same cache directory is reused, nothing is downloaded.
+    let warm = env.open();
+    assert_eq!(warm.cache_files(), 5);
+    for (i, b) in files.iter().enumerate() {
+        let got = warm
+            .read_file(&format!("p.0/data_{}_main_0", i + 1), 1 << 20)
+            .expect("read");
+        assert_eq!(&got, b);
+    }
+    assert_eq!(
+        warm.cache_stats()
+            .downloads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Cold restart: an empty cache downloads and reads identical bytes.
+    let (cold, _dir) = env.other_process();
+    for (i, b) in files.iter().enumerate() {
+        let f = cold
+            .open(&format!("p.0/data_{}_main_0", i + 1), OpenOptions::read())
+            .expect("open");
+        let mut got = vec![0u8; b.len()];
+        f.read_at(0, &mut got).expect("read");
+        assert_eq!(&got, b);
+    }
+    assert_eq!(
+        cold.cache_stats()
+            .downloads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        5
+    );
+}
+
+#[test]
+fn the_cache_stays_within_its_budget() {
+    let budget = 200_000;
+    let env = Env::memory(budget);
+    let s = env.open();
+    own(&s, 0);
+    let files: Vec<Vec<u8>> = (0..40u8).map(|i| data_bytes(i, 30_000)).collect();
+    for (i, b) in files.iter().enumerate() {
+        write_data(&s, i as u64 + 1, 0, b);
+        assert!(s.cache_used() <= budget, "{} > {budget}", s.cache_used());
+    }
+    // A file larger than the whole budget is read by ranges, never cached.
+    write_data(&s, 100, 0, &data_bytes(9, 300_000));
+    // Random reads over 40 files (1.2 MB) through a 200 KB cache.
+    let mut x: u64 = 12345;
+    for _ in 0..400 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let i = (x % 40) as usize;
+        let off = (x >> 8) % 29_000;
+        let f = s
+            .open(&format!("p.0/data_{}_main_0", i + 1), OpenOptions::read())
+            .expect("open");
+        let mut buf = vec![0u8; 1000];
+        f.read_at(off, &mut buf).expect("read");
+        assert_eq!(buf, files[i][off as usize..off as usize + 1000]);
+        assert!(s.cache_used() <= budget, "{} > {budget}", s.cache_used());
+    }
+    let big = s
+        .read_file("p.0/data_100_main_0", 1 << 20)
+        .expect("read big");
+    assert_eq!(big, data_bytes(9, 300_000));
+    let stats = s.cache_stats();
+    assert!(stats.peak_bytes.load(std::sync::atomic::Ordering::Relaxed) <= budget);
+    assert!(stats.evictions.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    // The on-disk size agrees.
+    let on_disk: u64 = walk(env.cache.path());
+    assert!(on_disk <= budget, "{on_disk} bytes on disk");
+}
+
+fn walk(p: &std::path::Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(p).expect("read_dir").flatten() {
+        let m = e.metadata().expect("meta");
+        n += if m.is_dir() { walk(&e.path()) } else { m.len() };
+    }
+    n
+}
+
+#[test]
+fn a_new_owner_seals_the_old_term_and_fences_its_writer() {
+    let env = Env::memory(1 << 20);
+    let a = env.open();
+    a.create_dir("p.0").expect("dir");
+    a.create_new("p.0/manifest_main_0", b"state 0")
+        .expect("create");
+    let m = a
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    m.write_at(7, b" + commit 1").expect("append");
+    m.sync().expect("A commits");
+    // B reads the manifest (A's latest state) and takes the branch over at term 1.
+    let (b, _d) = env.other_process();
+    let seen = b.read_file("p.0/manifest_main_0", 1 << 20).expect("read");
+    assert_eq!(seen, b"state 0 + commit 1");
+    b.create_new("p.0/manifest_main_1", &seen)
+        .expect("take over");
+    // A's next commit is refused: the old manifest was sealed.
+    m.write_at(18, b" + commit 2").expect("append locally");
+    assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
+    let (sealed, _) = env.store.get("p.0/manifest_main_0").expect("get");
+    let env0 = bough_object::envelope::Envelope::decode(&sealed).expect("envelope");
+    assert!(env0.sealed());
+    assert_eq!(
+        env0.payload, b"state 0 + commit 1",
+        "A's unacknowledged commit is not there"
+    );
+    // A cannot create data files of its old term either... (it still owns nothing newer)
+    assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
+    // B never wrote manifest_main_0 itself and cannot.
+    let bm = b
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    bm.write_at(0, b"x").expect("local");
+    assert_eq!(kind_of(bm.sync()), ErrorKind::Fenced);
+}
+
+#[test]
+fn a_takeover_racing_a_commit_must_start_over() {
+    let env = Env::memory(1 << 20);
+    let a = env.open();
+    a.create_dir("p.0").expect("dir");
+    a.create_new("p.0/manifest_main_0", b"s0").expect("create");
+    let (b, _d) = env.other_process();
+    b.read_file("p.0/manifest_main_0", 100).expect("B reads");
+    // A commits after B read: B's view is stale, its seal must fail.
+    let m = a
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    m.write_at(2, b"+c1").expect("append");
+    m.sync().expect("A commits");
+    let e = b
+        .create_new("p.0/manifest_main_1", b"s0")
+        .expect_err("stale takeover");
+    assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+    assert!(
+        env.store.head("p.0/manifest_main_1").is_err(),
+        "nothing created"
+    );
+    // Reading again and retrying succeeds, starting from A's last commit.
+    let seen = b.read_file("p.0/manifest_main_0", 100).expect("B reads");
+    assert_eq!(seen, b"s0+c1");
+    b.create_new("p.0/manifest_main_1", &seen)
+        .expect("take over");
+    m.write_at(5, b"+c2").expect("append");
+    assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
+}
+
+#[test]
+fn current_term_moves_only_by_compare_and_swap() {
+    let env = Env::memory(1 << 20);
+    let a = env.open();
+    a.create_dir("p.0").expect("dir");
+    a.write_atomic("p.0/CURRENT_TERM.main", b"term 0")
+        .expect("first write creates");
+    let (b, _d) = env.other_process();
+    // B never read it: its blind create loses.
+    assert_eq!(
+        kind_of(b.write_atomic("p.0/CURRENT_TERM.main", b"term 5")),
+        ErrorKind::Fenced
+    );
+    assert_eq!(
+        b.read_file("p.0/CURRENT_TERM.main", 100).expect("read"),
+        b"term 0"
+    );
+    b.write_atomic("p.0/CURRENT_TERM.main", b"term 1")
+        .expect("B moves it");
+    // A's view is stale: its update loses, unless it writes exactly what is there.
+    assert_eq!(
+        kind_of(a.write_atomic("p.0/CURRENT_TERM.main", b"term 2")),
+        ErrorKind::Fenced
+    );
+    a.write_atomic("p.0/CURRENT_TERM.main", b"term 1")
+        .expect("the same record is no conflict");
+}
+
+#[test]
+fn transient_failures_are_retried_and_ambiguous_writes_read_back() {
+    let mem = MemoryObjectStore::new();
+    let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
+    let env = Env::new(Arc::new(faulty.clone()), 8 << 20);
+    let s = env.open();
+    own(&s, 0);
+    // A 5xx/429 storm on data uploads.
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::Status(503), 3);
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::Status(429), 1);
+    write_data(&s, 1, 0, &data_bytes(1, 10_000));
+    assert_eq!(
+        mem.get("p.0/data_1_main_0").expect("uploaded").0,
+        data_bytes(1, 10_000)
+    );
+    // A data upload that timed out after it was applied: the retry's 412 is ours.
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::TimeoutAfter, 1);
+    write_data(&s, 2, 0, &data_bytes(2, 10_000));
+    // A manifest commit that timed out after it was applied: resolved by read-back.
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    m.write_at(8, b" c1").expect("append");
+    faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 1);
+    m.sync().expect("commit despite the lost answer");
+    m.write_at(11, b" c2").expect("append");
+    m.sync().expect("the next commit uses the right ETag");
+    let (bytes, _) = mem.get("p.0/manifest_main_0").expect("get");
+    let e = bough_object::envelope::Envelope::decode(&bytes).expect("envelope");
+    assert_eq!(
+        e.payload, b"manifest c1 c2",
+        "no lost and no duplicated commit"
+    );
+    // Every attempt timing out after applying: retries run out, the read-back still knows.
+    m.write_at(14, b" c3").expect("append");
+    faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 10);
+    m.sync().expect("resolved by reading back");
+    faulty.clear();
+    // A storm longer than the retry budget is an error, and nothing was published.
+    m.write_at(17, b" c4").expect("append");
+    faulty.fail_next(ObjOp::PutIfMatch, Fault::Status(500), 10);
+    let e = m.sync().expect_err("out of retries");
+    assert_eq!(e.kind(), ErrorKind::Io);
+    faulty.clear();
+    let (bytes, _) = mem.get("p.0/manifest_main_0").expect("get");
+    let e = bough_object::envelope::Envelope::decode(&bytes).expect("envelope");
+    assert_eq!(e.payload, b"manifest c1 c2 c3");
+    // Cut-off bodies are retried, never taken for data.
+    let (cold, _d) = env.other_process();
+    faulty.fail_next(ObjOp::Get, Fault::ShortRead, 2);
+    assert_eq!(
+        cold.read_file("p.0/data_2_main_0", 1 << 20).expect("read"),
+        data_bytes(2, 10_000)
+    );
+    assert!(faulty.fired() >= 2);
+}
+
+#[test]
+fn young_unreferenced_data_objects_are_kept() {
+    let clock_ms = Arc::new(std::sync::atomic::AtomicU64::new(1_000_000));
+    let c = clock_ms.clone();
+    let mem = MemoryObjectStore::with_clock(Arc::new(move || {
+        c.load(std::sync::atomic::Ordering::Relaxed)
+    }));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = clock_ms.clone();
+    let cfg = bough_object::CloudConfig {
+        min_delete_age_ms: 60_000,
+        ..common::test_config(1 << 20)
+    };
+    let s = CloudStorage::open(
+        Arc::new(mem.clone()),
+        dir.path(),
+        &cfg,
+        Some(Arc::new(move || {
+            c.load(std::sync::atomic::Ordering::Relaxed)
+        })),
+    )
+    .expect("open");
+    own(&s, 0);
+    write_data(&s, 1, 0, b"young");
+    s.delete("p.0/data_1_main_0").expect("delete (deferred)");
+    assert!(mem.head("p.0/data_1_main_0").is_ok(), "too young to delete");
+    clock_ms.fetch_add(61_000, std::sync::atomic::Ordering::Relaxed);
+    s.delete("p.0/data_1_main_0").expect("delete");
+    assert!(mem.head("p.0/data_1_main_0").is_err());
+}
+
+#[test]
+fn cloud_storage_over_s3() {
+    let Some((store, cfg)) = common::s3_store("cloud_storage_over_s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = CloudStorage::open(store.clone(), dir.path(), &cfg, None).expect("open");
+    own(&s, 0);
+    let bytes = data_bytes(3, 100_000);
+    write_data(&s, 1, 0, &bytes);
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    m.write_at(8, b" c1").expect("append");
+    m.sync().expect("commit");
+    // Another process takes over; the first is fenced.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let b = CloudStorage::open(store.clone(), dir2.path(), &cfg, None).expect("open");
+    let seen = b.read_file("p.0/manifest_main_0", 1 << 20).expect("read");
+    assert_eq!(seen, b"manifest c1");
+    b.create_new("p.0/manifest_main_1", &seen)
+        .expect("take over");
+    m.write_at(11, b" c2").expect("append");
+    assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
+    assert_eq!(
+        b.read_file("p.0/data_1_main_0", 1 << 20).expect("read"),
+        bytes
+    );
+    assert_eq!(
+        b.list("p.0").expect("list"),
+        vec!["data_1_main_0", "manifest_main_0", "manifest_main_1"]
+    );
+    bough_object::wipe(store.as_ref()).expect("wipe");
+}

@@ -1,0 +1,47 @@
+//! `backend = "object"`: the storage and head settings of a store whose data lives in an
+//! object store (the `bough-object` crate), with `path` as the local cache.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bough_io::Storage;
+use bough_object::{CloudStorage, open_object_store};
+use bough_tree::head::HeadConfig;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{Backend, Options};
+
+/// Largest manifest object in cloud mode before it is rewritten as one snapshot: each
+/// commit uploads the whole manifest, so it is kept small (it never grows with the data).
+const CLOUD_MANIFEST_BYTES: u64 = 64 << 10;
+
+/// Opens the object store the options name (or the injected one) with its cache in `path`.
+pub(crate) fn open_storage(opts: &Options, path: &Path) -> Result<Arc<dyn Storage>> {
+    let store = match &opts.object_store {
+        Some(s) => s.clone(),
+        None => open_object_store(&opts.object)
+            .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("option `object`: {e}")))?,
+    };
+    let clock = opts.clock.clone();
+    let cloud = CloudStorage::open(
+        store,
+        path,
+        &opts.object,
+        Some(Arc::new(move || clock.now_ms())),
+    )
+    .map_err(|e| Error::from(e).at(path.display()))?;
+    Ok(Arc::new(cloud))
+}
+
+/// Head settings in cloud mode: one data file per commit (each uploaded once, never
+/// rewritten), the mapping checkpointed at every commit and a small manifest (so the
+/// manifest object uploaded per commit stays O(1) in the data size).
+pub(crate) fn head_config(opts: &Options, mut cfg: HeadConfig) -> HeadConfig {
+    if opts.backend == Backend::Object {
+        cfg.file_per_commit = true;
+        cfg.checkpoint_chunks = 1;
+        cfg.manifest_rewrite_bytes = cfg.manifest_rewrite_bytes.min(CLOUD_MANIFEST_BYTES);
+        cfg.preallocate = 0;
+    }
+    cfg
+}
