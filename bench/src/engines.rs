@@ -33,6 +33,10 @@ pub trait Engine: Send + Sync {
     fn engine_write_bytes(&self) -> Option<u64> {
         None
     }
+    /// File and directory syncs the engine itself counted, when it counts them.
+    fn engine_syncs(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The engines the harness knows, in report order.
@@ -133,6 +137,11 @@ impl Engine for BoughEngine {
 
     fn engine_write_bytes(&self) -> Option<u64> {
         Some(self.store.io_stats().write_bytes)
+    }
+
+    fn engine_syncs(&self) -> Option<u64> {
+        let s = self.store.io_stats();
+        Some(s.syncs + s.dir_syncs)
     }
 }
 

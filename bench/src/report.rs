@@ -424,15 +424,16 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
          named kind. `wr/B` = bytes this process caused to be written to storage (/proc/self/io) \
          per byte of user data; `eng wr/B` = the same from Bough's own counter; `reads/get` = \
          device reads per get counted by the engine (Bough); `4K/get` = bytes read from storage \
-         by the process (/proc/self/io, read-ahead included) / 4096 per get.\n"
+         by the process (/proc/self/io, read-ahead included) / 4096 per get; `syncs/op` = file + \
+         directory syncs per operation counted by the engine (Bough).\n"
     );
     let _ = writeln!(
         m,
-        "| workload | engine | ops/s | unit | p50 µs | p99 µs | latency of | wr/B | eng wr/B | reads/get | 4K/get | disk MiB | vs Bough | note |"
+        "| workload | engine | ops/s | unit | p50 µs | p99 µs | latency of | wr/B | eng wr/B | reads/get | 4K/get | syncs/op | disk MiB | vs Bough | note |"
     );
     let _ = writeln!(
         m,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in &res.rows {
         let vs = res
@@ -442,7 +443,7 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             m,
-            "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.workload,
             r.engine,
             r.ops_per_sec,
@@ -454,6 +455,7 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
             fmt_opt(r.engine_write_amp, 2),
             fmt_opt(r.engine_reads_per_get, 3),
             fmt_opt(r.read_4k_per_get, 3),
+            fmt_opt(r.engine_syncs_per_op, 3),
             r.disk_bytes.map(mib).unwrap_or_else(|| "-".into()),
             vs,
             r.note

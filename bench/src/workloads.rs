@@ -107,6 +107,8 @@ pub struct Row {
     pub engine_reads_per_get: Option<f64>,
     /// 4 KiB units read from storage per get (/proc/self/io read_bytes, read-ahead included).
     pub read_4k_per_get: Option<f64>,
+    /// File + directory syncs per operation the engine counted (Bough's io_stats).
+    pub engine_syncs_per_op: Option<f64>,
     /// Bytes on disk after the workload.
     pub disk_bytes: Option<u64>,
     pub note: String,
@@ -128,6 +130,7 @@ impl Row {
             "engine_bytes_written_per_user_byte": self.engine_write_amp,
             "engine_reads_per_get": self.engine_reads_per_get,
             "read_4k_per_get": self.read_4k_per_get,
+            "engine_syncs_per_op": self.engine_syncs_per_op,
             "disk_bytes": self.disk_bytes,
             "note": self.note,
         })
@@ -173,12 +176,13 @@ struct Timed {
     io: ProcIo,
     engine_reads: Option<u64>,
     engine_writes: Option<u64>,
+    engine_syncs: Option<u64>,
 }
 
 /// Runs `f` once per op index in `0..n`, timing each call.
 fn timed(e: &dyn Engine, n: u64, mut f: impl FnMut(u64) -> Res<()>) -> Res<Timed> {
     let mut lat = Latencies::with_capacity(n as usize);
-    let (r0, w0) = (e.engine_reads(), e.engine_write_bytes());
+    let (r0, w0, s0) = (e.engine_reads(), e.engine_write_bytes(), e.engine_syncs());
     let io0 = ProcIo::now();
     let start = Instant::now();
     for i in 0..n {
@@ -193,6 +197,7 @@ fn timed(e: &dyn Engine, n: u64, mut f: impl FnMut(u64) -> Res<()>) -> Res<Timed
         io: ProcIo::now().since(io0),
         engine_reads: e.engine_reads().zip(r0).map(|(a, b)| a - b),
         engine_writes: e.engine_write_bytes().zip(w0).map(|(a, b)| a - b),
+        engine_syncs: e.engine_syncs().zip(s0).map(|(a, b)| a - b),
     })
 }
 
@@ -225,6 +230,7 @@ fn row(
             .zip(t.engine_reads)
             .map(|(g, r)| r as f64 / g.max(1) as f64),
         read_4k_per_get: gets.map(|g| t.io.read_bytes as f64 / 4096.0 / g.max(1) as f64),
+        engine_syncs_per_op: t.engine_syncs.map(|n| n as f64 / ops.max(1) as f64),
         disk_bytes: None,
         note: String::new(),
     }
@@ -391,6 +397,7 @@ fn gets(
         io,
         engine_reads,
         engine_writes: None,
+        engine_syncs: None,
     };
     let mut r = row(workload, engine, "gets", total, "get", t, None, Some(total));
     if missing > 0 {
@@ -700,6 +707,7 @@ fn mixed(e: &dyn Engine, name: &str, s: &Sizes) -> Res<Vec<Row>> {
 /// `writers` threads each committing single keys durably on the same partition/table.
 fn concurrent_commits(e: &dyn Engine, name: &str, s: &Sizes, writers: u64) -> Res<Row> {
     let per = s.commits / writers;
+    let (w0, s0) = (e.engine_write_bytes(), e.engine_syncs());
     let io0 = ProcIo::now();
     let start = Instant::now();
     let lats: Vec<Res<Latencies>> = std::thread::scope(|sc| {
@@ -732,7 +740,8 @@ fn concurrent_commits(e: &dyn Engine, name: &str, s: &Sizes, writers: u64) -> Re
         secs,
         io: ProcIo::now().since(io0),
         engine_reads: None,
-        engine_writes: None,
+        engine_writes: e.engine_write_bytes().zip(w0).map(|(a, b)| a - b),
+        engine_syncs: e.engine_syncs().zip(s0).map(|(a, b)| a - b),
     };
     let user = n * (measure::KEY_LEN + s.value_len) as u64;
     let mut r = row(
