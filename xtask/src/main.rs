@@ -11,6 +11,7 @@ mod fuzz;
 mod json;
 mod process;
 mod release;
+mod reliability;
 mod tidy;
 mod workspace;
 
@@ -26,6 +27,10 @@ commands:
   fuzz <target> [--secs N]   run one fuzz target on stable (--sanitizer none)
   release [--bump patch|minor|major] [--dry-run] [--no-package]
                              bump the workspace version, check CHANGELOG.md, package
+  reliability [--seed N] [--long]
+                             the reliability harness (kill cycles, power-loss sweep,
+                             injected faults, bit flips): one table; fails if anything
+                             was lost, wrong, panicked or hung; BOUGH_SEED=N replays too
   bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--no-fio] [--no-branches]
                              build and run the side-by-side benchmarks in bench/
                              (report in target/bench-report/)
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::cli(&root, &args[1..]),
         Some("release") => release::cli(&root, &args[1..]),
         Some("bench") => bench::cli(&root, &args[1..]),
+        Some("reliability") => reliability::cli(&root, &args[1..]),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(())

@@ -28,6 +28,8 @@ pub const LAYERS: &[&str] = &[
     "bough-gc",
     "bough",
     "bough-cli",
+    // The reliability harness: a test crate above the facade, next to the CLI.
+    "bough-reliability",
 ];
 
 /// Workspace members outside the layering: they may depend on any crate, and no crate

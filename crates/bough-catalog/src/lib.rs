@@ -216,9 +216,10 @@ impl Partition {
 
     /// Points `CURRENT_TERM` of `branch` at `term`, whose manifest was just created. If that
     /// fails and `CURRENT_TERM` on storage still names another term, the new manifest is
-    /// removed again (best effort), so the failed operation leaves nothing behind: a retry
-    /// can create it anew, and a reopen does not finish an operation that reported failure.
-    /// (If the removal fails too, a reopen finishes the operation, as after a crash.)
+    /// removed again, durably, so the failed operation leaves nothing behind: a retry can
+    /// create it anew, and a reopen does not finish an operation that reported failure. If
+    /// the removal fails too, heads of the older terms are fenced (a reopen will finish the
+    /// operation, as after a crash, so they must not acknowledge anything meanwhile).
     fn point_current_term(&self, branch: &BranchName, term: Term) -> IoResult<()> {
         let Err(e) = self.write_current_term(branch, term, false) else {
             return Ok(());
@@ -241,11 +242,20 @@ impl Partition {
         if let Ok(ct) = on_storage
             && ct.is_none_or(|ct| ct.term != term)
         {
-            let _ = self.storage().delete(
-                &self
-                    .files
-                    .path_of(&ManifestName::new(branch.clone(), term).to_string()),
-            );
+            // Durably: a manifest that came back after a power loss would make recovery
+            // finish this failed operation over everything acknowledged after it.
+            let path = self
+                .files
+                .path_of(&ManifestName::new(branch.clone(), term).to_string());
+            let removed = self
+                .storage()
+                .delete(&path)
+                .and_then(|()| self.storage().sync_dir(self.files.dir()));
+            if removed.is_err() {
+                // The new manifest may stay, and a reopen then finishes the operation: the
+                // old term must acknowledge nothing more meanwhile.
+                self.fence(branch, term);
+            }
         }
         Err(e)
     }

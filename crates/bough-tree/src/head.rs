@@ -606,10 +606,14 @@ impl Head {
             what: format!("cannot encode the snapshot of {path}: {e}"),
         })?;
         files.storage().create_new(&path, &bytes)?;
-        // Nothing names the new manifest yet: if it cannot be opened, remove it again so a
-        // retry can create it (best effort; a leftover is finished or removed on reopen).
+        // Nothing names the new manifest yet: if it cannot be opened, remove it again —
+        // durably, or recovery would finish the failed operation after a power loss — so a
+        // retry can create it (best effort; a failed sync poisons the storage anyway).
         Head::open(files.clone(), cfg, branch, term).inspect_err(|_| {
-            let _ = files.storage().delete(&path);
+            let _ = files
+                .storage()
+                .delete(&path)
+                .and_then(|()| files.storage().sync_dir(files.dir()));
         })
     }
 
@@ -762,7 +766,8 @@ impl Head {
         format!("{}@{}", self.branch, self.term)
     }
 
-    /// Sets an extension value; it is written with the next commit (atomically with it).
+    /// Sets an extension value; it is written with the next commit (atomically with it). If
+    /// that commit fails, the value is dropped with it.
     pub fn stage_extension(&mut self, tag: u64, value: Vec<u8>) {
         bough_manifest::ext::set(&mut self.pending_ext, tag, value);
     }
@@ -771,6 +776,8 @@ impl Head {
     /// branch's state, by reference: one log record, no data copied. File ids continue above
     /// everything either side allocated, so ranges stay disjoint (design notes §4, §7).
     pub fn adopt(&mut self, src: &Snapshot, now_ms: u64) -> IoResult<()> {
+        // Staged extensions belong to this commit: if it fails, they go with it.
+        let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
         if !src.overlay.is_empty() {
             return Err(IoError::InvalidArgument {
@@ -797,7 +804,7 @@ impl Head {
             next_page_id,
             free_head: src.free_head,
             changes: Vec::new(),
-            extensions: self.pending_ext.clone(),
+            extensions: staged_ext.clone(),
         };
         let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
             what: format!(
@@ -809,7 +816,7 @@ impl Head {
         self.append_manifest(&bytes)?;
         self.seq += 1;
         self.state = st;
-        for (tag, v) in std::mem::take(&mut self.pending_ext) {
+        for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
         self.files.set_writing(&self.writer_id(), None);
@@ -883,6 +890,9 @@ impl Head {
         now_ms: u64,
         extra: impl FnOnce(&mut Txn<'_>, &mut Applied) -> IoResult<()>,
     ) -> IoResult<Applied> {
+        // Staged extensions belong to this commit: if it fails, they go with it (the
+        // operation that staged them failed too), never riding along with a later commit.
+        let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
         let mut txn = Txn {
             files: &self.files,
@@ -968,7 +978,7 @@ impl Head {
             next_page_id: st.mapping.next_page_id(),
             free_head: st.mapping.free_head(),
             changes,
-            extensions: self.pending_ext.clone(),
+            extensions: staged_ext.clone(),
         };
         let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
             what: format!("cannot encode a log record of {}: {e}", self.manifest_path),
@@ -976,7 +986,7 @@ impl Head {
         self.append_manifest(&bytes)?;
         self.seq += 1;
         self.state = st;
-        for (tag, v) in std::mem::take(&mut self.pending_ext) {
+        for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
         // Pages of index and mapping nodes just written are likely read next.
@@ -1177,10 +1187,26 @@ impl Head {
             }
             return Err(e);
         }
-        self.manifest = self
-            .files
-            .storage()
-            .open(&self.manifest_path, OpenOptions::write_create())?;
+        // The manifest was replaced: appends go to the new file from now on (opened, never
+        // created: it exists). If it cannot be opened, this head must stop — its handle is
+        // on the replaced file, and commits appended there would be lost at the next open.
+        let reopened = self.files.storage().open(
+            &self.manifest_path,
+            OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        );
+        self.manifest = match reopened {
+            Ok(m) => m,
+            Err(e) => {
+                self.poisoned = Some(format!(
+                    "reopening {} after its rewrite failed: {e}",
+                    self.manifest_path
+                ));
+                return Err(e);
+            }
+        };
         self.manifest_end = bytes.len() as u64;
         self.seq = 0;
         self.publish();

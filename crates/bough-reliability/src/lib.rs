@@ -1,0 +1,103 @@
+//! Bough's reliability harness: what the store survives, shown systematically.
+//!
+//! - [`kill`]: real processes running a multi-branch workload are `SIGKILL`ed at random
+//!   moments; the parent reopens and checks every branch holds a prefix of its operations
+//!   that contains every acknowledged one (pread and io_uring).
+//! - [`power`]: simulated power loss at every sync point of a workload on
+//!   [`MemoryStorage`](bough_io::MemoryStorage), each unsynced write kept, dropped, torn or
+//!   garbled and each unsynced directory change kept or undone.
+//! - [`faults`]: injected `EIO` on write and on fsync (the store must refuse writes with
+//!   `Poisoned` until reopened), `ENOSPC` (a clean `NoSpace`, writes resume once space
+//!   returns), short writes.
+//! - [`corrupt`]: single-bit flips in data pages, headers, manifests, archives and
+//!   `CURRENT_TERM` files: every read returns the right data or `Corruption`, never wrong
+//!   data, never a panic, never a hang; other branches keep working.
+//! - [`check`]: the integrity checker every run ends with.
+//! - [`workload`]: the deterministic workload and its model; [`exec`] runs it on a store.
+//!
+//! Every randomized run prints its seed and replays from `--seed N` / `BOUGH_SEED=N`.
+//! `cargo xtask reliability` runs [`run`] and prints one table ([`report::Tally::table`]).
+
+pub mod check;
+pub mod corrupt;
+pub mod exec;
+pub mod faults;
+pub mod kill;
+pub mod power;
+pub mod report;
+pub mod rng;
+pub mod workload;
+
+use std::time::Instant;
+
+use report::Tally;
+
+/// How much a run does.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Root seed.
+    pub seed: u64,
+    /// Kill test.
+    pub kill: kill::KillConfig,
+    /// Power-loss sweep.
+    pub power: power::SweepConfig,
+    /// Injected faults.
+    pub faults: faults::FaultConfig,
+    /// Bit flips.
+    pub corrupt: corrupt::CorruptConfig,
+}
+
+impl RunConfig {
+    /// The CI size: ≥ 100 kill cycles, a full sync-point sweep of one workload, ≥ 1,000 bit
+    /// flips, a few minutes on two cores.
+    pub fn short(seed: u64) -> Self {
+        RunConfig {
+            seed,
+            kill: kill::KillConfig::short(),
+            power: power::SweepConfig::short(),
+            faults: faults::FaultConfig::short(),
+            corrupt: corrupt::CorruptConfig::short(),
+        }
+    }
+
+    /// The long run (`--long`): several times more of everything.
+    pub fn long(seed: u64) -> Self {
+        RunConfig {
+            seed,
+            kill: kill::KillConfig::long(),
+            power: power::SweepConfig::long(),
+            faults: faults::FaultConfig::long(),
+            corrupt: corrupt::CorruptConfig::long(),
+        }
+    }
+}
+
+/// Runs everything (the kill test runs the `child` binary at `child_exe`) and returns the
+/// tally.
+pub fn run(cfg: &RunConfig, child_exe: &std::path::Path) -> Tally {
+    let mut tally = Tally::default();
+    let stage = |name: &str, t: &mut Tally, f: &dyn Fn() -> Tally| {
+        let start = Instant::now();
+        eprintln!("== {name} (seed {})", cfg.seed);
+        let got = f();
+        eprintln!(
+            "== {name}: {:.1} s, {} failures",
+            start.elapsed().as_secs_f64(),
+            got.failures.len() as u64 + got.lost + got.wrong + got.hangs
+        );
+        t.merge(&got);
+    };
+    stage("power-loss sweep", &mut tally, &|| {
+        power::sweep(cfg.seed, &cfg.power)
+    });
+    stage("injected faults", &mut tally, &|| {
+        faults::run(cfg.seed, &cfg.faults)
+    });
+    stage("bit flips", &mut tally, &|| {
+        corrupt::run(cfg.seed, &cfg.corrupt)
+    });
+    stage("kill cycles", &mut tally, &|| {
+        kill::run(cfg.seed, &cfg.kill, child_exe)
+    });
+    tally
+}
