@@ -130,8 +130,9 @@ fn old_snapshots_stay_readable_and_relocation_frees_files() {
     let mem = MemoryStorage::new();
     let main = BranchName::main();
     let mut head = Head::create(files(&mem), cfg(), main.clone(), 0, None, Vec::new()).unwrap();
+    // Values big enough that the tree spans several 64-page files.
     let first: Vec<_> = (0..4000u32)
-        .map(|i| put(format!("k{i:05}").as_bytes(), b"first value", 1))
+        .map(|i| put(format!("k{i:05}").as_bytes(), &[b'f'; 120], 1))
         .collect();
     head.commit(&first, 1).unwrap();
     let old = head.snapshot();

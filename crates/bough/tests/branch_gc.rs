@@ -209,7 +209,7 @@ fn orphaned_data_files_cleaned_after_branch_deletion() {
         put_range(&b, &mut mb, "c", "b", 0..1000, 250);
         let c = p.create_branch("c", "main").unwrap();
         let mut mc = m.clone();
-        put_range(&c, &mut mc, "d", "c", 0..1000, 250);
+        put_range(&c, &mut mc, "d", "c", 0..2000, 250);
         let main_files = of_branch(&env.data_files(), "main");
 
         // `c` is deleted while a handle to it is still held: its open file is not protected.

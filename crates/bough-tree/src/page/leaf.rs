@@ -77,6 +77,54 @@ impl Entry {
 /// Bytes of a leaf payload that are not entries' own (count + restart count).
 pub const LEAF_OVERHEAD: usize = 4;
 
+/// The exact number of bytes `e` adds to a leaf payload when it follows `prev` — `None`
+/// when it starts a restart run, which also costs a 2-byte restart slot. Mirrors
+/// [`encode`], so page splits can fill leaves to the byte instead of by a worst case.
+pub fn encoded_len_after(prev: Option<&[u8]>, e: &Entry) -> usize {
+    let (shared, restart_slot) = match prev {
+        Some(p) => (common_prefix(p, &e.key), 0),
+        None => (0, 2),
+    };
+    let unshared = e.key.len() - shared;
+    let expiry = if e.expire_at != 0 {
+        varint::encoded_len(e.expire_at)
+    } else {
+        0
+    };
+    let value = match &e.value {
+        ValueLoc::Inline(v) => varint::encoded_len(v.len() as u64) + v.len(),
+        ValueLoc::Overflow { len, first, pages } => {
+            varint::encoded_len(*len)
+                + std::mem::size_of_val(first)
+                + varint::encoded_len(u64::from(*pages))
+        }
+    };
+    restart_slot
+        + varint::encoded_len(shared as u64)
+        + varint::encoded_len(unshared as u64)
+        + 1
+        + varint::encoded_len(e.timestamp)
+        + expiry
+        + unshared
+        + value
+}
+
+/// The exact payload size [`encode`] produces for `entries`.
+pub fn encoded_len(entries: &[Entry]) -> usize {
+    let mut size = LEAF_OVERHEAD;
+    let mut prev: Option<&[u8]> = None;
+    for (i, e) in entries.iter().enumerate() {
+        let after = if i % RESTART_INTERVAL == 0 {
+            None
+        } else {
+            prev
+        };
+        size += encoded_len_after(after, e);
+        prev = Some(&e.key);
+    }
+    size
+}
+
 /// Encodes sorted, distinct entries into a leaf payload.
 pub fn encode(entries: &[Entry]) -> Vec<u8> {
     let mut body = Vec::new();
@@ -327,6 +375,32 @@ mod tests {
         assert_eq!(f.key, b"key0050");
         let (f, _) = view.seek_floor(b"zzz").unwrap().unwrap();
         assert_eq!(f.key, b"key0099");
+    }
+
+    #[test]
+    fn encoded_len_is_exact() {
+        let mut entries: Vec<Entry> = (0..100u64)
+            .map(|i| {
+                let mut e = entry(&format!("key{:04}", i * 37 % 1000), &"v".repeat(i as usize));
+                e.timestamp = i << (i % 60);
+                e
+            })
+            .collect();
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        entries.dedup_by(|a, b| a.key == b.key);
+        entries[3].expire_at = u64::MAX;
+        entries[5].value = ValueLoc::Overflow {
+            len: 100_000,
+            first: u32::MAX,
+            pages: 25,
+        };
+        for n in 0..entries.len() {
+            assert_eq!(
+                encoded_len(&entries[..n]),
+                encode(&entries[..n]).len(),
+                "{n}"
+            );
+        }
     }
 
     #[test]
