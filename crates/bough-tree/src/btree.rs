@@ -588,7 +588,7 @@ fn write_leaves(
         let prev = groups
             .last()
             .and_then(|g| g.last())
-            .filter(|_| g % leaf::RESTART_INTERVAL != 0)
+            .filter(|_| !g.is_multiple_of(leaf::RESTART_INTERVAL))
             .map(|p| p.key.as_slice());
         let n = leaf::encoded_len_after(prev, &e);
         if size + n > cap && g > 0 {
