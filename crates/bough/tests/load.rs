@@ -2,9 +2,8 @@
 //! in batches of 10,000 on the positional-I/O backend, then a full verifying scan, random
 //! point reads, and the same after a reopen.
 //!
-//! Note: a 1 KiB value plus its key is above the inline limit of a 4 KiB page (about
-//! 956 bytes), so every value takes an overflow page of its own: the load writes about
-//! 4 GiB of pages. The test prints the bytes on disk.
+//! A 1 KiB value is stored inline (the inline limit is about half a 4 KiB page), so
+//! three fit in a leaf. The test prints the bytes on disk.
 
 mod common;
 

@@ -1550,6 +1550,17 @@ fn regression_leaf_split_rebalance_overflows_the_page() {
         main.write_blocking(b).expect("write");
         let all = main.scan_blocking(&ScanOptions::default()).expect("scan");
         assert_eq!(all.entries.len(), 75);
+        // The same with two values just under the inline limit (half a page).
+        let mut b = WriteBatch::new();
+        for i in 0..71u32 {
+            b.put(format!("d{i:03}"), "");
+        }
+        for i in 0..2u32 {
+            b.put(format!("e{i}"), vec![b'v'; 1950]);
+        }
+        main.write_blocking(b).expect("write");
+        let all = main.scan_blocking(&ScanOptions::default()).expect("scan");
+        assert_eq!(all.entries.len(), 75 + 73);
         // The writer is still alive.
         let mut b = WriteBatch::new();
         b.put("c", "after");
