@@ -76,7 +76,7 @@ pub struct ScanOptions {
     pub begin: Bound<Vec<u8>>,
     /// Where to stop (exclusive; unbounded = to the last key).
     pub end: Option<Vec<u8>>,
-    /// Most entries returned.
+    /// Most entries returned; at least 1 (0 is refused as an invalid argument).
     pub limit: usize,
     /// Stop after this many key + value bytes (at least one entry is returned).
     pub max_bytes: usize,
@@ -1449,6 +1449,11 @@ impl ReadView {
 
     /// A page of live entries in `[begin, end)`.
     pub fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
+        if opts.limit == 0 {
+            // A page of nothing whose continuation is its own start would make a paging
+            // loop spin forever.
+            return Err(Error::invalid("scan limit must be at least 1"));
+        }
         let at = |e: bough_io::IoError| Error::from(e).at(&self.label);
         let (start, skip_equal) = match &opts.begin {
             Bound::Included(k) => (Some(k.as_slice()), None),

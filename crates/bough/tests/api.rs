@@ -57,6 +57,14 @@ fn write_read_scan_floor_truncate_reopen() {
                 .collect::<Vec<_>>()
         );
         assert_eq!(page.next, Some(b"k0016".to_vec()));
+        // A zero limit would page forever (its continuation is its own start): refused.
+        let zero = main
+            .scan_blocking(&ScanOptions {
+                limit: 0,
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(zero.kind(), ErrorKind::InvalidArgument);
         main.truncate_blocking(b"k0500").unwrap();
         assert!(main.get_blocking(b"k0500").unwrap().is_none());
         assert!(main.get_blocking(b"k0499").unwrap().is_some());
