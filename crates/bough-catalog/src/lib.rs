@@ -469,6 +469,13 @@ impl Partition {
     ) -> IoResult<Head> {
         let mut exts = Vec::new();
         origin.store(&mut exts);
+        // The branch starts at the version of the state it starts from (the parent's at the
+        // fork, or the archive's), so its versions continue that history.
+        let version = bough_manifest::commit_version(&fork.snapshot.extensions)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        bough_manifest::set_commit_version(&mut exts, version);
         // The fork point is the first merge base between the branch and where it came from.
         if let Some((parent, _)) = &origin.parent {
             let mut state = fork.snapshot.clone();
@@ -671,6 +678,9 @@ impl Partition {
             });
         let mut exts = Vec::new();
         origin.store(&mut exts);
+        // A restore is a change of the branch's state like a commit: its version moves on
+        // from the current one, never back to the archive's.
+        bough_manifest::set_commit_version(&mut exts, head.version().saturating_add(1));
         let mut restored = Head::create(
             self.files.clone(),
             self.cfg.clone(),

@@ -145,6 +145,14 @@ fn extensions(exts: &[(u64, Vec<u8>)]) -> (Vec<String>, Vec<Json>) {
                     json!({"error": e.to_string()}),
                 ),
             },
+            bough_manifest::VERSION => match bough_manifest::decode_version(bytes) {
+                Ok(v) => ("VERSION", format!("commit version {v}"), json!(v)),
+                Err(e) => (
+                    "VERSION",
+                    format!("does not decode: {e}"),
+                    json!({"error": e.to_string()}),
+                ),
+            },
             _ => (
                 "unknown",
                 format!("{} bytes", bytes.len()),

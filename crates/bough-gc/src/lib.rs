@@ -15,6 +15,11 @@
 //! location), so the cost grows with the distinct mapping pages, not with branches × pages.
 //! A crash mid-GC loses nothing: a deletion only ever removes an unreachable file, and the
 //! next run finishes what the last one started.
+//!
+//! The same walk can also *measure* ([`measure`], [`collect_measured`]): per data file, the
+//! distinct pages anything references (the union over every referent, each shared page
+//! counted once) and which durable referents — branch heads, archives, merge bases — hold
+//! it. Compaction uses that to move a branch's pages only out of files it alone holds.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -67,12 +72,216 @@ pub struct Pins {
     pub writing: HashSet<String>,
 }
 
+/// A state that references pages, as far as compaction cares.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Referent {
+    /// The current state of a branch at a term (`manifest_<branch>_<term>`): the head that
+    /// moves its pages out when it compacts.
+    Head {
+        /// The branch.
+        branch: BranchName,
+        /// Its term.
+        term: Term,
+    },
+    /// A state nothing moves off: an archive, or a merge base recorded in a manifest or an
+    /// archive (named by the file and, for a merge base, the other branch).
+    Pinned(String),
+}
+
+/// Which durable referents (heads, archives, merge bases) reference pages of a file.
+/// Reader snapshots are transient and not counted: a file only readers hold besides its
+/// head becomes unreachable once they let go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holders {
+    /// None: only reader snapshots reference it.
+    None,
+    /// Exactly one.
+    One(Referent),
+    /// Two or more.
+    Many,
+}
+
+/// What the walk found about one data file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileUsage {
+    /// Distinct pages of the file that anything references (the union over every manifest,
+    /// archive, merge base and reader snapshot; a page shared by many counts once).
+    pub live_pages: u64,
+    /// `live_pages` × the page size.
+    pub live_bytes: u64,
+    /// The durable referents that reference a page of it.
+    pub holders: Holders,
+    /// Whether a reader snapshot references a page of it.
+    pub read_by_snapshot: bool,
+}
+
+/// Per data file, what is live and who holds it: the result of [`measure`].
+#[derive(Debug, Clone, Default)]
+pub struct Usage {
+    /// Page size of the partition.
+    pub page_size: u32,
+    /// Every data file something references, by name. A file not listed had no referent
+    /// when the walk ran (it is garbage, or was created since).
+    pub files: BTreeMap<String, FileUsage>,
+    /// Manifests and archives read.
+    pub manifests_read: usize,
+    /// Distinct mapping pages visited.
+    pub mapping_pages_visited: usize,
+}
+
+impl Usage {
+    /// Whether the head of `branch` at `term` is the only durable referent of `file`: if it
+    /// moves its pages out, the file becomes unreachable (once readers let go). True for a
+    /// file the walk did not see, which nothing else referenced then.
+    pub fn held_only_by(&self, file: &str, branch: &BranchName, term: Term) -> bool {
+        match self.files.get(file).map(|u| &u.holders) {
+            None | Some(Holders::None) => true,
+            Some(Holders::One(Referent::Head { branch: b, term: t })) => b == branch && *t == term,
+            Some(_) => false,
+        }
+    }
+
+    /// Bytes of distinct live pages over every data file.
+    pub fn live_bytes(&self) -> u64 {
+        self.files.values().map(|u| u.live_bytes).sum()
+    }
+}
+
+/// Who holds a file, while the walk runs: indexes into [`Track::referents`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    None,
+    One(u32),
+    Many,
+}
+
+/// Page-level bookkeeping of a measuring walk.
+#[derive(Debug, Default)]
+struct Track {
+    /// Data file name → index into `files`.
+    ids: HashMap<String, u32>,
+    files: Vec<FileAcc>,
+    referents: Vec<Referent>,
+    /// The durable referent being walked (`None` while walking reader snapshots).
+    current: Option<u32>,
+}
+
+#[derive(Debug)]
+struct FileAcc {
+    name: String,
+    /// One bit per page index: referenced by something.
+    pages: Vec<u64>,
+    live: u64,
+    held: Held,
+    read: bool,
+}
+
+impl Track {
+    fn file(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.ids.get(name) {
+            return i;
+        }
+        let i = self.files.len() as u32;
+        self.files.push(FileAcc {
+            name: name.to_string(),
+            pages: Vec::new(),
+            live: 0,
+            held: Held::None,
+            read: false,
+        });
+        self.ids.insert(name.to_string(), i);
+        i
+    }
+
+    /// Records that the current referent reaches a page of file `f`.
+    fn hold(&mut self, f: u32) {
+        let acc = &mut self.files[f as usize];
+        match self.current {
+            None => acc.read = true,
+            Some(r) => {
+                acc.held = match acc.held {
+                    Held::None => Held::One(r),
+                    Held::One(x) if x == r => Held::One(x),
+                    _ => Held::Many,
+                }
+            }
+        }
+    }
+
+    fn page(&mut self, name: &str, index: u32) -> u32 {
+        let f = self.file(name);
+        let acc = &mut self.files[f as usize];
+        // Page indexes are below 2^24, so a file's bitmap is at most 2 MiB.
+        let (word, bit) = ((index / 64) as usize, index % 64);
+        if acc.pages.len() <= word {
+            acc.pages.resize(word + 1, 0);
+        }
+        if acc.pages[word] & (1 << bit) == 0 {
+            acc.pages[word] |= 1 << bit;
+            acc.live += 1;
+        }
+        self.hold(f);
+        f
+    }
+
+    fn finish(self, page_size: u32) -> BTreeMap<String, FileUsage> {
+        let referents = self.referents;
+        self.files
+            .into_iter()
+            .map(|acc| {
+                let holders = match acc.held {
+                    Held::None => Holders::None,
+                    Held::One(r) => Holders::One(referents[r as usize].clone()),
+                    Held::Many => Holders::Many,
+                };
+                let usage = FileUsage {
+                    live_pages: acc.live,
+                    live_bytes: acc.live * u64::from(page_size),
+                    holders,
+                    read_by_snapshot: acc.read,
+                };
+                (acc.name, usage)
+            })
+            .collect()
+    }
+}
+
+/// What every node of one state's mapping walk shares.
+#[derive(Clone, Copy)]
+struct State<'s> {
+    ranges: &'s BranchFileMapping,
+    shadow: &'s Shadow,
+    /// The manifest or archive walked (for error messages).
+    by: &'s str,
+    why: &'s KeepReason,
+}
+
+/// A mapping node to walk: its address, the first chunk it covers, the level it must have.
+#[derive(Clone, Copy)]
+struct NodeAt {
+    addr: PageAddr,
+    first_chunk: u64,
+    level: Option<u8>,
+}
+
+fn addr_at(addr: PageAddr, first_chunk: u64, level: Option<u8>) -> NodeAt {
+    NodeAt {
+        addr,
+        first_chunk,
+        level,
+    }
+}
+
 /// Reachability over one partition directory.
 struct Walk<'a> {
     files: &'a FileTable,
     fanout: usize,
-    visited: HashSet<(String, u32)>,
+    /// Mapping nodes walked in full, with (when measuring) the data files their subtree
+    /// reaches, so a state that shares the node is credited as a holder of those files
+    /// without walking it again.
+    visited: HashMap<(String, u32), Box<[u32]>>,
     referenced: HashMap<String, KeepReason>,
+    track: Option<Track>,
 }
 
 impl Walk<'_> {
@@ -89,8 +298,22 @@ impl Walk<'_> {
             })
     }
 
-    fn mark(&mut self, name: String, why: &KeepReason) {
-        self.referenced.entry(name).or_insert_with(|| why.clone());
+    /// Marks a page referenced; when measuring, returns its file's index.
+    fn mark(&mut self, name: &str, index: u32, why: &KeepReason) -> Option<u32> {
+        if !self.referenced.contains_key(name) {
+            self.referenced.insert(name.to_string(), why.clone());
+        }
+        self.track.as_mut().map(|t| t.page(name, index))
+    }
+
+    /// Starts walking the states of `referent` (`None`: a reader snapshot).
+    fn begin(&mut self, referent: Option<Referent>) {
+        if let Some(t) = &mut self.track {
+            t.current = referent.map(|r| {
+                t.referents.push(r);
+                (t.referents.len() - 1) as u32
+            });
+        }
     }
 
     fn slot(
@@ -99,14 +322,13 @@ impl Walk<'_> {
         raw: u64,
         by: &str,
         why: &KeepReason,
-    ) -> IoResult<()> {
+    ) -> IoResult<Option<u32>> {
         match Slot::decode(raw) {
             Some(Slot::Page(a)) if !a.is_none() => {
                 let n = self.name(ranges, a, by)?;
-                self.mark(n, why);
-                Ok(())
+                Ok(self.mark(&n, a.page_index(), why))
             }
-            Some(_) => Ok(()),
+            Some(_) => Ok(None),
             None => Err(IoError::corruption(
                 format!("{}/{by}", self.files.dir()),
                 raw,
@@ -129,54 +351,93 @@ impl Walk<'_> {
         if root.is_none() {
             return Ok(());
         }
+        let state = State {
+            ranges,
+            shadow,
+            by,
+            why,
+        };
+        let mut reached = Vec::new();
+        self.node(&state, addr_at(root, 0, None), &mut reached)
+    }
+
+    /// Walks the mapping node `at.addr`, which covers chunks from `at.first_chunk` and must
+    /// be at `at.level` (the root's level is free). Adds the files its subtree reaches to
+    /// `reached` when measuring. Recursion is bounded: levels strictly decrease from at most
+    /// 8, so the depth is at most 9.
+    fn node(&mut self, st: &State<'_>, at: NodeAt, reached: &mut Vec<u32>) -> IoResult<()> {
+        let State {
+            ranges,
+            shadow,
+            by,
+            why,
+        } = *st;
+        let NodeAt {
+            addr,
+            first_chunk,
+            level,
+        } = at;
+        let name = self.name(ranges, addr, by)?;
+        let key = (name, addr.page_index());
+        // A node another state walked in full already had all it reaches marked; only who
+        // holds those files is new.
+        if let Some(files) = self.visited.get(&key) {
+            if let Some(t) = &mut self.track {
+                for &f in files.iter() {
+                    t.hold(f);
+                }
+                reached.extend_from_slice(files);
+            }
+            return Ok(());
+        }
+        let bad = |what: String| {
+            IoError::corruption(format!("{}/{by}", self.files.dir()), addr.to_u64(), what)
+        };
+        let node = match self.files.read(ranges, addr)? {
+            CachedPage::Mapping(m) => m,
+            CachedPage::Tree(_) => {
+                return Err(bad(
+                    "a mapping root or child points at a tree page".to_string()
+                ));
+            }
+        };
+        if let Some(want) = level
+            && node.level != want
+        {
+            return Err(bad(format!(
+                "mapping node level {} under level {}",
+                node.level,
+                u32::from(want) + 1
+            )));
+        }
+        let mut below: Vec<u32> = Vec::new();
+        below.extend(self.mark(&key.0, key.1, why));
         let fanout = self.fanout as u64;
-        // (address, first chunk the node covers)
-        let mut stack = vec![(root, 0u64)];
-        while let Some((addr, first_chunk)) = stack.pop() {
-            let name = self.name(ranges, addr, by)?;
-            let key = (name.clone(), addr.page_index());
-            // A node another state walked in full already had all it reaches marked.
-            if self.visited.contains(&key) {
-                continue;
-            }
-            self.mark(name, why);
-            let node = match self.files.read(ranges, addr)? {
-                CachedPage::Mapping(m) => m,
-                CachedPage::Tree(_) => {
-                    return Err(IoError::corruption(
-                        format!("{}/{by}", self.files.dir()),
-                        addr.to_u64(),
-                        "a mapping root or child points at a tree page",
-                    ));
+        let span = fanout.saturating_pow(u32::from(node.level));
+        if node.level == 0 {
+            for (i, &raw) in node.slots.iter().enumerate() {
+                if raw != 0 && !shadow.hides(first_chunk, i) {
+                    below.extend(self.slot(ranges, raw, by, why)?);
                 }
-            };
-            let span = fanout.saturating_pow(u32::from(node.level));
-            // Only a node nothing shadows counts as walked in full for other states.
-            if !shadow.touches(first_chunk, first_chunk.saturating_add(span)) {
-                self.visited.insert(key);
             }
-            if node.level == 0 {
-                for (i, &raw) in node.slots.iter().enumerate() {
-                    if raw != 0 && !shadow.hides(first_chunk, i) {
-                        self.slot(ranges, raw, by, why)?;
-                    }
-                }
-            } else {
-                let child_span = fanout.saturating_pow(u32::from(node.level - 1));
-                for (i, &child) in node.slots.iter().enumerate() {
-                    if child != 0 {
-                        let a = PageAddr::from_u64(child).ok_or_else(|| {
-                            IoError::corruption(
-                                format!("{}/{by}", self.files.dir()),
-                                child,
-                                "invalid mapping child address",
-                            )
-                        })?;
-                        stack.push((a, first_chunk + i as u64 * child_span));
-                    }
+        } else {
+            let child_span = fanout.saturating_pow(u32::from(node.level - 1));
+            for (i, &child) in node.slots.iter().enumerate() {
+                if child != 0 {
+                    let a = PageAddr::from_u64(child)
+                        .ok_or_else(|| bad("invalid mapping child address".to_string()))?;
+                    let first = first_chunk.saturating_add((i as u64).saturating_mul(child_span));
+                    self.node(st, addr_at(a, first, Some(node.level - 1)), &mut below)?;
                 }
             }
         }
+        below.sort_unstable();
+        below.dedup();
+        // Only a node nothing shadows counts as walked in full for other states.
+        if !shadow.touches(first_chunk, first_chunk.saturating_add(span)) {
+            self.visited.insert(key, below.clone().into_boxed_slice());
+        }
+        reached.extend_from_slice(&below);
         Ok(())
     }
 }
@@ -238,9 +499,72 @@ pub fn collect_with(
     pins: impl FnOnce() -> Pins,
     dry_run: bool,
 ) -> IoResult<GcReport> {
+    let mut report = GcReport::default();
+    let marked = mark(files, pins, false, &mut report)?;
+    sweep(files, &marked, dry_run, &mut report)?;
+    Ok(report)
+}
+
+/// [`collect_with`] that also returns the [`Usage`] its walk measured (one walk for both).
+pub fn collect_measured(
+    files: &FileTable,
+    pins: impl FnOnce() -> Pins,
+    dry_run: bool,
+) -> IoResult<(GcReport, Usage)> {
+    let mut report = GcReport::default();
+    let mut marked = mark(files, pins, true, &mut report)?;
+    sweep(files, &marked, dry_run, &mut report)?;
+    let usage = marked.usage(files, &report);
+    Ok((report, usage))
+}
+
+/// Measures a partition without deleting anything: per data file, the distinct live pages
+/// over every referent GC protects and which durable referents hold it. The walk is GC's
+/// (every manifest, archive, merge base and reader snapshot, each shared mapping page
+/// visited once), so it costs what a GC run costs minus the deletions, plus one bit per
+/// page of the partition's data files.
+pub fn measure(files: &FileTable, pins: impl FnOnce() -> Pins) -> IoResult<Usage> {
+    let mut report = GcReport::default();
+    let mut marked = mark(files, pins, true, &mut report)?;
+    Ok(marked.usage(files, &report))
+}
+
+/// What the mark phase found.
+struct Marked<'a> {
+    walk: Walk<'a>,
+    data: Vec<DataFileName>,
+    terms: HashMap<BranchName, CurrentTerm>,
+    /// Durable high-water mark per live (branch, term): the manifest's own range maximum.
+    high_water: BTreeMap<(BranchName, Term), u64>,
+    pins: Pins,
+}
+
+impl Marked<'_> {
+    fn usage(&mut self, files: &FileTable, report: &GcReport) -> Usage {
+        Usage {
+            page_size: files.page_size(),
+            files: self
+                .walk
+                .track
+                .take()
+                .map(|t| t.finish(files.page_size()))
+                .unwrap_or_default(),
+            manifests_read: report.manifests_read,
+            mapping_pages_visited: report.mapping_pages_visited,
+        }
+    }
+}
+
+/// Lists the directory and marks everything reachable from every manifest, archive, merge
+/// base and (pins taken last) reader snapshot. `track`: also record pages and holders.
+fn mark<'a>(
+    files: &'a FileTable,
+    pins: impl FnOnce() -> Pins,
+    track: bool,
+    report: &mut GcReport,
+) -> IoResult<Marked<'a>> {
     let storage = files.storage().clone();
     let dir = files.dir().to_string();
-    let mut report = GcReport::default();
     // List first: a file created after this point is not a candidate.
     let names = storage.list(&dir)?;
     let mut data: Vec<DataFileName> = Vec::new();
@@ -266,10 +590,10 @@ pub fn collect_with(
     let mut walk = Walk {
         files,
         fanout,
-        visited: HashSet::new(),
+        visited: HashMap::new(),
         referenced: HashMap::new(),
+        track: track.then(Track::default),
     };
-    // Durable high-water mark per live (branch, term): the manifest's own range maximum.
     let mut high_water: BTreeMap<(BranchName, Term), u64> = BTreeMap::new();
     for m in &manifests {
         let path = format!("{dir}/{m}");
@@ -284,6 +608,14 @@ pub fn collect_with(
             .state;
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
+        let kind = classify(m);
+        walk.begin(Some(match &kind {
+            FileKind::Manifest(mn) => Referent::Head {
+                branch: mn.branch.clone(),
+                term: mn.term,
+            },
+            _ => Referent::Pinned(m.clone()),
+        }));
         let ranges = &state.meta.branch_file_ranges;
         let shadow = Shadow::from_overlay(state.overlay.keys().copied(), fanout);
         walk.radix(ranges, state.mapping_root, &shadow, m, &why)?;
@@ -294,6 +626,10 @@ pub fn collect_with(
         let bases = merge_bases(&state.extensions)
             .map_err(|r| IoError::corruption(path.clone(), 0, format!("merge bases: {r:?}")))?;
         for b in bases {
+            walk.begin(Some(Referent::Pinned(format!(
+                "{m} (merge base with {})",
+                b.branch
+            ))));
             let br = &b.state.meta.branch_file_ranges;
             let shadow = Shadow::from_overlay(b.state.overlay.iter().map(|(id, _)| *id), fanout);
             walk.radix(br, b.state.mapping_root, &shadow, m, &why)?;
@@ -301,7 +637,7 @@ pub fn collect_with(
                 walk.slot(br, raw, m, &why)?;
             }
         }
-        if let FileKind::Manifest(mn) = classify(m) {
+        if let FileKind::Manifest(mn) = kind {
             let own = ranges
                 .iter()
                 .filter(|r| r.branch == mn.branch && r.term == mn.term)
@@ -313,6 +649,7 @@ pub fn collect_with(
         }
     }
     let pins = pins();
+    walk.begin(None);
     for snap in &pins.snapshots {
         let why = KeepReason::PinnedByReader;
         let shadow = Shadow::whole_chunks(snap.mapping.dirty_chunk_numbers().into_iter());
@@ -325,20 +662,41 @@ pub fn collect_with(
         }
     }
     report.mapping_pages_visited = walk.visited.len();
-    for d in data {
+    Ok(Marked {
+        walk,
+        data,
+        terms,
+        high_water,
+        pins,
+    })
+}
+
+/// Deletes (unless `dry_run`) every listed data file nothing reaches, and reports why the
+/// others stay.
+fn sweep(
+    files: &FileTable,
+    marked: &Marked<'_>,
+    dry_run: bool,
+    report: &mut GcReport,
+) -> IoResult<()> {
+    let storage = files.storage();
+    let dir = files.dir();
+    for d in &marked.data {
         let name = d.to_string();
-        if let Some(why) = walk.referenced.get(&name) {
+        if let Some(why) = marked.walk.referenced.get(&name) {
             report.kept.push((name, why.clone()));
             continue;
         }
-        if pins.writing.contains(&name) {
+        if marked.pins.writing.contains(&name) {
             report.kept.push((name, KeepReason::Writing));
             continue;
         }
-        let live_term = terms
+        let live_term = marked
+            .terms
             .get(&d.branch)
             .is_some_and(|ct| !ct.deleted && ct.term == d.term);
-        let above = high_water
+        let above = marked
+            .high_water
             .get(&(d.branch.clone(), d.term))
             .is_none_or(|&max| d.file_id > max);
         if live_term && above {
@@ -355,5 +713,5 @@ pub fn collect_with(
         report.bytes_freed += size;
         report.deleted.push((name, size));
     }
-    Ok(report)
+    Ok(())
 }

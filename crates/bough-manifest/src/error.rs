@@ -102,6 +102,15 @@ pub enum DecodeReason {
     ExtensionsNotSorted,
     /// An odd (must-understand) extension tag this version does not know.
     UnknownMandatoryExtension(u64),
+    /// A known extension in a record kind it may not appear in (`VERSION` in a log record).
+    MisplacedExtension(u64),
+    /// A known extension whose payload does not decode.
+    InvalidExtension {
+        /// The extension's tag.
+        tag: u64,
+        /// Why its payload was refused.
+        reason: Box<DecodeReason>,
+    },
     /// The payload has this many bytes left after its last field.
     TrailingBytes(usize),
     /// A log record's sequence number is not the previous one plus 1.
@@ -180,6 +189,8 @@ impl std::fmt::Display for DecodeReason {
             InvalidSeq => f.write_str("log sequence number 0"),
             ExtensionsNotSorted => f.write_str("extension tags not strictly increasing"),
             UnknownMandatoryExtension(t) => write!(f, "unknown must-understand extension {t}"),
+            MisplacedExtension(t) => write!(f, "extension {t} is not allowed in this record kind"),
+            InvalidExtension { tag, reason } => write!(f, "extension {tag}: {reason}"),
             TrailingBytes(n) => write!(f, "{n} trailing bytes after the payload"),
             SeqGap { expected, found } => {
                 write!(f, "log sequence gap: expected {expected}, found {found}")
@@ -220,6 +231,10 @@ pub enum EncodeError {
     ExtensionsNotSorted,
     /// An extension tag this version does not know (add it to [`crate::ext::KNOWN`]).
     UnknownExtension(u64),
+    /// A known extension in a record kind it may not appear in (`VERSION` in a log record).
+    MisplacedExtension(u64),
+    /// A known extension whose payload the reader would refuse.
+    InvalidExtension(u64),
     /// A log record's sequence number is 0.
     InvalidSeq,
 }
@@ -236,6 +251,8 @@ impl std::fmt::Display for EncodeError {
             PageIdsNotSorted => f.write_str("mapping entries not strictly increasing"),
             ExtensionsNotSorted => f.write_str("extension tags not strictly increasing"),
             UnknownExtension(t) => write!(f, "unknown extension tag {t}"),
+            MisplacedExtension(t) => write!(f, "extension {t} is not allowed in this record kind"),
+            InvalidExtension(t) => write!(f, "extension {t} has an invalid payload"),
             InvalidSeq => f.write_str("log sequence number 0"),
         }
     }

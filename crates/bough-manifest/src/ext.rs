@@ -13,7 +13,7 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES];
+pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
 pub const ORIGIN: u64 = 1;
@@ -21,6 +21,11 @@ pub const ORIGIN: u64 = 1;
 /// Tag of the merge-bases extension (odd: GC must protect the bases' pages, so a reader that
 /// cannot interpret it must refuse). See `MergeBase`.
 pub const MERGE_BASES: u64 = 3;
+
+/// Tag of the commit-version extension (odd: a reader that dropped it would rewrite the
+/// manifest without it and restart the branch's versions at 0, so it must be understood).
+/// Snapshot records only. See `crate::version`.
+pub const VERSION: u64 = 5;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

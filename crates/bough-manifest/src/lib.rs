@@ -11,6 +11,7 @@
 //! - `CURRENT_TERM.<branch>` holds a [`CurrentTerm`].
 //! - [`BranchFileMapping`] answers which (branch, term) allocated a file id.
 //! - [`PageAddr`] packs a page's physical location; [`PageId`] is a logical page id.
+//! - A branch's commit version survives manifest rewrites: [`commit_version`] ([`VERSION`]).
 
 pub mod checksum;
 mod codec;
@@ -23,6 +24,7 @@ mod ranges;
 mod record;
 mod replay;
 pub mod varint;
+mod version;
 
 pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
@@ -42,3 +44,4 @@ pub use record::{
     Snapshot, decode_record, encode_log, encode_snapshot, record_len,
 };
 pub use replay::{ManifestState, Replayed, replay};
+pub use version::{VERSION, commit_version, decode_version, encode_version, set_commit_version};

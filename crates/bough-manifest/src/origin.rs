@@ -2,7 +2,8 @@
 //!
 //! Payload: `flags u8 (bit 0: has parent) | [parent len u8 | parent bytes | parent term
 //! varint] | fork version varint | created_at_ms varint`. The fork version is the parent's
-//! commit sequence number at the fork; `created_at_ms` is the branch's creation time.
+//! commit version at the fork (see `crate::version`); `created_at_ms` is the branch's
+//! creation time.
 
 use bough_names::{BranchName, Term};
 
@@ -17,7 +18,7 @@ pub use crate::ext::{MERGE_BASES, ORIGIN};
 pub struct BranchOrigin {
     /// The parent branch and its term at the fork (`None` for `main` and restored roots).
     pub parent: Option<(BranchName, Term)>,
-    /// The parent's commit sequence number at the fork.
+    /// The parent's commit version at the fork (0 for a branch made from an archive).
     pub fork_version: u64,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,

@@ -266,6 +266,9 @@ pub(crate) fn encode_snapshot_with(s: &Snapshot, known: Known) -> Result<Vec<u8>
     check_ranges(&m.branch_file_ranges, s.max_file_id)?;
     check_ids(m.root, m.ttl_root, s.next_page_id, s.free_head, &s.overlay)?;
     check_extensions(&s.extensions, known)?;
+    if known(crate::ext::VERSION) && crate::version::commit_version(&s.extensions).is_err() {
+        return Err(EncodeError::InvalidExtension(crate::ext::VERSION));
+    }
 
     build_record(m.root, m.ttl_root, |out| {
         put_u8(out, RecordKind::Snapshot as u8);
@@ -290,6 +293,10 @@ pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, En
     check_ranges(&l.branch_file_ranges, l.max_file_id)?;
     check_ids(l.root, l.ttl_root, l.next_page_id, l.free_head, &l.changes)?;
     check_extensions(&l.extensions, known)?;
+    // A log record's version is the snapshot's plus its sequence number (see `version`).
+    if known(crate::ext::VERSION) && ext::get(&l.extensions, crate::ext::VERSION).is_some() {
+        return Err(EncodeError::MisplacedExtension(crate::ext::VERSION));
+    }
 
     build_record(l.root, l.ttl_root, |out| {
         put_u8(out, RecordKind::Log as u8);
@@ -545,6 +552,14 @@ fn decode_snapshot(
     let free_head = get_free_head(r, next_page_id)?;
     let overlay = get_mapping(r, next_page_id)?;
     let extensions = get_extensions(r, known)?;
+    if known(crate::ext::VERSION) {
+        crate::version::commit_version(&extensions).map_err(|e| {
+            DecodeReason::InvalidExtension {
+                tag: crate::ext::VERSION,
+                reason: Box::new(e),
+            }
+        })?;
+    }
     check_root(h.root, next_page_id)?;
     check_root(h.ttl_root, next_page_id)?;
     Ok(Snapshot {
@@ -586,6 +601,9 @@ fn decode_log(
     let free_head = get_free_head(r, next_page_id)?;
     let changes = get_mapping(r, next_page_id)?;
     let extensions = get_extensions(r, known)?;
+    if known(crate::ext::VERSION) && ext::get(&extensions, crate::ext::VERSION).is_some() {
+        return Err(DecodeReason::MisplacedExtension(crate::ext::VERSION));
+    }
     check_root(h.root, next_page_id)?;
     check_root(h.ttl_root, next_page_id)?;
     Ok(LogRecord {
@@ -798,14 +816,15 @@ mod tests {
             next_page_id: 0,
             free_head: None,
             changes: vec![],
-            extensions: vec![(5, vec![5, 5])],
+            // Not 5: that is `VERSION`, which log records may not carry.
+            extensions: vec![(7, vec![7, 7])],
         };
         let bytes = encode_log_with(&log, known_small).expect("encodes");
         assert_eq!(
             decode_record_with(&bytes, 0, known_small),
             Ok(Record::Log(log.clone()))
         );
-        assert_eq!(log.extension(5), Some(&[5u8, 5][..]));
+        assert_eq!(log.extension(7), Some(&[7u8, 7][..]));
     }
 
     #[test]

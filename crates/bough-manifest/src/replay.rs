@@ -59,9 +59,9 @@ impl ManifestState {
 
     /// Applies the next log record. On error the state is unchanged.
     ///
-    /// Refused: a sequence number other than `last_seq + 1`, and a record that lowers
+    /// Refused: a sequence number other than `last_seq + 1`, a record that lowers
     /// `max_file_id` or `next_page_id` (both are high-water marks; lowering them would let
-    /// ids be handed out twice).
+    /// ids be handed out twice), and a record carrying `VERSION`.
     pub fn apply(&mut self, log: LogRecord) -> Result<(), DecodeReason> {
         let expected = self.last_seq.saturating_add(1);
         if log.seq != expected {
@@ -75,6 +75,10 @@ impl ManifestState {
                 previous: self.max_file_id,
                 found: log.max_file_id,
             });
+        }
+        // The version is the snapshot's plus the log length; a log record cannot reset it.
+        if ext::get(&log.extensions, crate::ext::VERSION).is_some() {
+            return Err(DecodeReason::MisplacedExtension(crate::ext::VERSION));
         }
         if log.next_page_id < self.next_page_id {
             return Err(DecodeReason::NextPageIdRegressed {
@@ -101,8 +105,25 @@ impl ManifestState {
         Ok(())
     }
 
+    /// The commit version of this state: the snapshot's `VERSION` (0 when absent) plus the
+    /// log records applied since (see `crate::version`). Saturates instead of wrapping.
+    pub fn version(&self) -> u64 {
+        // Decoding checked the payload; a state built by hand with a bad one counts as 0.
+        let base = crate::version::commit_version(&self.extensions)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        base.saturating_add(self.last_seq)
+    }
+
     /// The snapshot that describes this state (for rewriting the manifest or archiving it).
+    /// It carries the state's version, so a manifest rewritten from it continues the count.
     pub fn to_snapshot(&self) -> Snapshot {
+        let mut extensions = self.extensions.clone();
+        let version = self.version();
+        if version != 0 || ext::get(&extensions, crate::ext::VERSION).is_some() {
+            crate::version::set_commit_version(&mut extensions, version);
+        }
         Snapshot {
             meta: self.meta.clone(),
             max_file_id: self.max_file_id,
@@ -112,7 +133,7 @@ impl ManifestState {
             next_page_id: self.next_page_id,
             free_head: self.free_head,
             overlay: self.overlay.iter().map(|(&id, &addr)| (id, addr)).collect(),
-            extensions: self.extensions.clone(),
+            extensions,
         }
     }
 

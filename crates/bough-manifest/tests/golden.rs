@@ -5,6 +5,7 @@ mod common;
 
 use bough_manifest::{
     CurrentTerm, FORMAT_VERSION, NO_PAGE, RecordHeader, encode_log, encode_snapshot,
+    encode_version, set_commit_version,
 };
 use common::{hex_dump, hex_record, sample_log, sample_snapshot};
 
@@ -26,6 +27,27 @@ fn record_header() {
 fn snapshot_record() {
     let bytes = encode_snapshot(&sample_snapshot()).expect("encodes");
     insta::assert_snapshot!(hex_record(&bytes));
+}
+
+/// The sample snapshot carrying commit version 300 (`VERSION`, tag 5): the same bytes as
+/// [`snapshot_record`] up to the extension list, which is `01 05 02 ac 02` (one extension,
+/// tag 5, 2 bytes, varint 300) instead of `00`.
+#[test]
+fn snapshot_record_with_version() {
+    let mut s = sample_snapshot();
+    set_commit_version(&mut s.extensions, 300);
+    insta::assert_snapshot!(hex_record(&encode_snapshot(&s).expect("encodes")));
+}
+
+/// The `VERSION` payload alone: one canonical LEB128 varint.
+#[test]
+fn version_extension_payload() {
+    let mut out = String::new();
+    for v in [0u64, 127, 128, 300, u64::MAX] {
+        let bytes = encode_version(v);
+        out.push_str(&format!("{v}: {}", hex_dump(&bytes, bytes.len())));
+    }
+    insta::assert_snapshot!(out);
 }
 
 #[test]

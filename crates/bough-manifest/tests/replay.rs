@@ -3,8 +3,9 @@
 mod common;
 
 use bough_manifest::{
-    BLOCK_SIZE, DecodeReason, LogRecord, ManifestState, RecordKind, encode_log, encode_snapshot,
-    replay,
+    BLOCK_SIZE, DecodeReason, EncodeError, HEADER_LEN, LogRecord, ManifestState, ORIGIN,
+    RecordKind, VERSION, commit_version, decode_record, encode_log, encode_snapshot, replay,
+    set_commit_version,
 };
 use common::{addr, reseal, sample_log, sample_snapshot};
 
@@ -78,11 +79,15 @@ fn overlay_accumulates_and_unmaps_without_checkpoint() {
     assert_eq!(state.overlay.get(&300), Some(&0));
     assert_eq!(state.overlay.get(&101), Some(&addr(13, 1).to_u64()));
     assert_eq!(state.overlay.len(), 4 + 4);
-    // The state re-encodes as a snapshot that replays to itself.
+    // The state re-encodes as a snapshot that replays to itself, its version (the two log
+    // records) now carried by the snapshot.
     let again = encode_snapshot(&state.to_snapshot()).expect("encodes");
     let mut expected = state.clone();
     expected.last_seq = 0;
-    assert_eq!(replay(&again).expect("replays").state, expected);
+    set_commit_version(&mut expected.extensions, 2);
+    let replayed = replay(&again).expect("replays").state;
+    assert_eq!(replayed, expected);
+    assert_eq!(replayed.version(), state.version());
 }
 
 #[test]
@@ -319,4 +324,122 @@ fn torn_record_followed_by_garbage_only_is_dropped() {
     f.extend(vec![0xa5; 3 * BLOCK_SIZE]);
     let r = replay(&f).expect("replays");
     assert_eq!((r.records, r.dropped_tail), (2, Some(offsets[2] as u64)));
+}
+
+/// A manifest written before `VERSION` existed (the golden sample snapshot has no
+/// extensions) decodes, and its versions count from 0: the snapshot is version 0 and each
+/// log record adds one.
+#[test]
+fn a_manifest_without_version_counts_from_zero() {
+    for n in [0, 1, 4] {
+        let (file, _) = file_with_logs(n);
+        let state = replay(&file).expect("replays").state;
+        assert_eq!(commit_version(&state.extensions), Ok(None));
+        assert_eq!(state.version(), n);
+    }
+}
+
+/// The version continues across a rewrite: the snapshot written from a replayed state
+/// carries that state's version, and the new manifest's logs count on from it.
+#[test]
+fn version_survives_a_manifest_rewrite() {
+    let mut snap = sample_snapshot();
+    set_commit_version(&mut snap.extensions, 300);
+    let mut file = encode_snapshot(&snap).expect("encodes");
+    for seq in 1..=2 {
+        file.extend(encode_log(&sample_log(seq)).expect("encodes"));
+    }
+    let state = replay(&file).expect("replays").state;
+    assert_eq!(state.version(), 302);
+    let mut rewritten = encode_snapshot(&state.to_snapshot()).expect("encodes");
+    assert_eq!(replay(&rewritten).expect("replays").state.version(), 302);
+    // The next log of the rewritten manifest is its first (seq 1) and moves on from the
+    // rewritten state (log 3's file and page ids are above it).
+    let next = LogRecord {
+        seq: 1,
+        ..sample_log(3)
+    };
+    rewritten.extend(encode_log(&next).expect("encodes"));
+    assert_eq!(replay(&rewritten).expect("replays").state.version(), 303);
+    // A state that never had a version gets none written while it is 0.
+    let zero = ManifestState::from_snapshot(sample_snapshot()).to_snapshot();
+    assert_eq!(commit_version(&zero.extensions), Ok(None));
+}
+
+/// Turns the first extension's tag of an encoded record into `VERSION` (the encoders refuse
+/// to write the records these tests need) and reseals it.
+fn retag_last_extension(mut record: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    let payload_len = u32::from_le_bytes(record[20..24].try_into().expect("4 bytes")) as usize;
+    // The record ends with: count 1, tag, length, payload.
+    let tag_at = HEADER_LEN + payload_len - payload.len() - 2;
+    assert_eq!(record[tag_at], ORIGIN as u8, "layout as expected");
+    record[tag_at] = VERSION as u8;
+    reseal(&mut record, 0);
+    record
+}
+
+/// `VERSION` belongs to snapshots: a log record carrying it is refused by the encoder, by
+/// the decoder and by `apply`, so a log can never move a version back.
+#[test]
+fn version_in_a_log_record_is_refused() {
+    let mut log = sample_log(1);
+    set_commit_version(&mut log.extensions, 7);
+    assert_eq!(
+        encode_log(&log),
+        Err(EncodeError::MisplacedExtension(VERSION))
+    );
+    let mut state = ManifestState::from_snapshot(sample_snapshot());
+    assert_eq!(
+        state.apply(log),
+        Err(DecodeReason::MisplacedExtension(VERSION))
+    );
+    assert_eq!(state.last_seq, 0, "a refused record changes nothing");
+
+    let mut carrier = sample_log(1);
+    carrier.extensions = vec![(ORIGIN, vec![7])];
+    let bytes = retag_last_extension(encode_log(&carrier).expect("encodes"), &[7]);
+    assert_eq!(
+        decode_record(&bytes, 0).map_err(|e| e.reason),
+        Err(DecodeReason::MisplacedExtension(VERSION))
+    );
+    let mut file = encode_snapshot(&sample_snapshot()).expect("encodes");
+    let at = file.len() as u64;
+    file.extend(bytes);
+    let e = replay(&file).expect_err("refused");
+    assert_eq!(
+        (e.offset, e.reason),
+        (at, DecodeReason::MisplacedExtension(VERSION))
+    );
+}
+
+/// A damaged `VERSION` payload behind a valid checksum is a decode error naming the
+/// extension, never a panic or a silent 0; the encoder refuses to write one.
+#[test]
+fn malformed_version_payloads_are_refused() {
+    for payload in [
+        &[][..],
+        &[0x80][..],
+        &[0x80, 0x00][..],
+        &[0x01, 0x00][..],
+        &[0xff; 11][..],
+    ] {
+        let mut snap = sample_snapshot();
+        snap.extensions = vec![(VERSION, payload.to_vec())];
+        assert_eq!(
+            encode_snapshot(&snap),
+            Err(EncodeError::InvalidExtension(VERSION)),
+            "{payload:?}"
+        );
+        snap.extensions = vec![(ORIGIN, payload.to_vec())];
+        let bytes = retag_last_extension(encode_snapshot(&snap).expect("encodes"), payload);
+        let e = replay(&bytes).expect_err("refused");
+        assert_eq!(e.offset, 0);
+        assert!(
+            matches!(
+                e.reason,
+                DecodeReason::InvalidExtension { tag: VERSION, .. }
+            ),
+            "{payload:?}: {e}"
+        );
+    }
 }

@@ -104,10 +104,15 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
         proptest::collection::vec(any::<u8>(), 0..64),
         addr(),
         ids(),
+        proptest::option::of(big_or_small()),
     )
         .prop_map(
-            |(branch, term, (ranges, max_file_id), shift, dict, mapping_root, ids)| {
+            |(branch, term, (ranges, max_file_id), shift, dict, mapping_root, ids, version)| {
                 let (next_page_id, root, ttl_root, free_head, overlay) = ids;
+                let mut extensions = vec![];
+                if let Some(v) = version {
+                    bough_manifest::set_commit_version(&mut extensions, v);
+                }
                 Snapshot {
                     meta: ManifestMetadata {
                         branch,
@@ -123,7 +128,7 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
                     next_page_id,
                     free_head,
                     overlay,
-                    extensions: vec![],
+                    extensions,
                 }
             },
         )

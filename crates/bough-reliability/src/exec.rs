@@ -76,7 +76,7 @@ pub fn execute(store: &Store, seed: u64, family: u32, index: usize, op: &Op) -> 
             let latest = latest_archive(&b)?;
             b.restore(&latest, backup)
         }
-        Op::Compact { branch } => part.branch(branch)?.compact_now(),
+        Op::Compact { branch } => part.branch(branch)?.compact_now().map(|_| ()),
         Op::Rehome { branch } => part.branch(branch)?.rehome().map(|_| ()),
         Op::Gc => part.gc(false).map(|_| ()),
     }

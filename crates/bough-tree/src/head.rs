@@ -76,7 +76,9 @@ pub struct TreeSnapshot {
     pub ranges: Arc<BranchFileMapping>,
     /// The partition's files.
     pub files: Arc<FileTable>,
-    /// Commit sequence number (grows by one per commit of this head).
+    /// The branch's commit version: grows by one per commit (and per checkpoint or
+    /// adoption) and never goes back — it is kept in the manifest apart from the log
+    /// sequence, so it survives manifest rewrites and new terms (`bough_manifest::VERSION`).
     pub version: u64,
 }
 
@@ -233,7 +235,11 @@ impl TreeSnapshot {
             mapping: mapping.view(),
             ranges: Arc::new(s.meta.branch_file_ranges.clone()),
             files,
-            version: 0,
+            // A malformed payload was refused when the record was decoded.
+            version: bough_manifest::commit_version(&s.extensions)
+                .ok()
+                .flatten()
+                .unwrap_or(0),
         })
     }
 }
@@ -558,7 +564,11 @@ pub struct Head {
     manifest_path: String,
     manifest: Arc<dyn StorageFile>,
     manifest_end: u64,
+    /// Sequence number of the manifest's last log record (0 right after a snapshot).
     seq: u64,
+    /// The commit version of the manifest's snapshot record: the branch's version is
+    /// `version_base + seq` (see [`Head::version`]).
+    version_base: u64,
     dict: Vec<u8>,
     extensions: bough_manifest::ext::Extensions,
     state: HeadState,
@@ -632,6 +642,9 @@ impl Head {
             tracing::warn!(manifest = %path, offset = off, "dropped a torn last manifest record");
         }
         let st = replayed.state;
+        let version_base = bough_manifest::commit_version(&st.extensions)
+            .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
+            .unwrap_or(0);
         if st.meta.branch != branch || st.meta.term != term {
             return Err(IoError::corruption(
                 path,
@@ -695,7 +708,7 @@ impl Head {
             mapping: state.mapping.view(),
             ranges: Arc::new(state.ranges.clone()),
             files: files.clone(),
-            version: st.last_seq,
+            version: version_base.saturating_add(st.last_seq),
         });
         Ok(Head {
             cfg,
@@ -706,6 +719,7 @@ impl Head {
             manifest,
             manifest_end: replayed.end_offset,
             seq: st.last_seq,
+            version_base,
             dict: st.dict,
             extensions: st.extensions,
             state,
@@ -839,9 +853,10 @@ impl Head {
         self.published = p;
     }
 
-    /// The commit sequence number of the latest commit.
+    /// The branch's commit version: one more with every record the head appends, carried
+    /// across manifest rewrites, new terms and forks (see `bough_manifest::VERSION`).
     pub fn version(&self) -> u64 {
-        self.seq
+        self.version_base.saturating_add(self.seq)
     }
 
     /// The manifest file this head appends to.
@@ -1014,7 +1029,7 @@ impl Head {
             mapping: self.state.mapping.view(),
             ranges: Arc::new(self.state.ranges.clone()),
             files: self.files.clone(),
-            version: self.seq,
+            version: self.version(),
         }));
     }
 
@@ -1135,6 +1150,8 @@ impl Head {
     }
 
     fn durable_snapshot(&self) -> Snapshot {
+        let mut extensions = self.extensions.clone();
+        bough_manifest::set_commit_version(&mut extensions, self.version());
         Snapshot {
             meta: ManifestMetadata {
                 branch: self.branch.clone(),
@@ -1150,7 +1167,7 @@ impl Head {
             next_page_id: self.state.mapping.next_page_id(),
             free_head: self.state.mapping.free_head(),
             overlay: Vec::new(),
-            extensions: self.extensions.clone(),
+            extensions,
         }
     }
 
@@ -1208,6 +1225,8 @@ impl Head {
             }
         };
         self.manifest_end = bytes.len() as u64;
+        // The new snapshot carries the version: it continues from there, not from 0.
+        self.version_base = self.version();
         self.seq = 0;
         self.publish();
         Ok(())

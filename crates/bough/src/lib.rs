@@ -28,8 +28,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, MAX_VALUE_LEN, Options};
 pub use store::{
-    Branch, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView, ScanOptions, ScanPage,
-    Store, Value,
+    Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView,
+    ScanOptions, ScanPage, Store, Value,
 };
 
 pub use bough_catalog::{

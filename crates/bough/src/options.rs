@@ -54,7 +54,9 @@ pub struct Options {
     pub manifest_rewrite_bytes: u64,
     /// Interval of the background work (expiry, compaction, GC) in ms; 0 turns it off.
     pub maintenance_interval_ms: u64,
-    /// Compact a data file once at least this fraction of its pages is garbage.
+    /// Compact a data file once at least this fraction of its pages is garbage to the branch
+    /// compacting it — and only if no other branch, archive or merge base references it
+    /// (ARCHITECTURE.md, "Compaction").
     pub compaction_garbage_ratio: f64,
     /// Most write batches coalesced into one commit.
     pub max_group_commit: usize,

@@ -3,14 +3,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bough_catalog::{BranchInfo, MergeOptions, MergeReport, Partition, RehomeReport};
-use bough_gc::{GcReport, Pins};
+use bough_gc::{GcReport, Pins, Usage};
 use bough_io::{
     BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir, open_local_with,
 };
@@ -145,6 +145,22 @@ struct PartitionEntry {
     /// Snapshot slots of deleted branches: readers may still hold their snapshots, which no
     /// manifest protects any more, so GC pins them until the last reader lets go.
     retired: Mutex<Vec<Arc<Published>>>,
+    /// Bumped by every change that can add a durable referent of existing data files
+    /// (branch created, deleted, restored or moved to a new term, archive written, merge,
+    /// reset): a [`Usage`] measured before it may miss a holder.
+    epoch: AtomicU64,
+    /// The last measured usage and the epoch it was measured at (see [`usage_of`]).
+    usage: Mutex<Option<(u64, Arc<Usage>)>>,
+}
+
+impl PartitionEntry {
+    /// Takes the catalog lock for a change of the partition's branches, archives or merge
+    /// bases, marking any cached usage stale.
+    fn catalog_change(&self) -> parking_lot::MutexGuard<'_, ()> {
+        let guard = self.catalog.lock();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        guard
+    }
 }
 
 #[derive(Debug)]
@@ -370,6 +386,8 @@ impl Store {
             branches: Mutex::new(HashMap::new()),
             catalog: Mutex::new(()),
             retired: Mutex::new(Vec::new()),
+            epoch: AtomicU64::new(0),
+            usage: Mutex::new(None),
         });
         parts.insert(key, entry.clone());
         Ok(entry)
@@ -547,27 +565,63 @@ impl Store {
     }
 }
 
+/// Every snapshot a reader of the partition holds and every file a writer is filling. Taken
+/// after the walk has read the manifests (see `bough_gc::collect_with`).
+fn pins_of(p: &PartitionEntry) -> Pins {
+    let mut pins = Pins::default();
+    for b in p.branches.lock().values() {
+        pins.snapshots.extend(b.published.live());
+    }
+    p.retired.lock().retain(|r| {
+        let held = r.held_by_readers();
+        let keep = !held.is_empty();
+        pins.snapshots.extend(held);
+        keep
+    });
+    pins.writing.extend(p.part.files().writing());
+    pins
+}
+
 /// GC of one partition: everything its manifests and archives reference, every snapshot a
-/// reader holds, every file a writer is filling.
+/// reader holds, every file a writer is filling. The same walk measures the partition's
+/// usage, which is cached for the next compactions (see [`usage_of`]).
 fn gc_partition(p: &PartitionEntry, dry_run: bool) -> Result<GcReport> {
     let _catalog = p.catalog.lock();
-    let files = p.part.files();
-    // Taken after GC has read the manifests (see `bough_gc::collect_with`).
-    let pins = || {
-        let mut pins = Pins::default();
-        for b in p.branches.lock().values() {
-            pins.snapshots.extend(b.published.live());
-        }
-        p.retired.lock().retain(|r| {
-            let held = r.held_by_readers();
-            let keep = !held.is_empty();
-            pins.snapshots.extend(held);
-            keep
-        });
-        pins.writing.extend(files.writing());
-        pins
-    };
-    bough_gc::collect_with(files, pins, dry_run).map_err(|e| Error::from(e).at(p.part.dir()))
+    // Read under the catalog lock, before the walk lists the directory: a change after this
+    // point bumps the epoch past it, so the cached usage is never taken for newer than it is.
+    let epoch = p.epoch.load(Ordering::Acquire);
+    let (report, usage) = bough_gc::collect_measured(p.part.files(), || pins_of(p), dry_run)
+        .map_err(|e| Error::from(e).at(p.part.dir()))?;
+    *p.usage.lock() = Some((epoch, Arc::new(usage)));
+    Ok(report)
+}
+
+/// Which files of the partition are live and who holds them, for compaction: the usage the
+/// last GC walk measured while no catalog change happened since, otherwise a new walk.
+///
+/// Why a cached walk is good enough: compaction counts the compacting branch's own live
+/// pages afresh and takes from the usage only who *else* holds a file. Without a catalog
+/// change, other referents can only drop pages (commits, compactions and readers letting
+/// go), so a cached answer errs towards keeping a file that became compactable, which the
+/// next GC corrects; every change that can add a holder (fork, archive, merge, reset,
+/// restore, new term, delete) bumps the epoch and forces a new walk. Choosing a victim is
+/// advisory either way: GC's own walk decides what is deleted. So the maintenance thread
+/// pays one walk per partition per tick — GC's, which it ran anyway — and a catalog change
+/// costs one more.
+fn usage_of(p: &PartitionEntry) -> Result<Arc<Usage>> {
+    let epoch = p.epoch.load(Ordering::Acquire);
+    if let Some((at, u)) = p.usage.lock().as_ref()
+        && *at == epoch
+    {
+        return Ok(u.clone());
+    }
+    let _catalog = p.catalog.lock();
+    let epoch = p.epoch.load(Ordering::Acquire);
+    let usage = bough_gc::measure(p.part.files(), || pins_of(p))
+        .map_err(|e| Error::from(e).at(p.part.dir()))?;
+    let usage = Arc::new(usage);
+    *p.usage.lock() = Some((epoch, usage.clone()));
+    Ok(usage)
 }
 
 impl Inner {
@@ -592,28 +646,41 @@ impl Inner {
         let store = Store {
             inner: self.clone(),
         };
-        let entries: Vec<Arc<BranchEntry>> = self
-            .partitions
-            .lock()
-            .values()
-            .flat_map(|p| p.branches.lock().values().cloned().collect::<Vec<_>>())
-            .collect();
+        let parts: Vec<Arc<PartitionEntry>> = self.partitions.lock().values().cloned().collect();
         let ratio = self.opts.compaction_garbage_ratio;
-        for b in entries {
-            let branch = Branch {
-                store: store.clone(),
-                entry: b.clone(),
-            };
-            branch.run(Box::new(move |head, now| {
-                expire(head, now)?;
-                compact(head, ratio, now)?;
-                // An idle branch's mapping changes go into mapping pages now, so creating a
-                // branch from it later writes only what changed since.
-                if head.dirty_chunks() > 0 {
-                    head.checkpoint(now)?;
-                }
-                Ok(())
-            }))?;
+        for p in parts {
+            let entries: Vec<Arc<BranchEntry>> = p.branches.lock().values().cloned().collect();
+            if entries.is_empty() {
+                continue;
+            }
+            // One usage per partition per tick, shared by its branches (outside their write
+            // queues, so no writer waits for the walk). Without it nobody can tell which
+            // files are shared: the partition's branches are not compacted this tick, the
+            // rest of the work goes on (GC reports the damage).
+            let usage = usage_of(&p)
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "cannot measure the partition; compaction skipped");
+                })
+                .ok();
+            for b in entries {
+                let branch = Branch {
+                    store: store.clone(),
+                    entry: b.clone(),
+                };
+                let usage = usage.clone();
+                branch.run(Box::new(move |head, now| {
+                    expire(head, now)?;
+                    if let Some(usage) = &usage {
+                        compact(head, ratio, now, usage)?;
+                    }
+                    // An idle branch's mapping changes go into mapping pages now, so creating
+                    // a branch from it later writes only what changed since.
+                    if head.dirty_chunks() > 0 {
+                        head.checkpoint(now)?;
+                    }
+                    Ok(())
+                }))?;
+            }
         }
         store.gc()?;
         Ok(())
@@ -675,10 +742,36 @@ fn expire(head: &mut Head, now: u64) -> Result<()> {
     }
 }
 
-/// Moves the live pages out of this head's own sealed files that are mostly garbage.
-/// Files of other lineages (inherited from a parent) are left alone: rewriting them would
-/// copy pages other branches share and free nothing.
-fn compact(head: &mut Head, garbage_ratio: f64, now: u64) -> Result<()> {
+/// What one compaction of one branch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Data files whose live pages were moved out (GC frees them once no reader holds them).
+    pub compacted: Vec<String>,
+    /// Pages rewritten into the branch's current file.
+    pub pages_moved: u64,
+    /// Data files mostly garbage to this branch that another branch, an archive or a merge
+    /// base still references: left alone, since copying out of them would free nothing.
+    pub shared_skipped: Vec<String>,
+}
+
+/// Moves this head's live pages out of its sealed files that are mostly garbage and that
+/// no other durable referent needs.
+///
+/// A file is a victim when (1) at least `garbage_ratio` of it is garbage to this head — the
+/// head's own live pages against the file's capacity — and (2) `usage` says no other branch
+/// head, archive or merge base references any page of it. Then the head is the file's only
+/// durable holder, so every page it does not reference is referenced by no one (the garbage
+/// is real), and once its pages are moved out nothing keeps the file (readers only until
+/// they let go). A file another referent still needs is left alone whatever its garbage:
+/// moving out of it would free nothing, and would turn pages the branches share into
+/// copies. Its garbage comes back once the sharing ends (ARCHITECTURE.md, "Compaction").
+/// Inherited files qualify like the head's own: the rule is about holders, not lineage.
+fn compact(
+    head: &mut Head,
+    garbage_ratio: f64,
+    now: u64,
+    usage: &Usage,
+) -> Result<CompactionReport> {
     let live = head.live_pages_per_file()?;
     let snap = head.snapshot();
     let active = head.active_file();
@@ -699,22 +792,41 @@ fn compact(head: &mut Head, garbage_ratio: f64, now: u64) -> Result<()> {
             per_file
         }
     };
-    let victims: Vec<u64> = live
+    let mut candidates: Vec<u64> = live
         .iter()
         .filter(|(f, _)| Some(**f) != active)
-        .filter(|(f, _)| {
-            snap.ranges
-                .resolve(**f)
-                .is_some_and(|r| &r.branch == head.branch() && r.term == head.term())
-        })
         .filter(|(f, n)| 1.0 - (**n as f64 / pages_in(**f)) >= garbage_ratio)
         .map(|(f, _)| *f)
         .collect();
+    candidates.sort_unstable();
+    let mut report = CompactionReport::default();
+    let mut victims = Vec::new();
+    for f in candidates {
+        // A live page in a file id no range covers is damage the next read reports; leave
+        // the file alone here.
+        let Ok(name) = head.files().resolve(&snap.ranges, f) else {
+            continue;
+        };
+        let name = name.to_string();
+        if usage.held_only_by(&name, head.branch(), head.term()) {
+            victims.push(f);
+            report.compacted.push(name);
+        } else {
+            report.shared_skipped.push(name);
+        }
+    }
     if !victims.is_empty() {
         let moved = head.relocate_files(&victims, now)?;
+        report.pages_moved = moved;
         tracing::debug!(files = victims.len(), pages = moved, "compacted");
     }
-    Ok(())
+    if !report.shared_skipped.is_empty() {
+        tracing::debug!(
+            files = ?report.shared_skipped,
+            "left mostly-garbage files other referents still need"
+        );
+    }
+    Ok(report)
 }
 
 fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_group: usize) {
@@ -885,7 +997,7 @@ impl PartitionHandle {
         let task_name = name.clone();
         parent
             .run(Box::new(move |head, now| {
-                let _catalog = entry.catalog.lock();
+                let _catalog = entry.catalog_change();
                 let new_head = entry
                     .part
                     .create_branch(head, &task_name, now)
@@ -916,7 +1028,7 @@ impl PartitionHandle {
             Err(e) if e.kind() == ErrorKind::Corruption => {
                 let entry = self.entry()?;
                 let bname = BranchName::new(name)?;
-                let _catalog = entry.catalog.lock();
+                let _catalog = entry.catalog_change();
                 return entry
                     .part
                     .delete_branch(&bname)
@@ -928,7 +1040,7 @@ impl PartitionHandle {
         let bname = BranchName::new(name)?;
         let target = branch.entry.clone();
         branch.run(Box::new(move |head, _now| {
-            let _catalog = entry.catalog.lock();
+            let _catalog = entry.catalog_change();
             entry.part.delete_branch(&bname)?;
             head.retire();
             entry.retired.lock().push(target.published.clone());
@@ -966,7 +1078,7 @@ impl PartitionHandle {
         let entry = self.entry()?;
         let published = branch.entry.published.clone();
         branch.run(Box::new(move |head, now| {
-            let _catalog = entry.catalog.lock();
+            let _catalog = entry.catalog_change();
             let mut new_head = entry.part.open_new_term(head, now)?;
             new_head.share_published(published);
             *head = new_head;
@@ -1071,7 +1183,7 @@ impl PartitionHandle {
         t.run(Box::new(move |head, now| {
             // Under the catalog lock GC cannot run between "the source state is pinned by a
             // reader snapshot" and "the target's manifest references it".
-            let _catalog = entry.catalog.lock();
+            let _catalog = entry.catalog_change();
             *slot.lock() = Some(entry.part.merge(head, &sname, &snap, opts, now)?);
             drop(pin);
             Ok(())
@@ -1087,7 +1199,7 @@ impl PartitionHandle {
         let t = self.branch(target)?;
         let entry = self.entry()?;
         t.run(Box::new(move |head, now| {
-            let _catalog = entry.catalog.lock();
+            let _catalog = entry.catalog_change();
             entry.part.reset_to(head, &sname, &snap, now)?;
             drop(pin);
             Ok(())
@@ -1145,6 +1257,8 @@ impl Branch {
         let out: Arc<Mutex<Option<ArchiveName>>> = Arc::new(Mutex::new(None));
         let slot = out.clone();
         self.run(Box::new(move |head, now| {
+            // A new durable referent of the branch's files: compaction must see it.
+            let _catalog = entry.catalog_change();
             let name = entry.part.archive(head, ts, now)?;
             *slot.lock() = Some(name);
             Ok(())
@@ -1184,7 +1298,7 @@ impl Branch {
         let published = self.entry.published.clone();
         let archive = archive.clone();
         self.run(Box::new(move |head, now| {
-            let _catalog = entry.catalog.lock();
+            let _catalog = entry.catalog_change();
             let mut restored = entry.part.restore(head, &archive, &backup, now)?;
             if let Ok(b) = entry.part.open_head(&backup) {
                 let be = store.register(b, &dir);
@@ -1202,7 +1316,7 @@ impl Branch {
         let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
         let entry = self.store.partition_entry(self.partition_dir())?;
         let head = {
-            let _catalog = entry.catalog.lock();
+            let _catalog = entry.catalog_change();
             entry
                 .part
                 .branch_from_archive(archive, &bname, self.store.inner.clock.now_ms())
@@ -1368,10 +1482,22 @@ impl Branch {
         r.ok_or_else(|| Error::new(ErrorKind::Io, "re-home reported nothing").at(&self.entry.label))
     }
 
-    /// Compacts the branch's mostly-garbage files now.
-    pub fn compact_now(&self) -> Result<()> {
+    /// Compacts the branch's mostly-garbage files now: moves its live pages out of every
+    /// sealed file that is at least `compaction_garbage_ratio` garbage and that no other
+    /// branch, archive or merge base references (see [`CompactionReport`]).
+    pub fn compact_now(&self) -> Result<CompactionReport> {
+        self.check_live()?;
         let ratio = self.store.inner.opts.compaction_garbage_ratio;
-        self.run(Box::new(move |head, now| compact(head, ratio, now)))
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let usage = usage_of(&entry).map_err(|e| e.at(&self.entry.label))?;
+        let out: Arc<Mutex<CompactionReport>> = Arc::default();
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            *slot.lock() = compact(head, ratio, now, &usage)?;
+            Ok(())
+        }))?;
+        let report = std::mem::take(&mut *out.lock());
+        Ok(report)
     }
 }
 
