@@ -199,6 +199,12 @@ impl Partition {
     }
 
     /// Durably replaces the branch's `CURRENT_TERM` record.
+    ///
+    /// The record's first term follows from the one it replaces: a live record's is kept (a
+    /// new term or a restore continues the same branch), a tombstone's is replaced by `term`
+    /// (the name is reused: a new branch starts here), and with no record at all it is 0
+    /// ("unknown"), which treats every older term as this branch's — the conservative
+    /// reading when a record was lost, and the right one for a name never used before.
     pub fn write_current_term(
         &self,
         branch: &BranchName,
@@ -208,7 +214,17 @@ impl Partition {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
-        let ct = CurrentTerm { term, deleted };
+        // An unreadable previous record counts as none: replacing it must not fail on it.
+        let first_term = match self.current_term(branch).ok().flatten() {
+            Some(prev) if prev.deleted && !deleted => term,
+            Some(prev) => prev.first_term.min(term),
+            None => 0,
+        };
+        let ct = CurrentTerm {
+            term,
+            deleted,
+            first_term,
+        };
         self.storage().write_atomic(&path, &ct.encode())?;
         self.terms.lock().terms.insert(branch.clone(), ct);
         Ok(())
@@ -568,7 +584,11 @@ impl Partition {
     /// Writes the head's current state as `manifest_<branch>_<term>_<ts>` (never overwriting
     /// an existing archive).
     pub fn archive(&self, head: &mut Head, ts: Timestamp, now_ms: u64) -> IoResult<ArchiveName> {
-        let fork = head.fork_point(now_ms)?;
+        let mut fork = head.fork_point(now_ms)?;
+        // Nothing merges from an archive (a restore or a point-in-time branch starts with
+        // bases of its own), and GC keeps every state an archive's bases reference: they
+        // would pin other branches' old versions for as long as the archive lives.
+        bough_manifest::ext::remove(&mut fork.snapshot.extensions, bough_manifest::MERGE_BASES);
         let name = ArchiveName::new(head.branch().clone(), head.term(), ts);
         let bytes = encode_snapshot(&fork.snapshot).map_err(|e| IoError::InvalidArgument {
             what: format!("cannot encode archive {name}: {e}"),

@@ -7,12 +7,24 @@
 //! changed since the base, it adopts the source's state by reference (one log record, no
 //! data copied). Otherwise the source's changes are applied key by key in one commit, and a
 //! key changed on both sides to different results is a conflict.
+//!
+//! **Expiry.** A merge sees all three states as reads would at the merge's time: an entry
+//! that has expired is absent, whether or not expiry has deleted it from that branch yet
+//! (see [`visible_at`]). So a key that expired on one side and was deleted by expiry on the
+//! other is no conflict, a change to an entry that has since expired is a deletion, and a
+//! merge never brings back an expired value.
+//!
+//! **Incarnations.** A merge base names the other branch, and a name can be reused after
+//! deletion. A base's state carries the other branch's term at the time it was recorded;
+//! that branch's `CURRENT_TERM` records the first term of its current incarnation. A base
+//! whose term is below it was recorded with an earlier branch of the same name: merges
+//! ignore it and [`Partition::prune_merge_bases`] drops it.
 
 use bough_io::{IoError, IoResult};
 use bough_manifest::{MERGE_BASES, MergeBase, Snapshot, encode_merge_bases, merge_bases};
 use bough_names::{BranchName, FileId};
 use bough_tree::btree::{Mutation, Op};
-use bough_tree::diff::{Change, diff};
+use bough_tree::diff::{Change, diff, same_entry, visible_at};
 use bough_tree::head::{Head, TreeSnapshot};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 
@@ -98,18 +110,71 @@ fn after(c: &Change) -> Option<&Entry> {
     }
 }
 
-fn same(a: Option<&Entry>, b: Option<&Entry>) -> bool {
+/// Whether both sides ended at the same entry: same value (overflow values by content, since
+/// two branches writing the same value store it in different pages), timestamp and expiry.
+fn same(
+    ours: &TreeSnapshot,
+    a: Option<&Entry>,
+    theirs: &TreeSnapshot,
+    b: Option<&Entry>,
+) -> IoResult<bool> {
     match (a, b) {
-        (None, None) => true,
-        (Some(x), Some(y)) => {
-            x.timestamp == y.timestamp && x.expire_at == y.expire_at && x.value == y.value
-        }
-        _ => false,
+        (None, None) => Ok(true),
+        (Some(x), Some(y)) => same_entry(ours, x, theirs, y),
+        _ => Ok(false),
     }
 }
 
+fn encode_bases(bases: &[MergeBase]) -> IoResult<Vec<u8>> {
+    encode_merge_bases(bases).map_err(|e| IoError::InvalidArgument {
+        what: format!("cannot encode merge bases: {e}"),
+    })
+}
+
 impl Partition {
-    /// The most recent common state recorded between `target` and `source`.
+    /// The first term of the live incarnation of `branch` (`None`: not live).
+    fn incarnation(&self, branch: &BranchName) -> IoResult<Option<bough_names::Term>> {
+        Ok(self
+            .current_term(branch)?
+            .filter(|ct| !ct.deleted)
+            .map(|ct| ct.first_term))
+    }
+
+    /// Whether `base` still describes a state of the branch it names: that branch is live
+    /// and its current incarnation is the one the base was recorded with. Anything else can
+    /// never be used by a merge again. An unreadable `CURRENT_TERM` proves nothing, so the
+    /// base counts as current (kept) then.
+    pub fn base_is_current(&self, base: &MergeBase) -> bool {
+        match self.incarnation(&base.branch) {
+            Ok(Some(first)) => base.state.meta.term >= first,
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// Drops from `head`'s manifest every merge base that is no longer current (see
+    /// [`base_is_current`](Self::base_is_current)): its branch was deleted, or deleted and
+    /// created again. Such a base can never be used, but GC must keep every page it
+    /// references while a manifest records it. Commits (one metadata record) only when
+    /// something is dropped; returns how many were. Run it in the head's write queue.
+    pub fn prune_merge_bases(&self, head: &mut Head, now_ms: u64) -> IoResult<usize> {
+        let bad = |r| IoError::corruption(head.manifest_path(), 0, format!("merge bases: {r:?}"));
+        let bases = merge_bases(head.extensions()).map_err(bad)?;
+        let before = bases.len();
+        let kept: Vec<MergeBase> = bases
+            .into_iter()
+            .filter(|b| self.base_is_current(b))
+            .collect();
+        let dropped = before - kept.len();
+        if dropped > 0 {
+            head.stage_extension(MERGE_BASES, encode_bases(&kept)?);
+            head.checkpoint(now_ms)?;
+        }
+        Ok(dropped)
+    }
+
+    /// The most recent common state recorded between `target` and `source`, among the bases
+    /// recorded with their current incarnations.
     pub fn merge_base(
         &self,
         target: &Head,
@@ -120,13 +185,17 @@ impl Partition {
         let mut best: Option<MergeBase> = None;
         let from_target = merge_bases(target.extensions()).map_err(bad)?;
         let from_source = merge_bases(source_exts).map_err(bad)?;
+        // A base is a state of the branch it names; one older than that branch's current
+        // incarnation belongs to a deleted branch of the same name.
+        let source_since = self.incarnation(source)?.unwrap_or(u64::MAX);
+        let target_since = self.incarnation(target.branch())?.unwrap_or(u64::MAX);
         for b in from_target
             .into_iter()
-            .filter(|b| &b.branch == source)
+            .filter(|b| &b.branch == source && b.state.meta.term >= source_since)
             .chain(
                 from_source
                     .into_iter()
-                    .filter(|b| &b.branch == target.branch()),
+                    .filter(|b| &b.branch == target.branch() && b.state.meta.term >= target_since),
             )
         {
             if best
@@ -157,15 +226,13 @@ impl Partition {
             recorded_at_ms: now_ms,
             state,
         });
-        let bytes = encode_merge_bases(&bases).map_err(|e| IoError::InvalidArgument {
-            what: format!("cannot encode merge bases: {e}"),
-        })?;
-        target.stage_extension(MERGE_BASES, bytes);
+        target.stage_extension(MERGE_BASES, encode_bases(&bases)?);
         Ok(())
     }
 
     /// Merges `source` (a checkpointed snapshot of branch `source_name`, with its manifest
-    /// extensions) into `target`. Run it in the target's write queue.
+    /// extensions) into `target`, as of `now_ms` (entries expired by then are absent on
+    /// every side). Run it in the target's write queue.
     pub fn merge(
         &self,
         target: &mut Head,
@@ -187,11 +254,13 @@ impl Partition {
         let base_snap = TreeSnapshot::from_record(files.clone(), &base.state)?;
         let src_snap = TreeSnapshot::from_record(files, source)?;
         let tgt_snap = target.snapshot();
-        let (t_changes, _) = diff(&base_snap, &tgt_snap)?;
+        let t_changes = visible_at(diff(&base_snap, &tgt_snap)?.0, now_ms);
         let mut report = MergeReport::default();
         if t_changes.is_empty() && opts.fast_forward {
+            // Nothing visible changed on the target: the source's state is the merge result
+            // (what the target holds beyond it is expired, so invisible either way).
             report.fast_forward = true;
-            report.applied = diff(&base_snap, &src_snap)?.0.len();
+            report.applied = visible_at(diff(&base_snap, &src_snap)?.0, now_ms).len();
             if !opts.dry_run {
                 self.record_base(target, source_name, source, now_ms)?;
                 target.adopt(source, now_ms)?;
@@ -199,7 +268,7 @@ impl Partition {
             }
             return Ok(report);
         }
-        let (s_changes, _) = diff(&base_snap, &src_snap)?;
+        let s_changes = visible_at(diff(&base_snap, &src_snap)?.0, now_ms);
         let ours: std::collections::BTreeMap<Vec<u8>, Change> = t_changes.into_iter().collect();
         let mut muts = Vec::new();
         for (key, sc) in s_changes {
@@ -208,7 +277,7 @@ impl Partition {
                 None => true,
                 Some(tc) => {
                     let mine = after(tc);
-                    if same(mine, theirs) {
+                    if same(&tgt_snap, mine, &src_snap, theirs)? {
                         false
                     } else {
                         let decision = match opts.policy {
@@ -294,12 +363,7 @@ impl Partition {
             })
             .collect();
         let pages: u64 = victims.iter().map(|f| live[f]).sum();
-        head.stage_extension(
-            MERGE_BASES,
-            encode_merge_bases(&[]).map_err(|e| IoError::InvalidArgument {
-                what: format!("cannot encode merge bases: {e}"),
-            })?,
-        );
+        head.stage_extension(MERGE_BASES, encode_bases(&[])?);
         let copied = if victims.is_empty() {
             head.checkpoint(now_ms)?;
             0

@@ -424,3 +424,99 @@ fn describe_and_archives() {
         ErrorKind::NotFound
     );
 }
+
+/// A merge base names the other branch; after that branch is deleted and its name reused,
+/// the base describes a branch that no longer exists. Deleting through the catalog alone
+/// (as a crash right after the tombstone leaves it) keeps the base in `main`'s manifest:
+/// the merge must still ignore it — using it would treat everything the new `feature` lacks
+/// from the old one as deletions — and pruning must drop it, keeping current bases.
+#[test]
+fn regression_a_recreated_branch_never_uses_its_predecessors_merge_base() {
+    let mem = MemoryStorage::new();
+    let p = open(&mem);
+    let mut main = p.open_head(&BranchName::main()).unwrap();
+    put(&mut main, "k", 0..50, "main");
+    let (feature, dev) = (bn("feature"), bn("dev"));
+    let mut dev_head = p.create_branch(&mut main, &dev, NOW).unwrap();
+    let mut old = p.create_branch(&mut main, &feature, NOW).unwrap();
+    put(&mut old, "f", 0..20, "old");
+    let snap = old.fork_point(NOW).unwrap().snapshot;
+    let r = p
+        .merge(&mut main, &feature, &snap, Default::default(), NOW + 1)
+        .unwrap();
+    assert!(r.committed && r.fast_forward, "{r:?}");
+    assert_eq!(count(&main), 70);
+    let old_term = old.term();
+    drop(old);
+    p.delete_branch(&feature).unwrap();
+
+    // `feature` again, from `dev`: it shares no history with `main` beyond `dev`'s fork,
+    // and `main` recorded no merge with it.
+    put(&mut dev_head, "d", 0..5, "dev");
+    let mut new = p.create_branch(&mut dev_head, &feature, NOW + 2).unwrap();
+    assert!(new.term() > old_term);
+    let ct = p.current_term(&feature).unwrap().unwrap();
+    assert_eq!((ct.term, ct.first_term), (new.term(), new.term()));
+    put(&mut new, "n", 0..5, "new");
+    let snap = new.fork_point(NOW + 2).unwrap().snapshot;
+    let stale = bough_manifest::merge_bases(main.extensions()).unwrap();
+    assert_eq!(stale.len(), 1, "the old base is still recorded");
+    assert!(!p.base_is_current(&stale[0]));
+    let e = p
+        .merge(&mut main, &feature, &snap, Default::default(), NOW + 3)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("no recorded merge base"), "{e}");
+    assert_eq!(count(&main), 70, "main unchanged");
+
+    // `dev`'s fork base is current and stays; the stale one goes.
+    assert_eq!(p.prune_merge_bases(&mut dev_head, NOW + 4).unwrap(), 0);
+    assert_eq!(p.prune_merge_bases(&mut main, NOW + 4).unwrap(), 1);
+    assert!(
+        bough_manifest::merge_bases(main.extensions())
+            .unwrap()
+            .is_empty()
+    );
+    let reopened = p.open_head(&BranchName::main()).unwrap();
+    assert!(
+        bough_manifest::merge_bases(reopened.extensions())
+            .unwrap()
+            .is_empty(),
+        "the pruning is durable"
+    );
+    // The new incarnation merges with its own parent as usual.
+    let r = p
+        .merge(&mut dev_head, &feature, &snap, Default::default(), NOW + 5)
+        .unwrap();
+    assert!(r.committed, "{r:?}");
+    assert_eq!(get(&dev_head, "n000004").as_deref(), Some("new:4"));
+}
+
+/// New terms and restores keep a branch's first term; a tombstone keeps it too, and the
+/// name's next creation starts a new one.
+#[test]
+fn current_term_records_where_each_incarnation_began() {
+    let mem = MemoryStorage::new();
+    let p = open(&mem);
+    let mut main = p.open_head(&BranchName::main()).unwrap();
+    put(&mut main, "k", 0..10, "main");
+    let feature = bn("feature");
+    let mut f = p.create_branch(&mut main, &feature, NOW).unwrap();
+    let first = |p: &Partition| {
+        let ct = p.current_term(&feature).unwrap().unwrap();
+        (ct.term, ct.first_term, ct.deleted)
+    };
+    assert_eq!(first(&p), (0, 0, false));
+    let mut f = p.open_new_term(&mut f, NOW).unwrap();
+    let _f = p.open_new_term(&mut f, NOW).unwrap();
+    assert_eq!(first(&p), (2, 0, false));
+    p.delete_branch(&feature).unwrap();
+    assert_eq!(first(&p), (2, 0, true));
+    let mut f = p.create_branch(&mut main, &feature, NOW).unwrap();
+    assert_eq!(first(&p), (3, 3, false));
+    drop(p.open_new_term(&mut f, NOW).unwrap());
+    assert_eq!(first(&p), (4, 3, false));
+    // A fresh reader of the directory sees the same.
+    let again = open(&mem);
+    assert_eq!(first(&again), (4, 3, false));
+}

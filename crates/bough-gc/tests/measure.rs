@@ -81,7 +81,7 @@ fn shared_pages_count_once_and_holders_are_named() {
     let storage = MemoryStorage::new();
     let p = open(&storage);
     let mut main = p.open_head(&bn("main")).unwrap();
-    put(&mut main, 0..3000, "v0");
+    put(&mut main, 0..6000, "v0");
     let mut feature = p.create_branch(&mut main, &bn("feature"), NOW).unwrap();
 
     // Right after the fork both heads (and feature's merge base) reach the same pages: the

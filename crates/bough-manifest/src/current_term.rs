@@ -23,17 +23,25 @@ pub const FLAG_DELETED: u32 = 1;
 /// | 8..12  | version = 1, LE                                    |
 /// | 12..16 | flags, LE: bit 0 = deleted; other bits zero        |
 /// | 16..24 | term, LE                                           |
-/// | 24..32 | reserved, zero                                     |
+/// | 24..32 | first term of this incarnation, LE (≤ term)         |
 ///
 /// A deleted branch keeps its file as a tombstone with its last term, so a branch created
 /// again under the same name continues above that term and never reuses a (branch, term)
 /// pair (and with it, data file names).
+///
+/// The first term tells incarnations of one name apart: a merge base another branch
+/// recorded with a state of this branch at a term below it belongs to an earlier branch of
+/// the same name, deleted since, and must never be used (or kept) for this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CurrentTerm {
     /// The branch's current term (for a tombstone: the last term it used).
     pub term: Term,
     /// Whether the branch was deleted.
     pub deleted: bool,
+    /// The term this incarnation of the branch was created at (new terms and restores keep
+    /// it; a name reused after deletion starts a new one). 0 when unknown: every term is
+    /// then taken to belong to the current incarnation.
+    pub first_term: Term,
 }
 
 impl CurrentTerm {
@@ -44,6 +52,7 @@ impl CurrentTerm {
         let flags = if self.deleted { FLAG_DELETED } else { 0 };
         out[12..16].copy_from_slice(&flags.to_le_bytes());
         out[16..24].copy_from_slice(&self.term.to_le_bytes());
+        out[24..32].copy_from_slice(&self.first_term.to_le_bytes());
         let sum = checksum(Domain::CurrentTerm, &out[8..]);
         out[0..8].copy_from_slice(&sum.to_le_bytes());
         out
@@ -71,12 +80,14 @@ impl CurrentTerm {
         if flags & !FLAG_DELETED != 0 {
             return Err(DecodeReason::UnknownFlags(flags & !FLAG_DELETED));
         }
-        if le_u64(bytes, 24) != 0 {
-            return Err(DecodeReason::ReservedNotZero);
+        let (term, first_term) = (le_u64(bytes, 16), le_u64(bytes, 24));
+        if first_term > term {
+            return Err(DecodeReason::FirstTermAboveTerm { first_term, term });
         }
         Ok(CurrentTerm {
-            term: le_u64(bytes, 16),
+            term,
             deleted: flags & FLAG_DELETED != 0,
+            first_term,
         })
     }
 }
@@ -98,14 +109,17 @@ mod tests {
             CurrentTerm {
                 term: 0,
                 deleted: false,
+                first_term: 0,
             },
             CurrentTerm {
                 term: 7,
                 deleted: true,
+                first_term: 3,
             },
             CurrentTerm {
                 term: u64::MAX,
                 deleted: false,
+                first_term: u64::MAX,
             },
         ] {
             assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
@@ -117,6 +131,7 @@ mod tests {
         let good = CurrentTerm {
             term: 9,
             deleted: false,
+            first_term: 4,
         }
         .encode();
         let reason = |b: &[u8]| CurrentTerm::decode(b).map_err(|e| e.reason);
@@ -143,8 +158,14 @@ mod tests {
         b[12] = 0b110;
         assert_eq!(reason(&reseal(b)), Err(DecodeReason::UnknownFlags(0b110)));
         let mut b = good;
-        b[31] = 1;
-        assert_eq!(reason(&reseal(b)), Err(DecodeReason::ReservedNotZero));
+        b[24] = 10;
+        assert_eq!(
+            reason(&reseal(b)),
+            Err(DecodeReason::FirstTermAboveTerm {
+                first_term: 10,
+                term: 9
+            })
+        );
     }
 
     #[test]
@@ -152,6 +173,7 @@ mod tests {
         let mut b = CurrentTerm {
             term: 1,
             deleted: false,
+            first_term: 0,
         }
         .encode();
         let sum = checksum(Domain::ManifestRecord, &b[8..]);

@@ -136,8 +136,14 @@ pub enum DecodeReason {
     },
     /// A `CURRENT_TERM` record has flag bits this version does not define.
     UnknownFlags(u32),
-    /// A `CURRENT_TERM` record's reserved field is not zero.
-    ReservedNotZero,
+    /// A `CURRENT_TERM` record's first term (where this incarnation of the branch began) is
+    /// above its current term.
+    FirstTermAboveTerm {
+        /// The record's first term.
+        first_term: u64,
+        /// The record's term.
+        term: u64,
+    },
 }
 
 impl From<VarintError> for DecodeReason {
@@ -202,7 +208,9 @@ impl std::fmt::Display for DecodeReason {
                 write!(f, "next_page_id went down from {previous} to {found}")
             }
             UnknownFlags(v) => write!(f, "unknown flag bits {v:#x}"),
-            ReservedNotZero => f.write_str("reserved field not zero"),
+            FirstTermAboveTerm { first_term, term } => {
+                write!(f, "first term {first_term} is above the term {term}")
+            }
         }
     }
 }

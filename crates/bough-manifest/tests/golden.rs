@@ -69,6 +69,7 @@ fn current_term_live() {
     let bytes = CurrentTerm {
         term: 5,
         deleted: false,
+        first_term: 0,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -79,6 +80,19 @@ fn current_term_tombstone() {
     let bytes = CurrentTerm {
         term: 0x1_0000_0005,
         deleted: true,
+        first_term: 0,
+    }
+    .encode();
+    insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
+}
+
+/// A branch name reused after deletion: its incarnation began at term 3 (bytes 24..32).
+#[test]
+fn current_term_reused_name() {
+    let bytes = CurrentTerm {
+        term: 5,
+        deleted: false,
+        first_term: 3,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -97,6 +111,7 @@ fn checksums_match_the_reference_crc() {
     let term = CurrentTerm {
         term: 5,
         deleted: true,
+        first_term: 2,
     }
     .encode();
     let covered = [&b"bough/current-term"[..], &term[8..]].concat();

@@ -180,10 +180,12 @@ fn sample_records_round_trip() {
         CurrentTerm {
             term: 0,
             deleted: false,
+            first_term: 0,
         },
         CurrentTerm {
             term: 42,
             deleted: true,
+            first_term: 40,
         },
     ] {
         assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
@@ -216,8 +218,8 @@ proptest! {
     }
 
     #[test]
-    fn current_term_round_trips(term in any::<u64>(), deleted in any::<bool>()) {
-        let ct = CurrentTerm { term, deleted };
+    fn current_term_round_trips(term in any::<u64>(), deleted in any::<bool>(), first in any::<u64>()) {
+        let ct = CurrentTerm { term, deleted, first_term: first.min(term) };
         prop_assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
     }
 
@@ -235,7 +237,7 @@ proptest! {
 
     #[test]
     fn current_term_bit_flips_are_detected(term in any::<u64>(), deleted in any::<bool>(), bit in 0..256usize) {
-        let mut bytes = CurrentTerm { term, deleted }.encode();
+        let mut bytes = CurrentTerm { term, deleted, first_term: term / 2 }.encode();
         bytes[bit / 8] ^= 1 << (bit % 8);
         prop_assert!(CurrentTerm::decode(&bytes).is_err());
     }

@@ -446,7 +446,14 @@ pub fn last_record_offset(bytes: &[u8]) -> Option<u64> {
     last
 }
 
-/// The merge bases the live manifest of `branch` records: other branch → common state.
+/// The merge bases the live manifest of `branch` records that a merge can still use: other
+/// branch → common state.
+///
+/// A base naming a deleted branch, or recorded with an earlier branch of the same name (its
+/// state's term is below that name's `first_term`), is dead: no merge uses it, and the store
+/// drops it when that branch is deleted — or, when that failed or a crash cut it short, at
+/// the next open of the head holding it. Until then it is invisible to every operation, so
+/// it is not part of what a family shows. (The facade's tests check that it does go.)
 pub fn read_merge_bases(
     storage: Arc<dyn Storage>,
     dir: &PartitionDir,
@@ -466,6 +473,16 @@ pub fn read_merge_bases(
         .map_err(|e| IoError::corruption(&path, 0, format!("merge bases: {e:?}")))?;
     let mut out = BTreeMap::new();
     for b in bases {
+        let other = files.path_of(&format!("CURRENT_TERM.{}", b.branch));
+        let current = match storage.read_file(&other, 4096) {
+            Ok(bytes) => CurrentTerm::decode(&bytes)
+                .map_err(|e| IoError::corruption(&other, e.offset, e.to_string()))?,
+            Err(e) if e.kind() == bough_io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if current.deleted || b.state.meta.term < current.first_term {
+            continue;
+        }
         let snap = TreeSnapshot::from_record(files.clone(), &b.state)?;
         out.insert(
             b.branch.to_string(),

@@ -423,6 +423,12 @@ impl FamilyModel {
             }
             Op::DeleteBranch { name } => {
                 m.branches.remove(name);
+                // No merge base naming it survives: the store drops them from every other
+                // branch right after the deletion, or (after a crash in between) when that
+                // branch's head opens again, which reading it back does first.
+                for b in m.branches.values_mut() {
+                    b.bases.remove(name);
+                }
             }
             Op::Archive { branch } => {
                 if let Some(b) = m.branches.get_mut(branch) {

@@ -401,6 +401,13 @@ fn apply_node(
                     .collect(),
                 children: slots.iter().map(|(_, c, _)| *c).collect(),
             };
+            // A rewritten child keeps its logical id (only its mapping slot moves), so when
+            // no child split, merged or went away this page holds exactly what it held:
+            // writing it again would cost a page per level per commit, and would make it
+            // differ physically from every branch sharing it, so diffs would read it too.
+            if node == *n {
+                return Ok(vec![(None, id)]);
+            }
             write_index(t, Some(id), node)
         }
     }
@@ -704,6 +711,7 @@ mod tests {
         next: PageId,
         freed: Vec<PageId>,
         cap: usize,
+        index_writes: usize,
     }
 
     impl TreeRead for MemTree {
@@ -746,6 +754,7 @@ mod tests {
         }
         fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
             assert!(node.encoded_len() <= self.cap);
+            self.index_writes += 1;
             let id = self.alloc(id);
             self.pages.insert(id, Node::Index(Arc::new(node)));
             Ok(id)
@@ -969,5 +978,50 @@ mod tests {
             get(&t, root, b"k").unwrap().unwrap().value,
             ValueLoc::Inline(b"same".to_vec())
         );
+    }
+
+    /// Rewriting leaves in place keeps their logical ids, so the index pages above them
+    /// hold the same children and separators: they must not be written again (that would
+    /// cost a page per level per commit and make every branch sharing them differ).
+    #[test]
+    fn regression_index_pages_are_rewritten_only_when_their_children_change() {
+        let mut t = MemTree {
+            cap: 4080,
+            ..Default::default()
+        };
+        let put = |i: u32, tag: &str| Mutation {
+            key: format!("key{i:06}").into_bytes(),
+            op: Op::Put {
+                value: format!("{tag}{i:06}").into_bytes(),
+                timestamp: 1,
+                expire_at: 0,
+            },
+        };
+        let muts: Vec<Mutation> = (0..100_000).map(|i| put(i, "old")).collect();
+        let root = apply(&mut t, NO_PAGE, &muts, &mut Applied::default()).unwrap();
+        let mut depth = 1;
+        let mut id = root;
+        while let Node::Index(n) = t.node(id).unwrap() {
+            depth += 1;
+            id = n.children[0];
+        }
+        assert!(depth >= 3, "the tree has {depth} levels");
+        // The first pass may merge a small node it touches with a neighbour (the bulk load
+        // leaves the last node of each level small), which does change its parent.
+        let same_size = |tag: &str| -> Vec<Mutation> {
+            (0..20_000).step_by(997).map(|i| put(i, tag)).collect()
+        };
+        let root = apply(&mut t, root, &same_size("one"), &mut Applied::default()).unwrap();
+        let before = t.index_writes;
+        let r = apply(&mut t, root, &same_size("two"), &mut Applied::default()).unwrap();
+        assert_eq!(r, root);
+        assert_eq!(
+            t.index_writes, before,
+            "no child split, merged or went away"
+        );
+        // A split does change the parent.
+        let grow: Vec<Mutation> = (100_000..101_000).map(|i| put(i, "new")).collect();
+        apply(&mut t, root, &grow, &mut Applied::default()).unwrap();
+        assert!(t.index_writes > before);
     }
 }

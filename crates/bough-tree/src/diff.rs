@@ -269,9 +269,38 @@ pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<KeyChange>, Dif
     Ok((out, stats))
 }
 
+/// The changes as they look at `now_ms`, when an entry that has expired counts as absent
+/// (the rule reads follow, see [`Entry::is_live_at`]): a change between two expired
+/// entries disappears, one from an expired entry to a live one is an addition, and one from
+/// a live entry to an expired one (or to nothing) is a removal.
+///
+/// Expiry deletes expired keys lazily and per branch, so two branches may hold the same
+/// logical state with and without the expired entries: without this, a diff would show
+/// keys no read returns, and a merge would see conflicts over keys neither side has.
+pub fn visible_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<KeyChange> {
+    changes
+        .into_iter()
+        .filter_map(|(key, c)| {
+            let c = match c {
+                Change::Added(e) => e.is_live_at(now_ms).then_some(Change::Added(e))?,
+                Change::Removed(e) => e.is_live_at(now_ms).then_some(Change::Removed(e))?,
+                Change::Changed { old, new } => {
+                    match (old.is_live_at(now_ms), new.is_live_at(now_ms)) {
+                        (true, true) => Change::Changed { old, new },
+                        (true, false) => Change::Removed(old),
+                        (false, true) => Change::Added(new),
+                        (false, false) => return None,
+                    }
+                }
+            };
+            Some((key, c))
+        })
+        .collect()
+}
+
 /// Whether two entries hold the same value, timestamp and expiry (overflow values compared
 /// by identity first, by content when their pages differ).
-fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) -> IoResult<bool> {
+pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) -> IoResult<bool> {
     use crate::page::leaf::ValueLoc;
     if ea.timestamp != eb.timestamp || ea.expire_at != eb.expire_at {
         return Ok(false);

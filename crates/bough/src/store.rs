@@ -411,9 +411,15 @@ impl Store {
         if let Some(b) = branches.get(branch) {
             return Ok(b.clone());
         }
-        let head = p
+        let mut head = p
             .part
             .open_head(branch)
+            .map_err(|e| Error::from(e).at(&label))?;
+        // Bases of deleted branches are normally dropped when the branch is deleted; one a
+        // crash (or a failure) left behind goes the first time its head opens again, before
+        // any merge can see it or the name can be reused by a branch this base is not about.
+        p.part
+            .prune_merge_bases(&mut head, self.inner.clock.now_ms())
             .map_err(|e| Error::from(e).at(&label))?;
         let entry = self.register(head, dir);
         branches.insert(branch.clone(), entry.clone());
@@ -1018,7 +1024,10 @@ impl PartitionHandle {
     }
 
     /// Deletes branch `name`: its manifests and archives go; its data stays until GC finds
-    /// nothing else references it. `main` cannot be deleted; children are unaffected.
+    /// nothing else references it. `main` cannot be deleted; children are unaffected. Then
+    /// every other branch drops the merge bases naming it (a metadata commit where it had
+    /// one), so GC can free the states they pinned; an error from that step leaves the
+    /// branch deleted, and those bases are dropped at their head's next open.
     pub fn delete_branch(&self, name: &str) -> Result<()> {
         let branch = match self.branch(name) {
             Ok(b) => b,
@@ -1039,15 +1048,56 @@ impl PartitionHandle {
         let entry = self.entry()?;
         let bname = BranchName::new(name)?;
         let target = branch.entry.clone();
+        let deleted = entry.clone();
         branch.run(Box::new(move |head, _now| {
-            let _catalog = entry.catalog_change();
-            entry.part.delete_branch(&bname)?;
+            let _catalog = deleted.catalog_change();
+            deleted.part.delete_branch(&bname)?;
             head.retire();
-            entry.retired.lock().push(target.published.clone());
+            deleted.retired.lock().push(target.published.clone());
             target.gone.store(true, Ordering::Release);
-            entry.branches.lock().remove(&bname);
+            deleted.branches.lock().remove(&bname);
             Ok(())
-        }))
+        }))?;
+        drop(branch);
+        self.prune_merge_bases(&entry).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!(
+                    "branch {name} is deleted, but dropping the merge bases naming it failed \
+                     (they go when the branch holding them opens next): {e}"
+                ),
+            )
+            .at(&self.dir)
+        })
+    }
+
+    /// Drops the merge bases no live branch can use any more (those naming deleted
+    /// branches) from every live branch of the partition, so GC can free the states they
+    /// pinned. Each branch does it in its own write queue (a merge into it may be running).
+    /// Every branch is tried; the first failure is returned. A base left behind is never
+    /// used (merges check the incarnation) and goes when its head opens next.
+    fn prune_merge_bases(&self, entry: &Arc<PartitionEntry>) -> Result<()> {
+        let mut first_error = None;
+        for name in entry.part.branches().map_err(Error::from)? {
+            let pruned = self.branch(name.as_str()).and_then(|b| {
+                let e = entry.clone();
+                b.run(Box::new(move |head, now| {
+                    let _catalog = e.catalog_change();
+                    e.part.prune_merge_bases(head, now)?;
+                    Ok(())
+                }))
+            });
+            match pruned {
+                Ok(()) => {}
+                // Deleted meanwhile: nothing to prune.
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(branch = %name, error = %e, "cannot drop merge bases");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// The live branches of the partition.
@@ -1113,15 +1163,18 @@ impl PartitionHandle {
         Ok((BranchName::new(name)?, snap, pin))
     }
 
-    /// Every key whose entry differs from branch `a` to branch `b`, in key order. Reads only
-    /// the pages the two branches do not share.
+    /// Every key whose entry differs from branch `a` to branch `b`, in key order, as reads
+    /// see both at the store clock's time: an entry that has expired is absent (an expired
+    /// key on one side and no key on the other is no difference). Reads only the pages the
+    /// two branches do not share.
     pub fn diff(&self, a: &str, b: &str) -> Result<Vec<DiffEntry>> {
         let (ba, bb) = (self.branch(a)?, self.branch(b)?);
         let (sa, sb) = (ba.entry.published.load(), bb.entry.published.load());
         self.diff_snapshots(&sa, &sb, format!("{}@{a}..{b}", self.dir))
     }
 
-    /// Every key whose entry differs from `archive` to the current state of `branch`.
+    /// Every key whose entry differs from `archive` to the current state of `branch` (expired
+    /// entries absent, as in [`diff`](Self::diff)).
     pub fn diff_archive(&self, archive: &ArchiveName, branch: &str) -> Result<Vec<DiffEntry>> {
         let label = format!("{}@{archive}..{branch}", self.dir);
         let entry = self.entry()?;
@@ -1135,6 +1188,7 @@ impl PartitionHandle {
         self.diff_snapshots(&sa, &sb, label)
     }
 
+    /// The diff as reads see it now: an expired entry is absent on its side.
     fn diff_snapshots(
         &self,
         sa: &TreeSnapshot,
@@ -1142,6 +1196,7 @@ impl PartitionHandle {
         label: String,
     ) -> Result<Vec<DiffEntry>> {
         let (changes, _) = bough_tree::diff::diff(sa, sb).map_err(|e| Error::from(e).at(&label))?;
+        let changes = bough_tree::diff::visible_at(changes, self.store.inner.clock.now_ms());
         let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {
             let v = match e.value {
                 ValueLoc::Inline(v) => v,
@@ -1173,7 +1228,8 @@ impl PartitionHandle {
 
     /// Merges branch `source` into branch `target` (see [`MergeOptions`]): a fast-forward
     /// by reference when `target` has not changed since their merge base, otherwise a
-    /// three-way merge committed atomically on `target`.
+    /// three-way merge committed atomically on `target`. All three states are seen as reads
+    /// see them at the store clock's time: an entry that has expired is absent.
     pub fn merge(&self, source: &str, target: &str, opts: MergeOptions) -> Result<MergeReport> {
         let (sname, snap, pin) = self.snapshot_record(source)?;
         let t = self.branch(target)?;
@@ -1512,7 +1568,7 @@ pub struct ReadView {
 
 impl ReadView {
     fn live(&self, e: &Entry) -> bool {
-        e.expire_at == 0 || e.expire_at > self.now
+        e.is_live_at(self.now)
     }
 
     fn value_of(&self, e: Entry, keys_only: bool) -> Result<Value> {

@@ -345,7 +345,7 @@ fn archives_respect_num_retained_archives_per_branch() {
         for b in [&main, &feature] {
             let name = &b.label()[4..];
             let mut model = Model::new();
-            put_range(b, &mut model, "k", &format!("{name}{round}"), 0..600, 300);
+            put_range(b, &mut model, "k", &format!("{name}{round}"), 0..6000, 600);
             b.compact_now().unwrap();
             env.clock.advance(10);
             let a = b.archive().unwrap();
@@ -368,8 +368,15 @@ fn archives_respect_num_retained_archives_per_branch() {
     );
     // Another branch's archives are not counted against this one.
     assert_eq!(main.archives().unwrap().len(), 5);
+    // Each round's leaves fill files of their own; the head may still hold a few pages
+    // (index pages no round changed) in the files of the pruned states, which compaction
+    // kept out of while archives held them and may move now (as the maintenance tick would).
+    let c = feature.compact_now().unwrap();
     let r = p.gc(false).unwrap();
-    assert!(!r.deleted.is_empty(), "pruned archives freed nothing");
+    assert!(
+        !r.deleted.is_empty(),
+        "pruned archives freed nothing: {c:?} {r:?}"
+    );
     assert!(
         r.deleted.iter().all(|(n, _)| n.ends_with("_feature_0")),
         "{r:?}"
@@ -377,6 +384,7 @@ fn archives_respect_num_retained_archives_per_branch() {
     let pruned_main = main.prune_archives(3).unwrap();
     assert_eq!(pruned_main.len(), 2);
     assert_eq!(main.prune_archives(3).unwrap(), []);
+    main.compact_now().unwrap();
     let r = p.gc(false).unwrap();
     assert!(!r.deleted.is_empty());
     assert!(env.data_files().len() < files_before);

@@ -24,7 +24,11 @@ impl Rng {
 }
 
 fn store() -> (Store, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
+    reopen(tempfile::tempdir().unwrap())
+}
+
+/// Opens (again) the store in `dir`.
+fn reopen(dir: tempfile::TempDir) -> (Store, tempfile::TempDir) {
     let s = Store::open(
         Options::new(dir.path())
             .backend(Backend::Pread)
@@ -338,4 +342,289 @@ fn one_validation_path_for_writes_and_direct_commits() {
     };
     let via_tree = m.check(4096).unwrap_err();
     assert!(via_write.contains(&via_tree), "{via_write} vs {via_tree}");
+}
+
+/// Data files of `branch` in the partition directory.
+fn files_of(dir: &std::path::Path, branch: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join("t.0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("data_") && n.contains(&format!("_{branch}_")))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A three-way merge records the source's state as `main`'s merge base with `feature`. Once
+/// `feature` is deleted nothing can use that base, but while `main`'s manifest records it,
+/// GC must keep every page it references — `feature`'s files, forever. Deleting `feature`
+/// drops it, so GC frees them; and a new `feature` (same name, other history) merging into
+/// `main` must not be diffed against the old branch's state.
+#[test]
+fn regression_deleting_a_branch_unpins_the_merge_bases_naming_it() {
+    let (s, dir) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(21);
+    let (mut mm, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut mm, &mut rng, "", 2000, 2000, &mut ts);
+    let dev = p.create_branch("dev", "main").unwrap();
+    let f = p.create_branch("feature", "main").unwrap();
+    let base = mm.clone();
+    let mut mf = mm.clone();
+    for _ in 0..4 {
+        scribble(&f, &mut mf, &mut rng, "f", 800, 400, &mut ts);
+    }
+    scribble(&main, &mut mm, &mut rng, "m", 100, 50, &mut ts);
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    assert!(r.committed && !r.fast_forward, "{r:?}");
+    for (k, v) in &mf {
+        if base.get(k) != Some(v) {
+            mm.insert(k.clone(), v.clone());
+        }
+    }
+    assert_eq!(all(&main), mm);
+    assert!(!files_of(dir.path(), "feature").is_empty());
+    drop(f);
+    p.delete_branch("feature").unwrap();
+    let report = s.gc().unwrap();
+    let left = files_of(dir.path(), "feature");
+    assert!(
+        left.is_empty(),
+        "feature's files survived its deletion: {left:?}; {report:?}"
+    );
+    assert_eq!(all(&main), mm);
+
+    // `feature` again, from `dev`: `main` shares no recorded base with it.
+    let mut md = base.clone();
+    scribble(&dev, &mut md, &mut rng, "d", 100, 50, &mut ts);
+    let f2 = p.create_branch("feature", "dev").unwrap();
+    scribble(&f2, &mut md, &mut rng, "n", 100, 50, &mut ts);
+    let e = p
+        .merge("feature", "main", MergeOptions::default())
+        .unwrap_err();
+    assert_eq!(e.kind(), bough::ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(all(&main), mm, "a refused merge changes nothing");
+    // Through `dev`, the new `feature` reaches `main` with correct bases all the way.
+    p.merge("feature", "dev", MergeOptions::default()).unwrap();
+    p.merge("dev", "main", MergeOptions::default()).unwrap();
+    let mut want = mm.clone();
+    for (k, v) in &md {
+        if base.get(k) != Some(v) {
+            want.insert(k.clone(), v.clone());
+        }
+    }
+    for k in base.keys() {
+        if !md.contains_key(k) {
+            want.remove(k);
+        }
+    }
+    assert_eq!(all(&main), want);
+}
+
+/// A crash right after the tombstone of `feature` (simulated by deleting through the
+/// catalog alone, which drops no merge base) leaves `main`'s base naming it. The first open
+/// of `main` drops it, before the name is reused or GC runs.
+#[test]
+fn regression_a_base_left_by_a_crash_during_deletion_goes_at_the_next_open() {
+    let (s, dir) = store();
+    {
+        let p = s.partition("t", 0).unwrap();
+        let main = p.branch("main").unwrap();
+        let mut rng = Rng::new(23);
+        let (mut m, mut ts) = (Model::new(), 0);
+        scribble(&main, &mut m, &mut rng, "", 1000, 1000, &mut ts);
+        let f = p.create_branch("feature", "main").unwrap();
+        let mut mf = m.clone();
+        for _ in 0..3 {
+            scribble(&f, &mut mf, &mut rng, "f", 800, 400, &mut ts);
+        }
+        scribble(&main, &mut m, &mut rng, "m", 100, 20, &mut ts);
+        p.merge("feature", "main", MergeOptions::default()).unwrap();
+    }
+    s.close().unwrap();
+    drop(s);
+    {
+        let storage = bough::io::open_local(dir.path(), bough::io::BackendChoice::Pread).unwrap();
+        let part = bough_catalog::Partition::open(
+            storage,
+            bough_names::PartitionDir::new(bough_names::TableName::new("t").unwrap(), 0),
+            bough_tree::head::HeadConfig {
+                page_size: 4096,
+                file_pages: 64,
+                preallocate: 64 * 4096,
+                ..bough_tree::head::HeadConfig::default()
+            },
+            std::sync::Arc::new(bough_tree::cache::PageCache::new(1 << 20)),
+            true,
+            false,
+        )
+        .unwrap();
+        part.delete_branch(&bough_names::BranchName::new("feature").unwrap())
+            .unwrap();
+    }
+    let (s, _dir) = reopen(dir);
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let before = all(&main);
+    s.gc().unwrap();
+    let left = files_of(_dir.path(), "feature");
+    assert!(left.is_empty(), "feature's files survived: {left:?}");
+    assert_eq!(all(&main), before);
+    p.create_branch("feature", "main").unwrap();
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    assert!(r.fast_forward && r.applied == 0, "{r:?}");
+}
+
+/// Every branch that borrows `feature`'s pages — a child and a grandchild forked from it,
+/// and `main`, which adopted it by a fast-forward — is re-homed; then deleting `feature`
+/// and collecting frees all of `feature`'s files, and every branch reads as before.
+#[test]
+fn rehome_every_borrower_then_delete_frees_all_of_features_files() {
+    let (s, dir) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(25);
+    let (mut m, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut m, &mut rng, "", 1500, 1500, &mut ts);
+    let feature = p.create_branch("feature", "main").unwrap();
+    let mut mf = m.clone();
+    for _ in 0..3 {
+        scribble(&feature, &mut mf, &mut rng, "", 1500, 400, &mut ts);
+    }
+    let child = p.create_branch("child", "feature").unwrap();
+    let mut mc = mf.clone();
+    scribble(&child, &mut mc, &mut rng, "c", 200, 100, &mut ts);
+    let grandchild = p.create_branch("grandchild", "child").unwrap();
+    let mut mg = mc.clone();
+    scribble(&grandchild, &mut mg, &mut rng, "g", 200, 100, &mut ts);
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    assert!(r.fast_forward, "{r:?}");
+    let m = mf.clone();
+    // Re-homing the borrowers leaves their contents exactly as they were.
+    for (b, want) in [(&main, &m), (&child, &mc), (&grandchild, &mg)] {
+        let r = b.rehome().unwrap();
+        assert!(r.files_rehomed > 0 && r.pages_copied > 0, "{r:?}");
+        assert_eq!(&all(b), want);
+    }
+    drop(feature);
+    p.delete_branch("feature").unwrap();
+    let report = s.gc().unwrap();
+    let left = files_of(dir.path(), "feature");
+    assert!(
+        left.is_empty(),
+        "feature's files survived: {left:?}; {report:?}"
+    );
+    for (b, want) in [(&main, &m), (&child, &mc), (&grandchild, &mg)] {
+        assert_eq!(&all(b), want, "{}", b.label());
+    }
+    // And after a reopen, from disk.
+    drop((main, child, grandchild, p));
+    s.close().unwrap();
+    let (s, _dir) = reopen(dir);
+    let p = s.partition("t", 0).unwrap();
+    for (name, want) in [("main", &m), ("child", &mc), ("grandchild", &mg)] {
+        assert_eq!(&all(&p.branch(name).unwrap()), want, "{name} after reopen");
+    }
+}
+
+/// An entry that has expired is absent in diffs and merges, as in reads, whether or not
+/// expiry has deleted it yet. Expiry ran on `main` and not on `feature`: the diff showed
+/// the expired key, and a merge of `feature`'s later change to it was a conflict (a delete
+/// against a change) although neither side had the key visible at the base's expiry.
+#[test]
+fn regression_expired_entries_are_absent_in_diffs_and_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = bough::ManualClock::new(1_000_000);
+    let s = Store::open(
+        Options::new(dir.path())
+            .backend(Backend::Pread)
+            .maintenance_interval_ms(0)
+            .clock(std::sync::Arc::new(clock.clone())),
+    )
+    .unwrap();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let put = |b: &bough::Branch, k: &str, v: &str, ts: u64, expire_at: Option<u64>| {
+        let mut w = WriteBatch::new();
+        w.put_with(
+            k,
+            v,
+            PutOptions {
+                timestamp: Some(ts),
+                expire_at,
+                ttl_ms: None,
+            },
+        );
+        b.write_blocking(w).unwrap();
+    };
+    put(&main, "a", "short-lived", 1, Some(1_000_010));
+    put(&main, "b", "base", 1, None);
+    let f = p.create_branch("feature", "main").unwrap();
+    clock.advance(20);
+    main.expire_now().unwrap();
+    assert!(p.diff("main", "feature").unwrap().is_empty());
+    put(&main, "d", "ours", 2, None);
+    put(&f, "a", "again", 3, None);
+    put(&f, "c", "gone soon", 4, Some(1_000_025));
+    clock.advance(10);
+    let d = p.diff("main", "feature").unwrap();
+    let keys: Vec<&[u8]> = d.iter().map(|e| e.key.as_slice()).collect();
+    assert_eq!(keys, [&b"a"[..], b"d"], "{d:?}");
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    assert!(
+        r.committed && r.conflicts.is_empty() && r.applied == 1,
+        "{r:?}"
+    );
+    assert_eq!(main.get_blocking(b"a").unwrap().unwrap().value, b"again");
+    assert!(main.get_blocking(b"c").unwrap().is_none());
+    assert_eq!(all(&main).len(), 3);
+}
+
+/// Both sides setting a key to the same large value (stored in overflow pages, so in
+/// different pages on each side) changed it the same way: no conflict.
+#[test]
+fn regression_the_same_overflow_value_on_both_sides_is_no_conflict() {
+    let (s, _d) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut w = WriteBatch::new();
+    w.put_with(
+        "x",
+        "base",
+        PutOptions {
+            timestamp: Some(1),
+            ..Default::default()
+        },
+    );
+    main.write_blocking(w).unwrap();
+    let f = p.create_branch("feature", "main").unwrap();
+    // Another large value first on `main`, so the two copies of `x` do not even get the
+    // same logical page ids.
+    let mut w = WriteBatch::new();
+    w.put("a", vec![1u8; 5000]);
+    main.write_blocking(w).unwrap();
+    let big = vec![7u8; 9000];
+    for b in [&main, &f] {
+        let mut w = WriteBatch::new();
+        w.put_with(
+            "x",
+            big.clone(),
+            PutOptions {
+                timestamp: Some(5),
+                ..Default::default()
+            },
+        );
+        b.write_blocking(w).unwrap();
+    }
+    let mut w = WriteBatch::new();
+    w.put("y", "ours");
+    main.write_blocking(w).unwrap();
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    assert!(
+        r.committed && r.conflicts.is_empty() && r.applied == 0,
+        "{r:?}"
+    );
+    assert!(main.get_blocking(b"x").unwrap().unwrap().value == big);
+    drop(s);
 }

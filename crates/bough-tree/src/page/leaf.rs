@@ -63,6 +63,14 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Whether the entry is visible at `now_ms`: it has no expiry, or its expiry is still
+    /// ahead. An entry expires *at* its expiry time. Reads, diffs and merges all use this
+    /// rule, so an expired entry is absent everywhere, whether or not expiry has removed
+    /// it yet.
+    pub fn is_live_at(&self, now_ms: u64) -> bool {
+        self.expire_at == 0 || self.expire_at > now_ms
+    }
+
     /// Upper bound of this entry's encoded size (without prefix compression).
     pub fn max_encoded_len(&self) -> usize {
         let value = match &self.value {
