@@ -175,6 +175,97 @@ pub fn smoke(root: &Path, secs: u64, deadline: Option<Instant>) -> Result<(), St
     }
 }
 
+/// Executions libFuzzer reports at the end of a run: `stat::number_of_executed_units`
+/// (printed with `-print_final_stats=1`), else its `Done N runs` line, else the count of
+/// its last status line (`#N ...`).
+pub fn executions(output: &str) -> Option<u64> {
+    let number = |s: &str| s.trim().parse::<u64>().ok();
+    let mut done = None;
+    let mut last_status = None;
+    for line in output.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("stat::number_of_executed_units:") {
+            if let Some(n) = number(rest) {
+                return Some(n);
+            }
+        } else if let Some(rest) = line.strip_prefix("Done ") {
+            done = rest.split_whitespace().next().and_then(number).or(done);
+        } else if let Some(rest) = line.strip_prefix('#') {
+            last_status = rest
+                .split_whitespace()
+                .next()
+                .and_then(number)
+                .or(last_status);
+        }
+    }
+    done.or(last_status)
+}
+
+/// Whether `cargo fuzz` runs here (nothing is installed).
+pub fn cargo_fuzz_available() -> bool {
+    process::probe(&workspace::cargo(), &["fuzz", "--version"])
+}
+
+/// What running every target for a while found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counted {
+    /// Executions summed over the targets.
+    pub execs: u64,
+    /// Targets that ran.
+    pub targets: Vec<String>,
+    /// Targets that crashed (or ran past their deadline), with why.
+    pub crashed: Vec<String>,
+}
+
+/// Runs every target for `secs` seconds in a fresh corpus (plus seeds and any local corpus)
+/// after one build, capturing libFuzzer's output to count executions. Used by
+/// `cargo xtask reliability`; a crash is reported with the tail of the target's output.
+pub fn run_counted(root: &Path, secs: u64) -> Result<Counted, String> {
+    let targets = targets(root)?;
+    if targets.is_empty() {
+        return Err("fuzz/Cargo.toml declares no targets".into());
+    }
+    let mut build = build_command(root);
+    eprintln!("$ {}", process::render(&build));
+    let outcome = process::run_until(&mut build, None);
+    if !outcome.success() {
+        return Err(format!("cargo fuzz build: {}", outcome.describe()));
+    }
+    let scratch = fuzz_dir(root).join("target").join("reliability-corpus");
+    let mut counted = Counted::default();
+    for target in &targets {
+        let corpus = scratch.join(target);
+        let _ = std::fs::remove_dir_all(&corpus);
+        std::fs::create_dir_all(&corpus)
+            .map_err(|e| format!("cannot create {}: {e}", corpus.display()))?;
+        let extra = read_dirs(root, target, &corpus);
+        let mut cmd = run_command(root, target, secs, &corpus, &extra);
+        eprintln!("$ {}", process::render(&cmd));
+        // libFuzzer stops itself at -max_total_time; the deadline only catches a wedged run.
+        let deadline = Instant::now() + std::time::Duration::from_secs(secs + 300);
+        let (outcome, output) = process::run_captured(&mut cmd, Some(deadline));
+        let execs = executions(&output);
+        counted.targets.push(target.clone());
+        counted.execs += execs.unwrap_or(0);
+        if outcome.success() {
+            eprintln!(
+                "fuzz {target}: {} executions in {secs} s",
+                execs.map_or("an unknown number of".to_string(), |n| n.to_string())
+            );
+        } else {
+            let tail: Vec<&str> = output.lines().rev().take(40).collect();
+            eprintln!("fuzz {target}: FAILED ({})", outcome.describe());
+            for line in tail.iter().rev() {
+                eprintln!("  | {line}");
+            }
+            counted
+                .crashed
+                .push(format!("{target} ({})", outcome.describe()));
+        }
+    }
+    Ok(counted)
+}
+
 /// `cargo xtask fuzz list` / `cargo xtask fuzz <target> [--secs N]`.
 pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
     let usage = "usage: cargo xtask fuzz list | cargo xtask fuzz <target> [--secs N]";
@@ -225,6 +316,23 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executions_come_from_the_final_stats() {
+        let out = "INFO: Seed: 1\n#2\tINITED cov: 10\n#1024\tpulse  cov: 12\n\
+                   Done 5000 runs in 10 second(s)\nstat::number_of_executed_units: 5003\n\
+                   stat::average_exec_per_sec:     500\n";
+        assert_eq!(executions(out), Some(5003));
+        assert_eq!(
+            executions("#2\tINITED\nDone 77 runs in 1 second(s)\n"),
+            Some(77)
+        );
+        assert_eq!(
+            executions("#2\tINITED\n#4096\tpulse\n==1== ERROR: deadly signal\n"),
+            Some(4096)
+        );
+        assert_eq!(executions("error: no such command: `fuzz`\n"), None);
+    }
 
     #[test]
     fn targets_are_the_bin_entries() {

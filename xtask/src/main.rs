@@ -27,10 +27,12 @@ commands:
   fuzz <target> [--secs N]   run one fuzz target on stable (--sanitizer none)
   release [--bump patch|minor|major] [--dry-run] [--no-package]
                              bump the workspace version, check CHANGELOG.md, package
-  reliability [--seed N] [--long]
+  reliability [--seed N] [--long] [--fuzz-secs N]
                              the reliability harness (kill cycles, power-loss sweep,
-                             injected faults, bit flips): one table; fails if anything
-                             was lost, wrong, panicked or hung; BOUGH_SEED=N replays too
+                             injected faults, object-store faults, bit flips) after every
+                             fuzz target for N s each (default 10; 0 skips; needs
+                             cargo-fuzz): one table; fails if anything was lost, wrong,
+                             panicked, hung or crashed; BOUGH_SEED=N replays too
   bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--no-fio] [--no-branches]
                              build and run the side-by-side benchmarks in bench/
                              (report in target/bench-report/)

@@ -1,7 +1,7 @@
 //! Running child commands: echoing them, and stopping a whole process tree that runs past
 //! its deadline.
 
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How a command ended.
@@ -76,6 +76,72 @@ pub fn run_until(cmd: &mut Command, deadline: Option<Instant>) -> Outcome {
     let _ = child.kill();
     let _ = child.wait();
     Outcome::TimedOut
+}
+
+/// Runs `cmd` like [`run_until`], but with stdout and stderr captured (interleaved as they
+/// arrive, line by line) instead of inherited: for commands whose output is parsed.
+pub fn run_captured(cmd: &mut Command, deadline: Option<Instant>) -> (Outcome, String) {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return (Outcome::NotStarted(e.to_string()), String::new()),
+    };
+    let (tx, rx) = mpsc::channel::<String>();
+    let mut readers = Vec::new();
+    let out = child
+        .stdout
+        .take()
+        .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+    let err = child
+        .stderr
+        .take()
+        .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+    for pipe in [out, err].into_iter().flatten() {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut text = String::new();
+    let collect = |text: &mut String| {
+        while let Ok(line) = rx.try_recv() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    };
+    let outcome = loop {
+        collect(&mut text);
+        match child.try_wait() {
+            Ok(Some(status)) => break Outcome::Exited(status),
+            Ok(None) => {}
+            Err(e) => break Outcome::NotStarted(e.to_string()),
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            let root = child.id();
+            eprintln!("xtask: deadline passed, stopping process {root} and its descendants");
+            signal_tree(root, "KILL");
+            let _ = child.kill();
+            let _ = child.wait();
+            break Outcome::TimedOut;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    collect(&mut text);
+    (outcome, text)
 }
 
 /// Sends `signal` to `root` and all its descendants (found through /proc), children first.
@@ -154,6 +220,16 @@ mod tests {
         );
         assert!(matches!(outcome, Outcome::TimedOut), "{outcome:?}");
         assert!(start.elapsed() < Duration::from_secs(15));
+    }
+
+    #[test]
+    fn captured_output_keeps_both_streams() {
+        let (outcome, text) = run_captured(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 4"]),
+            Some(Instant::now() + Duration::from_secs(30)),
+        );
+        assert_eq!(outcome.describe(), "exit code 4");
+        assert!(text.contains("out\n") && text.contains("err\n"), "{text:?}");
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub const LAYERS: &[&str] = &[
     "bough-catalog",
     "bough-gc",
     "bough",
+    // The export stream format: only `bough-manifest` below it, so the fuzz workspace
+    // builds its reader without the engine.
+    "bough-export",
     "bough-cli",
     // The reliability harness: a test crate above the facade, next to the CLI.
     "bough-reliability",

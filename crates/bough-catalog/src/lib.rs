@@ -185,6 +185,24 @@ impl Partition {
         Ok(ct)
     }
 
+    /// Reads the branch's `CURRENT_TERM` from storage again (another process may have moved
+    /// it) and caches what it found. A failed read leaves the cache as it was: forgetting
+    /// the branch on a transient error would hide a live branch from `branches` until the
+    /// partition is reopened.
+    fn refresh_current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
+        let ct = self.read_current_term(branch)?;
+        let mut cache = self.terms.lock();
+        match ct {
+            Some(ct) => {
+                cache.terms.insert(branch.clone(), ct);
+            }
+            None => {
+                cache.terms.remove(branch);
+            }
+        }
+        Ok(ct)
+    }
+
     fn read_current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
         let path = self
             .files
@@ -305,8 +323,14 @@ impl Partition {
         if let Some(TakeOver(clock)) = &self.take_over {
             let mut attempt = 0;
             loop {
-                self.terms.lock().terms.remove(branch);
-                let term = self.live_term(branch)?;
+                let term = match self.refresh_current_term(branch)? {
+                    Some(ct) if !ct.deleted => ct.term,
+                    _ => {
+                        return Err(IoError::NotFound {
+                            path: format!("{}@{}", self.dir, branch),
+                        });
+                    }
+                };
                 let mut head =
                     Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)?;
                 if self.owned.lock().contains(&(branch.clone(), term)) {
@@ -355,10 +379,19 @@ impl Partition {
         if !self.terms.lock().complete {
             for name in self.storage().list(self.files.dir())? {
                 if let FileKind::CurrentTerm(ct) = classify(&name) {
-                    // A corrupt record is reported when that branch is used, not here: one
-                    // damaged branch must not hide the others.
-                    if let Ok(Some(rec)) = self.read_current_term(&ct.branch) {
-                        self.terms.lock().terms.insert(ct.branch, rec);
+                    match self.read_current_term(&ct.branch) {
+                        Ok(Some(rec)) => {
+                            self.terms.lock().terms.insert(ct.branch, rec);
+                        }
+                        // Deleted since the listing.
+                        Ok(None) => {}
+                        // A corrupt record is reported when that branch is used, not here:
+                        // one damaged branch must not hide the others.
+                        Err(e) if e.kind() == ErrorKind::Corruption => {}
+                        // A failed read (an object store out of retries) says nothing about
+                        // the branch: fail the listing rather than cache it as complete
+                        // without the branch, which would hide a live branch until reopen.
+                        Err(e) => return Err(e),
                     }
                 }
             }

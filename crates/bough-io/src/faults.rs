@@ -10,7 +10,13 @@
 //!   `release_sync()`, so a test can hold a writer "inside fsync" and check who else waits;
 //! - *short writes*: `short_writes_next(count)` makes the next `count` file writes of a backend
 //!   that supports it (the memory backend) write only a prefix of their buffer and then fail
-//!   with `EIO`, as a write cut short by a device error would.
+//!   with `EIO`, as a write cut short by a device error would;
+//! - *short reads*: `short_reads_after(skip, count, then)` makes `count` reads (after `skip`)
+//!   transfer only a prefix of what was asked, as a `pread` or an io_uring read may (a signal,
+//!   a network or FUSE file system, a device splitting the transfer). Every backend honours
+//!   it: the rest must be read again (`then = None`), or, when `then` names an errno, reading
+//!   the rest fails with it — the transfer was cut off by a device error. Either way a reader
+//!   gets all the bytes it asked for or an error, never a partly filled buffer.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -49,6 +55,23 @@ struct Planned {
     errno: i32,
 }
 
+/// A read cut short: only `prefix` bytes of the request arrive in the first transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortRead {
+    /// Bytes the first transfer delivers (at least 1, fewer than asked).
+    pub prefix: usize,
+    /// `None`: the rest arrives when read again. `Some(errno)`: reading the rest fails with
+    /// `errno` (the device gave up mid-transfer).
+    pub then_errno: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PlannedShortRead {
+    skip: u64,
+    count: u64,
+    then_errno: Option<i32>,
+}
+
 #[derive(Debug, Default)]
 struct Gate {
     closed: bool,
@@ -59,6 +82,7 @@ struct Gate {
 struct Inner {
     planned: Mutex<HashMap<FaultOp, VecDeque<Planned>>>,
     short_writes: AtomicU64,
+    short_reads: Mutex<VecDeque<PlannedShortRead>>,
     fired: AtomicU64,
     gate: Mutex<Gate>,
     gate_cv: Condvar,
@@ -95,10 +119,12 @@ impl FaultInjector {
             .push_back(Planned { skip, count, errno });
     }
 
-    /// Forgets every planned error and short write (a closed sync gate stays closed).
+    /// Forgets every planned error, short write and short read (a closed sync gate stays
+    /// closed).
     pub fn clear(&self) {
         self.inner.planned.lock().clear();
         self.inner.short_writes.store(0, Ordering::Relaxed);
+        self.inner.short_reads.lock().clear();
     }
 
     /// Makes the next `count` file writes (`write_at`, each request of `write_batch`) write
@@ -125,6 +151,57 @@ impl FaultInjector {
         }
         self.inner.fired.fetch_add(1, Ordering::Relaxed);
         Some((len / 2) / 512 * 512)
+    }
+
+    /// Lets `skip` reads (`read_at`, each request of `read_batch`, `read_file`; reads of fewer
+    /// than two bytes are not counted, they cannot be cut short) through whole, then cuts the
+    /// next `count` short: each delivers half of what was asked in its first transfer. With
+    /// `then_errno` `None` the backend reads the rest again, as it must after a short `pread`;
+    /// with `Some(errno)` reading the rest fails with `errno`. Plans run one after the other;
+    /// planned `FaultOp::Read` errors are consulted first.
+    pub fn short_reads_after(&self, skip: u64, count: u64, then_errno: Option<i32>) {
+        if count == 0 {
+            return;
+        }
+        self.inner.short_reads.lock().push_back(PlannedShortRead {
+            skip,
+            count,
+            then_errno,
+        });
+    }
+
+    /// Cuts the next `count` reads short; the backend must read the rest again.
+    pub fn short_reads_next(&self, count: u64) {
+        self.short_reads_after(0, count, None);
+    }
+
+    /// Called by every backend before a read of `len` bytes: `Some` when this read is cut
+    /// short (see [`short_reads_after`](Self::short_reads_after)).
+    pub fn take_short_read(&self, len: usize) -> Option<ShortRead> {
+        if len < 2 {
+            return None;
+        }
+        let mut plans = self.inner.short_reads.lock();
+        let front = plans.front_mut()?;
+        if front.skip > 0 {
+            front.skip -= 1;
+            return None;
+        }
+        let then_errno = front.then_errno;
+        front.count -= 1;
+        if front.count == 0 {
+            plans.pop_front();
+        }
+        self.inner.fired.fetch_add(1, Ordering::Relaxed);
+        Some(ShortRead {
+            prefix: len / 2,
+            then_errno,
+        })
+    }
+
+    /// Short reads still planned (not yet fired).
+    pub fn short_reads_pending(&self) -> u64 {
+        self.inner.short_reads.lock().iter().map(|p| p.count).sum()
     }
 
     /// How many injected errors have fired so far.
@@ -204,6 +281,11 @@ impl FaultInjector {
     }
 }
 
+/// Shorthand used by the backends: whether an optional injector cuts this read short.
+pub(crate) fn short_read(faults: &Option<FaultInjector>, len: usize) -> Option<ShortRead> {
+    faults.as_ref().and_then(|f| f.take_short_read(len))
+}
+
 /// Shorthand used by the backends: consult an optional injector.
 pub(crate) fn check(faults: &Option<FaultInjector>, op: FaultOp) -> Result<(), std::io::Error> {
     match faults {
@@ -235,6 +317,43 @@ mod tests {
             vec![Some(libc::EIO), Some(libc::EIO), Some(libc::ENOSPC), None]
         );
         assert_eq!(f.fired(), 3);
+    }
+
+    #[test]
+    fn short_reads_skip_then_fire_in_order() {
+        let f = FaultInjector::new();
+        f.short_reads_after(1, 2, None);
+        f.short_reads_after(0, 1, Some(libc::EIO));
+        assert_eq!(f.short_reads_pending(), 3);
+        assert_eq!(f.take_short_read(1), None, "a 1-byte read cannot be cut");
+        assert_eq!(f.take_short_read(100), None, "skipped");
+        let cut = |n| f.take_short_read(n);
+        assert_eq!(
+            cut(100),
+            Some(ShortRead {
+                prefix: 50,
+                then_errno: None
+            })
+        );
+        assert_eq!(
+            cut(3),
+            Some(ShortRead {
+                prefix: 1,
+                then_errno: None
+            })
+        );
+        assert_eq!(
+            cut(10),
+            Some(ShortRead {
+                prefix: 5,
+                then_errno: Some(libc::EIO)
+            })
+        );
+        assert_eq!(cut(10), None);
+        assert_eq!(f.fired(), 3);
+        f.short_reads_next(5);
+        f.clear();
+        assert_eq!(f.short_reads_pending(), 0);
     }
 
     #[test]

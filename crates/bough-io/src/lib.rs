@@ -6,7 +6,8 @@
 //!   implemented by [`MemoryStorage`] (with power-loss simulation), [`PreadStorage`] and
 //!   [`UringStorage`]; [`open_local`] picks a local backend.
 //! - [`layout`]: the data-file header and the page frame (pure functions on bytes).
-//! - [`FaultInjector`]: per-instance error injection and sync stalls for tests.
+//! - [`FaultInjector`]: per-instance error injection, short writes and reads, and sync
+//!   stalls for tests.
 //! - [`lock_dir`]: the store lock.
 //!
 //! The on-disk format and the durability rules are described in `docs/format.md ("Data files")`.
@@ -24,7 +25,7 @@ pub mod storage;
 mod uring;
 
 pub use error::{ErrorKind, IoError, IoResult};
-pub use faults::{FaultInjector, FaultOp};
+pub use faults::{FaultInjector, FaultOp, ShortRead};
 pub use layout::{
     DataFileHeader, FRAME_HEADER_LEN, FileSalt, MAX_PAGE_SIZE, MIN_PAGE_SIZE, open_page, seal_page,
     validate_page_size,

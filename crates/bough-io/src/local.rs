@@ -150,25 +150,27 @@ impl Local {
         for _ in reqs.iter() {
             self.fault(FaultOp::Read, "read", path)?;
         }
+        let read_err = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                IoError::unexpected_eof(path)
+            } else {
+                IoError::os("read", path, e)
+            }
+        };
         match &self.engine {
             Engine::Pread => {
                 for (offset, buf) in reqs.iter_mut() {
-                    file.read_exact_at(buf, *offset).map_err(|e| {
-                        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                            IoError::unexpected_eof(path)
-                        } else {
-                            IoError::os("read", path, e)
-                        }
-                    })?;
+                    let cut = faults::short_read(&self.faults, buf.len());
+                    pread_exact(file, buf, *offset, cut).map_err(read_err)?;
                 }
             }
-            Engine::Uring(pool) => pool.read(file, reqs).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    IoError::unexpected_eof(path)
-                } else {
-                    IoError::os("read", path, e)
-                }
-            })?,
+            Engine::Uring(pool) => {
+                let cuts: Vec<_> = reqs
+                    .iter()
+                    .map(|(_, b)| faults::short_read(&self.faults, b.len()))
+                    .collect();
+                pool.read(file, reqs, &cuts).map_err(read_err)?
+            }
         }
         for (_, buf) in reqs.iter() {
             self.stats.add_read(buf.len());
@@ -351,6 +353,30 @@ impl StorageFile for LocalFile {
         fallocate_keep_size(&self.file, offset, len)
             .map_err(|e| IoError::os("preallocate", &self.path, e))
     }
+}
+
+/// Reads all of `buf` at `offset`. One `pread` may transfer less than asked (a signal, a
+/// network or FUSE file system, a device splitting the request): `read_exact_at` reads the
+/// rest again until the buffer is full or the file ends. An injected short read (`cut`)
+/// stops the first transfer at its prefix, so the continuation really runs; when the plan
+/// says the device gave up, the rest fails with its errno and the caller gets an error,
+/// never the partly filled buffer.
+fn pread_exact(
+    file: &File,
+    buf: &mut [u8],
+    offset: u64,
+    cut: Option<crate::faults::ShortRead>,
+) -> std::io::Result<()> {
+    let mut done = 0;
+    if let Some(c) = cut {
+        let prefix = c.prefix.min(buf.len());
+        file.read_exact_at(&mut buf[..prefix], offset)?;
+        if let Some(errno) = c.then_errno {
+            return Err(std::io::Error::from_raw_os_error(errno));
+        }
+        done = prefix;
+    }
+    file.read_exact_at(&mut buf[done..], offset + done as u64)
 }
 
 fn open(local: &Arc<Local>, path: &str, opts: OpenOptions) -> IoResult<Arc<dyn StorageFile>> {

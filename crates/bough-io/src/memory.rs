@@ -616,6 +616,12 @@ impl Storage for MemoryStorage {
                 format!("file is {len} bytes, longer than the limit of {max_len}"),
             ));
         }
+        // An injected short read whose rest fails: an error, never the prefix alone.
+        if let Some(errno) =
+            faults::short_read(&self.shared.faults, data.current.len()).and_then(|c| c.then_errno)
+        {
+            return Err(IoError::errno("read", path, errno));
+        }
         self.shared.stats.add_read(data.current.len());
         Ok(data.current.clone())
     }
@@ -798,13 +804,21 @@ impl StorageFile for MemFile {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> IoResult<()> {
         self.storage.fault(FaultOp::Read, "read", &self.path)?;
+        let cut = faults::short_read(&self.storage.shared.faults, buf.len());
         let data = self.inode.data.read();
         let src = usize::try_from(offset)
             .ok()
             .and_then(|start| Some(start..start.checked_add(buf.len())?))
             .and_then(|range| data.current.get(range))
             .ok_or_else(|| IoError::unexpected_eof(&self.path))?;
-        buf.copy_from_slice(src);
+        // An injected short read: the first transfer delivers a prefix, then the rest is
+        // read again (or fails, as the plan says) — like the local backends do.
+        let prefix = cut.map_or(0, |c| c.prefix.min(buf.len()));
+        buf[..prefix].copy_from_slice(&src[..prefix]);
+        if let Some(errno) = cut.and_then(|c| c.then_errno) {
+            return Err(IoError::errno("read", &self.path, errno));
+        }
+        buf[prefix..].copy_from_slice(&src[prefix..]);
         self.storage.shared.stats.add_read(buf.len());
         Ok(())
     }

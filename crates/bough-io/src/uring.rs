@@ -24,6 +24,8 @@ use std::time::Duration;
 use io_uring::{IoUring, opcode, types};
 use parking_lot::{Condvar, Mutex};
 
+use crate::faults::ShortRead;
+
 /// Longest single read or write submitted; longer requests continue as short transfers.
 const MAX_CHUNK: usize = 1 << 30;
 /// `user_data` of the eventfd poll that wakes the ring thread.
@@ -45,6 +47,12 @@ struct RawOp {
     offset: u64,
     /// Bytes transferred so far.
     done: usize,
+    /// Most bytes the first submission asks for (`len` unless an injected short read cuts
+    /// it), so the kernel returns a short count and the continuation path runs for real.
+    first: usize,
+    /// An injected failure of the continuation after a short first transfer (the device
+    /// gave up mid-transfer): the errno the operation fails with instead of resubmitting.
+    fail_rest: Option<i32>,
 }
 
 /// A caller's request, handed to a ring thread.
@@ -193,16 +201,28 @@ impl RingPool {
     }
 
     /// Reads every request exactly; reaching the end of the file early is `UnexpectedEof`.
-    pub(crate) fn read(&self, file: &File, reqs: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
+    /// `cuts[i]` (when present) cuts request `i` short, as an injected fault.
+    pub(crate) fn read(
+        &self,
+        file: &File,
+        reqs: &mut [(u64, &mut [u8])],
+        cuts: &[Option<ShortRead>],
+    ) -> std::io::Result<()> {
         let ops = reqs
             .iter_mut()
-            .filter(|(_, b)| !b.is_empty())
-            .map(|(offset, buf)| RawOp {
-                kind: OpKind::Read,
-                buf: buf.as_mut_ptr(),
-                len: buf.len(),
-                offset: *offset,
-                done: 0,
+            .enumerate()
+            .filter(|(_, (_, b))| !b.is_empty())
+            .map(|(i, (offset, buf))| {
+                let cut = cuts.get(i).copied().flatten();
+                RawOp {
+                    kind: OpKind::Read,
+                    buf: buf.as_mut_ptr(),
+                    len: buf.len(),
+                    offset: *offset,
+                    done: 0,
+                    first: cut.map_or(buf.len(), |c| c.prefix.clamp(1, buf.len())),
+                    fail_rest: cut.and_then(|c| c.then_errno),
+                }
             })
             .collect();
         self.run(file.as_raw_fd(), ops)
@@ -220,6 +240,8 @@ impl RingPool {
                 len: buf.len(),
                 offset: *offset,
                 done: 0,
+                first: buf.len(),
+                fail_rest: None,
             })
             .collect();
         self.run(file.as_raw_fd(), ops)
@@ -233,6 +255,8 @@ impl RingPool {
             len: 0,
             offset: 0,
             done: 0,
+            first: 0,
+            fail_rest: None,
         };
         self.run(file.as_raw_fd(), vec![op])
     }
@@ -278,7 +302,12 @@ struct RingLoop {
 
 /// Where the untransferred rest of an operation starts, and how much of it to submit.
 fn rest(op: &RawOp) -> (*mut u8, u32, u64) {
-    let len = (op.len - op.done).min(MAX_CHUNK) as u32;
+    let left = if op.done == 0 {
+        op.first.min(op.len)
+    } else {
+        op.len - op.done
+    };
+    let len = left.min(MAX_CHUNK) as u32;
     // In bounds: `done < len` for an operation still waiting.
     let buf = op.buf.wrapping_add(op.done);
     (buf, len, op.offset.wrapping_add(op.done as u64))
@@ -463,11 +492,17 @@ impl RingLoop {
         } else {
             op.done = op.done.saturating_add(res as usize).min(op.len);
             if op.done < op.len && f.error.is_none() {
-                // Short transfer: submit the rest.
-                self.ready.push_back((slot, i));
-                return;
+                if let Some(errno) = op.fail_rest.take() {
+                    // Injected: the device gave up after the short first transfer.
+                    Some(std::io::Error::from_raw_os_error(errno))
+                } else {
+                    // Short transfer: submit the rest.
+                    self.ready.push_back((slot, i));
+                    return;
+                }
+            } else {
+                None
             }
-            None
         };
         if let Some(e) = outcome {
             f.error.get_or_insert(e);
@@ -561,6 +596,8 @@ mod tests {
                     len: buf.len(),
                     offset: 1000,
                     done: 0,
+                    first: buf.len(),
+                    fail_rest: None,
                 }],
                 completion: completion.clone(),
             });
@@ -617,11 +654,28 @@ mod tests {
             .enumerate()
             .map(|(i, b)| ((i * 1000) as u64, &mut b[..]))
             .collect();
-        pool.read(&file, &mut reqs).expect("read batch");
+        pool.read(&file, &mut reqs, &[]).expect("read batch");
         assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 7)));
+        // Injected short reads: the first transfer stops at the prefix and the ring resubmits
+        // the rest; a failure planned for the rest reaches the caller instead.
+        let mut b = vec![0u8; 1000];
+        let cut = |then_errno| {
+            [Some(ShortRead {
+                prefix: 300,
+                then_errno,
+            })]
+        };
+        pool.read(&file, &mut [(0, &mut b[..])], &cut(None))
+            .expect("a short read is continued");
+        assert!(b.iter().all(|&x| x == 7));
+        let mut b = vec![0u8; 1000];
+        let err = pool
+            .read(&file, &mut [(0, &mut b[..])], &cut(Some(libc::EIO)))
+            .expect_err("the rest failed");
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
         let mut past = [0u8; 100];
         let err = pool
-            .read(&file, &mut [(9_950, &mut past[..])])
+            .read(&file, &mut [(9_950, &mut past[..])], &[])
             .expect_err("past EOF");
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
         assert!(
@@ -636,7 +690,7 @@ mod tests {
         let d = File::open(dir.path()).expect("open dir");
         let mut one = [0u8; 1];
         let err = pool
-            .read(&d, &mut [(0, &mut one[..])])
+            .read(&d, &mut [(0, &mut one[..])], &[])
             .expect_err("read a directory");
         assert_eq!(err.raw_os_error(), Some(libc::EISDIR));
         let rw = std::fs::OpenOptions::new()

@@ -102,6 +102,7 @@ conformance!(
     readers_do_not_wait_for_a_stalled_sync,
     counters_are_exact,
     concurrent_readers,
+    short_reads_are_continued_or_fail_cleanly,
 );
 
 fn kind_of<T: std::fmt::Debug>(r: Result<T, IoError>) -> ErrorKind {
@@ -568,4 +569,41 @@ fn concurrent_readers(env: Env) {
             });
         }
     });
+}
+
+/// A read cut short (the first transfer delivers half) is continued until the buffer is
+/// full; one whose rest fails returns that error, never a partly filled buffer as success.
+fn short_reads_are_continued_or_fail_cleanly(env: Env) {
+    let s = &*env.storage;
+    let f = s.open("f", OpenOptions::write_new(0)).expect("create");
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
+    f.write_at(0, &data).expect("write");
+    f.sync().expect("sync");
+    // Continued: reads, batches and whole-file reads all come back exact.
+    env.faults.short_reads_next(4);
+    let mut buf = vec![0u8; 10_000];
+    f.read_at(5_000, &mut buf)
+        .expect("a short read is continued");
+    assert!(buf == data[5_000..15_000], "continued read differs");
+    let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 3]);
+    f.read_batch(&mut [(0, &mut a[..]), (39_997, &mut b[..])])
+        .expect("short reads in a batch are continued");
+    assert!(a == data[..4096] && b == data[39_997..], "batch differs");
+    assert!(s.read_file("f", 1 << 20).expect("read_file") == data);
+    assert_eq!(env.faults.short_reads_pending(), 0);
+    assert_eq!(env.faults.fired(), 4);
+    // Failed: the device gives up after the first transfer.
+    env.faults.short_reads_after(1, 2, Some(libc::EIO));
+    let mut ok = vec![0u8; 100];
+    f.read_at(0, &mut ok).expect("skipped");
+    let mut buf = vec![0u8; 8_192];
+    let e = f.read_at(0, &mut buf).expect_err("the rest failed");
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    let e = s.read_file("f", 1 << 20).expect_err("the rest failed");
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    // Nothing is poisoned by a failed read: the next ones (and writes) work.
+    f.read_at(0, &mut buf).expect("read after a failed read");
+    assert!(buf == data[..8_192]);
+    f.write_at(0, b"still writable")
+        .expect("write after a failed read");
 }

@@ -11,6 +11,12 @@
 //!   exactly where the model says — also after a power loss.
 //! - **ENOSPC** on writes and on file creation: the operation fails with `NoSpace`, and once
 //!   the fault is cleared ("space freed") the very next operations succeed without a reopen.
+//! - **short reads** (a read whose first transfer delivers only part of the buffer): when the
+//!   rest arrives on a second try the operation must succeed exactly as without the fault;
+//!   when the device fails the rest, the operation fails with `Io` (never returns the partly
+//!   filled buffer as data), poisons nothing, and the next operations succeed. In the burst
+//!   runs (memory) and in [`short_reads_local`] (pread and io_uring on real files, with every
+//!   read of a cold reopen at risk): afterwards every family must match its model exactly.
 //!
 //! A failed operation may still have taken effect (its commit was durable before a later
 //! step failed); the harness reads the store to learn which, and allows both. After a
@@ -41,8 +47,11 @@ pub struct FaultConfig {
     pub fsync_points: u64,
     /// Of those, on the pread backend.
     pub fsync_points_pread: u64,
-    /// Runs with bursts of write EIO, short writes and ENOSPC.
+    /// Runs with bursts of write EIO, short writes, ENOSPC and short reads.
     pub burst_runs: u64,
+    /// Runs of the workload on local files (pread, then io_uring, alternately) with short
+    /// reads, continued and failed, followed by cold reopens under short reads.
+    pub short_read_runs: u64,
 }
 
 impl FaultConfig {
@@ -58,6 +67,7 @@ impl FaultConfig {
             fsync_points: 200,
             fsync_points_pread: 10,
             burst_runs: 80,
+            short_read_runs: 4,
         }
     }
 
@@ -73,6 +83,7 @@ impl FaultConfig {
             fsync_points: 400,
             fsync_points_pread: 30,
             burst_runs: 150,
+            short_read_runs: 12,
         }
     }
 }
@@ -107,6 +118,17 @@ pub fn run(seed: u64, cfg: &FaultConfig) -> Tally {
             });
             tally.merge(&t);
         }
+        for i in 0..cfg.short_read_runs {
+            let backend = if i % 2 == 0 {
+                Backend::Pread
+            } else {
+                Backend::IoUring
+            };
+            let t = guarded(&format!("short reads run {i} ({backend:?})"), || {
+                short_reads_local(mix(seed, &[i, 0x5352]), seed, &cfg.workload, backend)
+            });
+            tally.merge(&t);
+        }
         tally
     })
 }
@@ -114,16 +136,17 @@ pub fn run(seed: u64, cfg: &FaultConfig) -> Tally {
 /// Where a run's store lives.
 enum Place {
     Memory(MemoryStorage),
-    Local(tempfile::TempDir),
+    /// Local files, with the backend (pread or io_uring) the store uses.
+    Local(tempfile::TempDir, Backend),
 }
 
 impl Place {
     fn options(&self, faults: Option<&FaultInjector>, clock: &ManualClock) -> Options {
         match self {
             Place::Memory(m) => memory_options(m.clone(), clock),
-            Place::Local(d) => {
+            Place::Local(d, backend) => {
                 let o = tune(Options::new(d.path()))
-                    .backend(Backend::Pread)
+                    .backend(*backend)
                     .clock(Arc::new(clock.clone()));
                 match faults {
                     Some(f) => o.faults(f.clone()),
@@ -136,7 +159,7 @@ impl Place {
     fn storage(&self) -> Result<Arc<dyn Storage>, String> {
         match self {
             Place::Memory(m) => Ok(Arc::new(m.clone())),
-            Place::Local(d) => PreadStorage::new(d.path())
+            Place::Local(d, _) => PreadStorage::new(d.path())
                 .map(|s| Arc::new(s) as Arc<dyn Storage>)
                 .map_err(|e| e.to_string()),
         }
@@ -148,22 +171,22 @@ impl Place {
                 let s = m.stats().snapshot();
                 Some(s.syncs + s.dir_syncs)
             }
-            Place::Local(_) => None,
+            Place::Local(..) => None,
         }
     }
 }
 
 /// What reads a family: the store and the storage under it, and the workload seed.
-struct Reader<'a> {
-    store: &'a Store,
-    storage: &'a Arc<dyn Storage>,
-    seed: u64,
+pub(crate) struct Reader<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) storage: &'a Arc<dyn Storage>,
+    pub(crate) seed: u64,
 }
 
 /// Resolves what a failed operation did: the family is either as before or as after it.
 /// `bases`: compare merge bases too (only on a reopened store, see
 /// [`verify_family_with`]).
-fn resolve(
+pub(crate) fn resolve(
     r: &Reader<'_>,
     m: &FamilyModel,
     op: &Op,
@@ -197,7 +220,7 @@ fn resolve(
 }
 
 /// Checks every family against its model exactly.
-fn verify_all(
+pub(crate) fn verify_all(
     store: &Store,
     storage: &Arc<dyn Storage>,
     seed: u64,
@@ -237,7 +260,7 @@ pub fn fsync_eio(seed: u64, cfg: &WorkloadConfig, k: u64, backend: Backend) -> T
     let place = match backend {
         Backend::Memory => Place::Memory(MemoryStorage::with_faults(faults.clone())),
         _ => match tempfile::Builder::new().prefix("bough-faults-").tempdir() {
-            Ok(d) => Place::Local(d),
+            Ok(d) => Place::Local(d, backend),
             Err(e) => {
                 tally.fail(format!("{ctx}: no temporary directory: {e}"));
                 return tally;
@@ -444,17 +467,22 @@ pub fn fsync_eio(seed: u64, cfg: &WorkloadConfig, k: u64, backend: Backend) -> T
 }
 
 /// A fault burst: what it injects and the error kind it must surface as.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Burst {
     WriteEio,
     ShortWrite,
     NoSpaceWrite,
     NoSpaceCreate,
+    /// Reads cut short whose rest arrives when read again: nothing may fail.
+    ShortRead,
+    /// Reads cut short whose rest fails with EIO.
+    ShortReadFail,
 }
 
-/// One run of the workload on memory with bursts of write EIO, short writes and ENOSPC.
-/// Each failing operation must fail with the right kind, never poison the store, and the
-/// operations after the burst must succeed.
+/// One run of the workload on memory with bursts of write EIO, short writes, ENOSPC and
+/// short reads. Each failing operation must fail with the right kind, never poison the
+/// store, and the operations after the burst must succeed; a short read that is continued
+/// must fail nothing.
 pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
     let mut tally = Tally::default();
     let ctx = format!("seed {seed}: fault bursts (run seed {run_seed})");
@@ -480,11 +508,13 @@ pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
     while pos < order.len() {
         // A retry after a cleared fault runs with no fault armed: it must succeed.
         if armed.is_none() && retries == 0 && r.chance(15) {
-            let burst = match r.below(4) {
+            let burst = match r.below(6) {
                 0 => Burst::WriteEio,
                 1 => Burst::ShortWrite,
                 2 => Burst::NoSpaceWrite,
-                _ => Burst::NoSpaceCreate,
+                3 => Burst::NoSpaceCreate,
+                4 => Burst::ShortRead,
+                _ => Burst::ShortReadFail,
             };
             let skip = r.below(6);
             let count = r.range(1, 4);
@@ -495,6 +525,8 @@ pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
                 Burst::NoSpaceCreate => {
                     faults.fail_after(FaultOp::Create, skip, libc::ENOSPC, count)
                 }
+                Burst::ShortRead => faults.short_reads_after(skip, count, None),
+                Burst::ShortReadFail => faults.short_reads_after(skip, count, Some(libc::EIO)),
             }
             armed = Some(burst);
             if trace {
@@ -518,6 +550,20 @@ pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
                 models[f].apply(seed, &op);
                 pos += 1;
                 retries = 0;
+                // Short reads may fire inside an operation that still succeeds (continued,
+                // or a failed read the operation could do without): counted here, and the
+                // burst ends once its plan is used up.
+                let fired = faults.fired() - fired_before;
+                match armed {
+                    Some(Burst::ShortRead) => tally.short_reads += fired,
+                    Some(Burst::ShortReadFail) => tally.short_reads_failed += fired,
+                    _ => {}
+                }
+                if matches!(armed, Some(Burst::ShortRead | Burst::ShortReadFail))
+                    && faults.short_reads_pending() == 0
+                {
+                    armed = None;
+                }
             }
             Err(e) => {
                 let fired = faults.fired() - fired_before;
@@ -529,10 +575,16 @@ pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
                 match burst {
                     Some(Burst::WriteEio) => tally.eio_write += fired,
                     Some(Burst::ShortWrite) => tally.short_writes += fired,
+                    Some(Burst::ShortRead) => tally.short_reads += fired,
+                    Some(Burst::ShortReadFail) => tally.short_reads_failed += fired,
                     Some(_) => tally.enospc += fired,
                     None => {}
                 }
-                if burst.is_none() || fired == 0 || e.kind() != want {
+                if burst.is_none()
+                    || burst == Some(Burst::ShortRead)
+                    || fired == 0
+                    || e.kind() != want
+                {
                     tally.fail(format!(
                         "{ctx}: {} (family {f} op {}) failed with {:?} ({e}); expected {:?} from {:?}",
                         op.kind(),
@@ -617,7 +669,12 @@ pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
         }
     }
     faults.clear();
+    // Every read of the final check may be cut short (and continued): still exact.
+    let fired_before = faults.fired();
+    faults.short_reads_after(r.below(3), u64::MAX, None);
     let ok = verify_all(&store, &storage, seed, &models, &ctx, &mut tally);
+    faults.clear();
+    tally.short_reads += faults.fired() - fired_before;
     let _ = store.close();
     if !ok {
         return tally;
@@ -676,5 +733,147 @@ pub fn bursts(run_seed: u64, seed: u64, cfg: &WorkloadConfig) -> Tally {
         Err(e) => tally.fail(format!("{ctx}: reopen failed: {e}")),
     }
     check(&mem, &ctx, &mut tally);
+    tally
+}
+
+/// One run on local files (`backend`: pread or io_uring) under short reads.
+///
+/// 1. The workload runs with reads cut short at random (the rest arrives when read again):
+///    every operation must succeed.
+/// 2. Reopened cold, every read at risk of being cut short and continued: every family
+///    matches its model exactly.
+/// 3. Reopened cold a few times with one read (at a random point) cut short and its rest
+///    failed: reading a family either matches its model or fails with `Io`, and once the
+///    fault is gone the same store reads it exactly (nothing half-read was kept).
+/// 4. The integrity checker passes.
+pub fn short_reads_local(
+    run_seed: u64,
+    seed: u64,
+    cfg: &WorkloadConfig,
+    backend: Backend,
+) -> Tally {
+    let mut tally = Tally::default();
+    let ctx = format!("seed {seed}: short reads on {backend:?} (run seed {run_seed})");
+    if backend == Backend::IoUring && !crate::kill::uring_available() {
+        eprintln!("!!! {ctx}: io_uring is unavailable here; this run is SKIPPED");
+        return tally;
+    }
+    let dir = match tempfile::Builder::new()
+        .prefix("bough-shortread-")
+        .tempdir()
+    {
+        Ok(d) => d,
+        Err(e) => {
+            tally.fail(format!("{ctx}: no temporary directory: {e}"));
+            return tally;
+        }
+    };
+    let place = Place::Local(dir, backend);
+    let faults = FaultInjector::new();
+    let clock = ManualClock::new(1_000_000);
+    let mut r = Rng::new(run_seed);
+    let store = match Store::open(place.options(Some(&faults), &clock)) {
+        Ok(s) => s,
+        Err(e) => {
+            tally.fail(format!("{ctx}: open failed: {e}"));
+            return tally;
+        }
+    };
+    let storage = match place.storage() {
+        Ok(s) => s,
+        Err(e) => {
+            tally.fail(format!("{ctx}: {e}"));
+            return tally;
+        }
+    };
+    let order = schedule(seed, cfg);
+    let mut models: Vec<FamilyModel> = (0..cfg.families).map(FamilyModel::new).collect();
+    let fired_before = faults.fired();
+    for &f in &order {
+        if faults.short_reads_pending() == 0 {
+            faults.short_reads_after(r.below(8), r.range(1, 6), None);
+        }
+        let f = f as usize;
+        let op = models[f].next_op(seed, cfg);
+        clock.advance(1);
+        if let Err(e) = execute(&store, seed, f as u32, models[f].applied, &op) {
+            tally.fail(format!(
+                "{ctx}: {} (family {f} op {}) failed under continued short reads: {e}",
+                op.kind(),
+                models[f].applied
+            ));
+            let _ = store.close();
+            return tally;
+        }
+        models[f].apply(seed, &op);
+    }
+    faults.clear();
+    let _ = store.close();
+    tally.short_reads += faults.fired() - fired_before;
+    // Cold, every read cut short and continued.
+    let reopen = |tally: &mut Tally| match Store::open(place.options(Some(&faults), &clock)) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tally.fail(format!("{ctx}: reopen failed: {e}"));
+            None
+        }
+    };
+    let fired_before = faults.fired();
+    faults.short_reads_after(0, u64::MAX, None);
+    let Some(store) = reopen(&mut tally) else {
+        return tally;
+    };
+    let ok = verify_all(&store, &storage, seed, &models, &ctx, &mut tally);
+    faults.clear();
+    tally.short_reads += faults.fired() - fired_before;
+    let _ = store.close();
+    if !ok {
+        return tally;
+    }
+    // Cold, one read's rest failing at a random point.
+    for round in 0..3 {
+        let Some(store) = reopen(&mut tally) else {
+            return tally;
+        };
+        let fired_before = faults.fired();
+        faults.short_reads_after(r.below(40), 1, Some(libc::EIO));
+        for m in &models {
+            match verify_family(&store, &storage, seed, m.family, std::slice::from_ref(m)) {
+                Verdict::Match(_) => {}
+                Verdict::Error(e) if e.kind() == ErrorKind::Io => {}
+                Verdict::Error(e) => tally.fail(format!(
+                    "{ctx}: round {round}: a failed short read of family {} surfaced as {:?}: {e}",
+                    m.family,
+                    e.kind()
+                )),
+                Verdict::Mismatch {
+                    detail,
+                    lost,
+                    wrong,
+                } => {
+                    tally.lost += lost;
+                    tally.wrong += wrong;
+                    tally.fail(format!(
+                        "{ctx}: round {round}: with a failed short read, family {} read: {detail}",
+                        m.family
+                    ));
+                }
+            }
+        }
+        faults.clear();
+        tally.short_reads_failed += faults.fired() - fired_before;
+        // The same store, the fault gone: exact (a half-read page was never cached).
+        let ok = verify_all(&store, &storage, seed, &models, &ctx, &mut tally);
+        let _ = store.close();
+        if !ok {
+            return tally;
+        }
+    }
+    tally.integrity_checks += 1;
+    match crate::check::check_storage(storage, crate::exec::PAGE_SIZE) {
+        Ok(rep) if rep.is_ok() => {}
+        Ok(rep) => tally.fail(format!("{ctx}: integrity check: {rep}")),
+        Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),
+    }
     tally
 }

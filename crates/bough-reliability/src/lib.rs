@@ -8,7 +8,12 @@
 //!   garbled and each unsynced directory change kept or undone.
 //! - [`faults`]: injected `EIO` on write and on fsync (the store must refuse writes with
 //!   `Poisoned` until reopened), `ENOSPC` (a clean `NoSpace`, writes resume once space
-//!   returns), short writes.
+//!   returns), short writes, and short reads (continued, or with the rest failed) on
+//!   memory, pread and io_uring.
+//! - [`cloud_faults`]: the workload in cloud mode over an object store answering 5xx and
+//!   429, timing out after it applied a write and cutting bodies off; after every fault a
+//!   reopen from an empty cache must show every acknowledged operation, the failed one
+//!   wholly or not at all, and no wrong value.
 //! - [`corrupt`]: single-bit flips in data pages, headers, manifests, archives and
 //!   `CURRENT_TERM` files: every read returns the right data or `Corruption`, never wrong
 //!   data, never a panic, never a hang; other branches keep working.
@@ -16,9 +21,11 @@
 //! - [`workload`]: the deterministic workload and its model; [`exec`] runs it on a store.
 //!
 //! Every randomized run prints its seed and replays from `--seed N` / `BOUGH_SEED=N`.
-//! `cargo xtask reliability` runs [`run`] and prints one table ([`report::Tally::table`]).
+//! `cargo xtask reliability` runs the fuzz targets, then [`run`], and prints one table
+//! ([`report::Tally::table`]) with the fuzz executions in it.
 
 pub mod check;
+pub mod cloud_faults;
 pub mod corrupt;
 pub mod exec;
 pub mod faults;
@@ -43,6 +50,8 @@ pub struct RunConfig {
     pub power: power::SweepConfig,
     /// Injected faults.
     pub faults: faults::FaultConfig,
+    /// Object-store faults (cloud mode).
+    pub object: cloud_faults::ObjectFaultConfig,
     /// Bit flips.
     pub corrupt: corrupt::CorruptConfig,
 }
@@ -56,6 +65,7 @@ impl RunConfig {
             kill: kill::KillConfig::short(),
             power: power::SweepConfig::short(),
             faults: faults::FaultConfig::short(),
+            object: cloud_faults::ObjectFaultConfig::short(),
             corrupt: corrupt::CorruptConfig::short(),
         }
     }
@@ -67,6 +77,7 @@ impl RunConfig {
             kill: kill::KillConfig::long(),
             power: power::SweepConfig::long(),
             faults: faults::FaultConfig::long(),
+            object: cloud_faults::ObjectFaultConfig::long(),
             corrupt: corrupt::CorruptConfig::long(),
         }
     }
@@ -92,6 +103,9 @@ pub fn run(cfg: &RunConfig, child_exe: &std::path::Path) -> Tally {
     });
     stage("injected faults", &mut tally, &|| {
         faults::run(cfg.seed, &cfg.faults)
+    });
+    stage("object-store faults", &mut tally, &|| {
+        cloud_faults::run(cfg.seed, &cfg.object)
     });
     stage("bit flips", &mut tally, &|| {
         corrupt::run(cfg.seed, &cfg.corrupt)

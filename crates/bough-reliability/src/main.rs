@@ -1,7 +1,9 @@
 //! `bough-reliability`: the reliability harness binary.
 //!
-//! - `bough-reliability run [--seed N] [--long]` runs every stage and prints one table; the
-//!   exit code is non-zero when anything was lost, wrong, panicked or hung.
+//! - `bough-reliability run [--seed N] [--long] [fuzz flags]` runs every stage and prints
+//!   one table; the exit code is non-zero when anything was lost, wrong, panicked or hung,
+//!   or a fuzz target crashed. `cargo xtask reliability` runs the fuzz targets first and
+//!   passes what they did as the fuzz flags.
 //! - `bough-reliability child ...` is the kill test's child (started by `run`).
 
 use std::process::ExitCode;
@@ -11,6 +13,8 @@ use bough_reliability::{RunConfig, kill, rng};
 
 const USAGE: &str = "\
 usage: bough-reliability run [--seed N] [--long]
+                           [--fuzz-execs N --fuzz-targets T --fuzz-secs S [--fuzz-crashed WHAT]...
+                            | --fuzz-not-run WHY | --fuzz-failed WHY]
        bough-reliability ops --seed N [--families F] [--ops N] [--keys K] [--max-branches B]
                              (print a workload's operations; BOUGH_OPS_STATES=1 adds states)
        bough-reliability child --dir D --backend io_uring|pread --seed N ... (the kill test's child)
@@ -36,30 +40,56 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &[String]) -> ExitCode {
-    let mut seed = None;
-    let mut long = false;
+/// What `run` was asked for.
+#[derive(Default)]
+struct RunArgs {
+    seed: Option<u64>,
+    long: bool,
+    fuzz: bough_reliability::report::FuzzSummary,
+    fuzz_failed: Option<String>,
+}
+
+fn parse_run(args: &[String]) -> Result<RunArgs, String> {
+    let mut out = RunArgs::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if a == "--long" {
+            out.long = true;
+            continue;
+        }
+        let value = it.next().ok_or(format!("{a} needs a value\n{USAGE}"))?;
+        let number = || -> Result<u64, String> {
+            value
+                .parse()
+                .map_err(|_| format!("{a} {value}: not a whole number"))
+        };
         match a.as_str() {
-            "--long" => long = true,
-            "--seed" => match it.next().map(|s| rng::parse_seed(s)) {
-                Some(Ok(s)) => seed = Some(s),
-                Some(Err(e)) => {
-                    eprintln!("{e}");
-                    return ExitCode::from(2);
-                }
-                None => {
-                    eprintln!("--seed needs a value");
-                    return ExitCode::from(2);
-                }
-            },
-            other => {
-                eprintln!("unknown argument {other}\n{USAGE}");
-                return ExitCode::from(2);
-            }
+            "--seed" => out.seed = Some(rng::parse_seed(value)?),
+            "--fuzz-execs" => out.fuzz.execs = number()?,
+            "--fuzz-targets" => out.fuzz.targets = number()?,
+            "--fuzz-secs" => out.fuzz.secs = number()?,
+            "--fuzz-crashed" => out.fuzz.crashed.push(value.clone()),
+            "--fuzz-not-run" => out.fuzz.not_run = Some(value.clone()),
+            "--fuzz-failed" => out.fuzz_failed = Some(value.clone()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
+    Ok(out)
+}
+
+fn run(args: &[String]) -> ExitCode {
+    let RunArgs {
+        seed,
+        long,
+        mut fuzz,
+        fuzz_failed,
+    } = match parse_run(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let (seed, source) = match seed {
         Some(s) => (s, "--seed"),
         None => match rng::seed_from_env() {
@@ -86,7 +116,19 @@ fn run(args: &[String]) -> ExitCode {
         }
     };
     let start = Instant::now();
-    let tally = bough_reliability::run(&cfg, &exe);
+    let mut tally = bough_reliability::run(&cfg, &exe);
+    // Fuzzing ran before the harness (in `cargo xtask reliability`); its crashes are
+    // failures of this run like any other.
+    for c in &fuzz.crashed {
+        tally.fail(format!(
+            "fuzz target {c} crashed (its input is under fuzz/artifacts/)"
+        ));
+    }
+    if let Some(why) = fuzz_failed {
+        tally.fail(format!("fuzzing could not run: {why}"));
+        fuzz.not_run = Some(format!("FAILED: {why}"));
+    }
+    tally.fuzz = fuzz;
     for f in tally.failures.iter().take(20) {
         println!("failure: {f}");
     }

@@ -43,6 +43,54 @@ pub fn guarded(what: &str, f: impl FnOnce() -> Tally) -> Tally {
     tally
 }
 
+/// What fuzzing did in a run.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FuzzSummary {
+    /// Executions, summed over the targets that ran.
+    pub execs: u64,
+    /// Targets that ran.
+    pub targets: u64,
+    /// Seconds each target ran.
+    pub secs: u64,
+    /// Targets that crashed (each also a failure of the run).
+    pub crashed: Vec<String>,
+    /// Why fuzzing did not run, when it did not.
+    pub not_run: Option<String>,
+}
+
+impl FuzzSummary {
+    fn add(&mut self, o: &FuzzSummary) {
+        self.execs += o.execs;
+        self.targets += o.targets;
+        self.secs = self.secs.max(o.secs);
+        self.crashed.extend(o.crashed.iter().cloned());
+        if self.not_run.is_none() {
+            self.not_run.clone_from(&o.not_run);
+        }
+    }
+
+    /// The table's cell: never a bare 0 that could pass for "fuzzed, found nothing".
+    fn row(&self) -> String {
+        if self.targets > 0 {
+            let mut s = format!(
+                "{} ({} targets x {} s)",
+                self.execs, self.targets, self.secs
+            );
+            if !self.crashed.is_empty() {
+                s.push_str(&format!("; CRASHED: {}", self.crashed.join(", ")));
+            }
+            s
+        } else {
+            format!(
+                "not run: {}",
+                self.not_run
+                    .as_deref()
+                    .unwrap_or("run through `cargo xtask reliability` to fuzz")
+            )
+        }
+    }
+}
+
 /// Everything a run counts. The last four rows must be zero.
 #[derive(Debug, Default, Clone)]
 pub struct Tally {
@@ -68,6 +116,29 @@ pub struct Tally {
     pub enospc: u64,
     /// Injected short (torn, then failed) writes.
     pub short_writes: u64,
+    /// Injected short reads whose rest was read again (every operation had to succeed).
+    pub short_reads: u64,
+    /// Injected short reads whose rest failed (the operation had to fail with `Io` or do
+    /// without the read, never return the partial buffer).
+    pub short_reads_failed: u64,
+    /// Object store: injected 5xx answers.
+    pub obj_5xx: u64,
+    /// Object store: injected 429 (throttling) answers.
+    pub obj_429: u64,
+    /// Object store: requests carried out, then answered with a timeout.
+    pub obj_timeouts_after: u64,
+    /// Object store: bodies cut off mid-transfer.
+    pub obj_cut_reads: u64,
+    /// Object store: operations that failed with `Io` once the retries ran out. Allowed,
+    /// counted; each resolved to "before" or "after" on a cold reopen.
+    pub obj_failed_ops: u64,
+    /// Of those, the ones that had taken effect (a write that landed before its timeout).
+    pub obj_ambiguous: u64,
+    /// Object store: reopens from an empty cache, each followed by a full read-back.
+    pub obj_cold_reopens: u64,
+    /// Object store: read-backs refused with `Io` under a read fault that outlasted the
+    /// retries. Allowed, counted.
+    pub obj_reads_refused: u64,
     /// Single-bit flips in a built store.
     pub bit_flips: u64,
     /// Flips a read reported as `Corruption`.
@@ -80,8 +151,9 @@ pub struct Tally {
     /// Operations that failed (injected fault) yet took effect: reported as failed while
     /// their commit was durable and visible. Allowed, counted.
     pub ambiguous: u64,
-    /// Fuzz executions (the fuzz targets run separately, through `cargo xtask fuzz`).
-    pub fuzz_execs: u64,
+    /// What fuzzing did (the targets run in `fuzz/`, started by `cargo xtask reliability`,
+    /// which hands the results to the harness).
+    pub fuzz: FuzzSummary,
     /// Integrity checks run on recovered or damaged stores.
     pub integrity_checks: u64,
     /// Acknowledged operations lost (or torn) after a crash.
@@ -115,12 +187,22 @@ impl Tally {
         self.eio_write += o.eio_write;
         self.enospc += o.enospc;
         self.short_writes += o.short_writes;
+        self.short_reads += o.short_reads;
+        self.short_reads_failed += o.short_reads_failed;
+        self.obj_5xx += o.obj_5xx;
+        self.obj_429 += o.obj_429;
+        self.obj_timeouts_after += o.obj_timeouts_after;
+        self.obj_cut_reads += o.obj_cut_reads;
+        self.obj_failed_ops += o.obj_failed_ops;
+        self.obj_ambiguous += o.obj_ambiguous;
+        self.obj_cold_reopens += o.obj_cold_reopens;
+        self.obj_reads_refused += o.obj_reads_refused;
         self.bit_flips += o.bit_flips;
         self.flips_detected += o.flips_detected;
         self.flips_unnoticed += o.flips_unnoticed;
         self.flips_tail_rollback += o.flips_tail_rollback;
         self.ambiguous += o.ambiguous;
-        self.fuzz_execs += o.fuzz_execs;
+        self.fuzz.add(&o.fuzz);
         self.integrity_checks += o.integrity_checks;
         self.lost += o.lost;
         self.wrong += o.wrong;
@@ -192,10 +274,41 @@ impl Tally {
             ("faults: write EIO", self.eio_write.to_string()),
             ("faults: ENOSPC", self.enospc.to_string()),
             ("faults: short writes", self.short_writes.to_string()),
+            (
+                "faults: short reads",
+                format!(
+                    "{} ({} continued, {} with the rest failed)",
+                    self.short_reads + self.short_reads_failed,
+                    self.short_reads,
+                    self.short_reads_failed
+                ),
+            ),
             ("  failed ops that took effect", self.ambiguous.to_string()),
             (
                 "  reads refused after a failed fsync",
                 self.poisoned_reads.to_string(),
+            ),
+            ("object store: 5xx", self.obj_5xx.to_string()),
+            ("object store: 429", self.obj_429.to_string()),
+            (
+                "object store: timeouts after apply",
+                self.obj_timeouts_after.to_string(),
+            ),
+            (
+                "object store: cut-off reads",
+                self.obj_cut_reads.to_string(),
+            ),
+            (
+                "  ops failed after retries",
+                format!(
+                    "{} ({} had taken effect)",
+                    self.obj_failed_ops, self.obj_ambiguous
+                ),
+            ),
+            ("  cold reopens verified", self.obj_cold_reopens.to_string()),
+            (
+                "  read-backs refused (retries out)",
+                self.obj_reads_refused.to_string(),
             ),
             (
                 "bit flips",
@@ -207,14 +320,7 @@ impl Tally {
                     self.flips_tail_rollback
                 ),
             ),
-            (
-                "fuzz executions",
-                if self.fuzz_execs == 0 {
-                    "0 (run `cargo xtask fuzz`)".to_string()
-                } else {
-                    self.fuzz_execs.to_string()
-                },
-            ),
+            ("fuzz executions", self.fuzz.row()),
             ("integrity checks", self.integrity_checks.to_string()),
             ("acknowledged writes lost", self.lost.to_string()),
             ("wrong values returned", self.wrong.to_string()),

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use bough_reliability::report::Tally;
-use bough_reliability::{corrupt, faults, kill, power, rng};
+use bough_reliability::{cloud_faults, corrupt, faults, kill, power, rng};
 
 fn seed() -> u64 {
     let (seed, source) = rng::seed_from_env().expect("BOUGH_SEED must be a u64");
@@ -68,7 +68,20 @@ fn ci_injected_faults() {
     let (seed, start) = (seed(), Instant::now());
     let t = faults::run(seed, &faults::FaultConfig::short());
     assert!(t.eio_fsync > 0 && t.eio_write + t.enospc + t.short_writes > 0);
+    assert!(t.short_reads > 0 && t.short_reads_failed > 0);
     assert_clean("injected faults", seed, start, &t);
+}
+
+#[test]
+fn ci_object_store_faults() {
+    let (seed, start) = (seed(), Instant::now());
+    let t = cloud_faults::run(seed, &cloud_faults::ObjectFaultConfig::short());
+    assert!(
+        t.obj_5xx > 0 && t.obj_429 > 0 && t.obj_timeouts_after > 0 && t.obj_cut_reads > 0,
+        "every object-store fault class fired"
+    );
+    assert!(t.obj_cold_reopens > 0);
+    assert_clean("object-store faults", seed, start, &t);
 }
 
 #[test]
@@ -100,6 +113,13 @@ fn slow_injected_faults_long() {
     let (seed, start) = (seed(), Instant::now());
     let t = faults::run(seed, &faults::FaultConfig::long());
     assert_clean("injected faults (long)", seed, start, &t);
+}
+
+#[test]
+fn slow_object_store_faults_long() {
+    let (seed, start) = (seed(), Instant::now());
+    let t = cloud_faults::run(seed, &cloud_faults::ObjectFaultConfig::long());
+    assert_clean("object-store faults (long)", seed, start, &t);
 }
 
 #[test]

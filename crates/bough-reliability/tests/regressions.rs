@@ -493,3 +493,89 @@ fn regression_writes_after_a_failed_restore_survive_power_loss() {
         }
     }
 }
+
+/// A store in cloud mode over `faulty` with `attempts` tries per request and no backoff,
+/// its cache in `cache`.
+fn cloud_store(
+    faulty: &bough::object::FaultyObjectStore,
+    cache: &std::path::Path,
+    attempts: u32,
+) -> Store {
+    let mut o = bough::Options::new(cache)
+        .object_store(std::sync::Arc::new(faulty.clone()))
+        .maintenance_interval_ms(0)
+        .clock(std::sync::Arc::new(ManualClock::new(1_700_000_000_000)));
+    o.object = bough::object::CloudConfig {
+        min_delete_age_ms: 0,
+        retry: bough::object::RetryPolicy {
+            attempts,
+            base_delay_ms: 0,
+            max_delay_ms: 0,
+        },
+        ..bough::object::CloudConfig::default()
+    };
+    Store::open(o).expect("open")
+}
+
+/// Object-store faults, seed 2 (runs 8565014644711249751, 9044415582442843334) and seeds 4,
+/// 5, 7, 8: a branch vanished from a store in cloud mode. Opening a branch there re-reads
+/// its `CURRENT_TERM` (another process may have moved it) and dropped the cached record
+/// *before* reading; when the read failed (a body cut off more often than the retries
+/// allow — correctly reported as `Io`), the branch was gone from the partition's list of
+/// branches, which counted as complete, until the store was reopened. (Listing the
+/// branches likewise skipped a record whose read failed as if it were damaged; records
+/// cached when the partition opened masked that, and it now fails with `Io` as well — the
+/// last part of this test guards it.)
+#[test]
+fn regression_a_failed_term_read_does_not_hide_a_branch() {
+    use bough::object::{Fault, FaultyObjectStore, MemoryObjectStore, ObjOp};
+    let faulty = FaultyObjectStore::new(std::sync::Arc::new(MemoryObjectStore::new()));
+    let first = tempfile::tempdir().expect("tempdir");
+    let store = cloud_store(&faulty, first.path(), 2);
+    let p = store.partition("t", 0).expect("partition");
+    p.branch("main")
+        .expect("main")
+        .write_blocking(batch(1))
+        .expect("write");
+    p.create_branch("dev", "main").expect("dev");
+    store.close().expect("close");
+
+    // Opening a branch whose term cannot be read fails with `Io` and hides nothing.
+    let cold = tempfile::tempdir().expect("tempdir");
+    let store = cloud_store(&faulty, cold.path(), 2);
+    let p = store.partition("t", 0).expect("partition");
+    assert_eq!(p.branches().expect("branches"), ["dev", "main"]);
+    faulty.plan(
+        ObjOp::Get,
+        Some("CURRENT_TERM.main"),
+        0,
+        Fault::ShortRead,
+        2,
+    );
+    let e = p
+        .branch("main")
+        .expect_err("the term read ran out of retries");
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    faulty.clear();
+    assert_eq!(p.branches().expect("branches"), ["dev", "main"]);
+    let main = p.branch("main").expect("main after the fault");
+    assert!(main.get_blocking(b"k001").expect("get").is_some());
+    store.close().expect("close");
+
+    // A listing whose term read fails is an error, not a shorter list.
+    let cold = tempfile::tempdir().expect("tempdir");
+    let store = cloud_store(&faulty, cold.path(), 2);
+    let p = store.partition("t", 0).expect("partition");
+    faulty.plan(
+        ObjOp::Get,
+        Some("CURRENT_TERM.dev"),
+        0,
+        Fault::Status(503),
+        2,
+    );
+    let e = p.branches().expect_err("the term read ran out of retries");
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    faulty.clear();
+    assert_eq!(p.branches().expect("branches"), ["dev", "main"]);
+    store.close().expect("close");
+}
