@@ -355,6 +355,15 @@ impl Partition {
         Ok(head)
     }
 
+    /// Forgets that this instance owns `(branch, term)`. For a head poisoned by a write
+    /// whose outcome is unknown: with [`set_take_over_on_open`](Self::set_take_over_on_open)
+    /// the next [`open_head`](Self::open_head) then takes the branch over at a new term
+    /// instead of writing that term again (which could reuse the file names the failed
+    /// commit uploaded).
+    pub fn disown(&self, branch: &BranchName, term: Term) {
+        self.owned.lock().remove(&(branch.clone(), term));
+    }
+
     fn fence(&self, branch: &BranchName, term: Term) -> Arc<AtomicU64> {
         let mut f = self.fences.lock();
         let fence = f

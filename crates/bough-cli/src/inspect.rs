@@ -547,6 +547,21 @@ fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
             json!({"kind": "lock"}),
             code::OK,
         ),
+        FileKind::GcLease => report(
+            ctx,
+            &format!("{base}: a partition's GC lease (object stores only)"),
+            json!({"path": path.display().to_string(), "kind": "gc_lease"}),
+            code::OK,
+        ),
+        FileKind::Version(v) => report(
+            ctx,
+            &format!(
+                "{base}: version {} of {} (object stores without If-Match only)",
+                v.version, v.target
+            ),
+            json!({"path": path.display().to_string(), "kind": "version", "target": v.target.to_string(), "version": v.version}),
+            code::OK,
+        ),
         FileKind::Unknown(_) => report(
             ctx,
             &format!("{base}: not a Bough file name; Bough ignores it"),

@@ -149,6 +149,10 @@ fn verify_partition(
             ),
             FileKind::Unknown(_) => r.warn(name, "not a Bough file name; ignored by the store"),
             FileKind::Lock => r.warn(name, "a LOCK file inside a partition directory"),
+            FileKind::GcLease | FileKind::Version(_) => r.warn(
+                name,
+                "an object-store object (GC lease or numbered version) in a local directory",
+            ),
             FileKind::Manifest(_) | FileKind::Data(_) => {}
         }
     }

@@ -582,7 +582,9 @@ fn mark<'a>(
                 terms.insert(ct.branch, rec);
             }
             FileKind::Unknown(u) => report.unknown.push(u),
-            FileKind::Tmp(_) | FileKind::Lock => {}
+            // The cloud tier's own objects (its GC lease, numbered versions) never reach a
+            // listing of the storage layer; were they found, they would be no data file.
+            FileKind::Tmp(_) | FileKind::Lock | FileKind::GcLease | FileKind::Version(_) => {}
         }
     }
     let fanout =

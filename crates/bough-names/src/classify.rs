@@ -5,14 +5,15 @@ use std::fmt;
 use nom::Parser;
 use nom::branch::alt;
 use nom::bytes::complete::tag;
-use nom::combinator::{opt, value};
+use nom::combinator::{opt, value, verify};
 
 use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::BranchName;
 use crate::names::{
     ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
+    VersionName, VersionTarget,
 };
-use crate::{CURRENT_TERM_PREFIX, DATA_PREFIX, LOCK_FILE, MANIFEST_PREFIX};
+use crate::{CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, MANIFEST_PREFIX};
 
 /// What a file name in a partition or store directory denotes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,6 +30,11 @@ pub enum FileKind {
     Tmp(TmpName),
     /// [`LOCK_FILE`]
     Lock,
+    /// [`GC_LEASE_FILE`]: a partition's garbage-collection lease (object stores only).
+    GcLease,
+    /// `<target>.v<version>`: one version of an object kept as numbered versions (object
+    /// stores without If-Match only).
+    Version(VersionName),
     /// Anything else, kept verbatim. Never to be treated as store data.
     Unknown(String),
 }
@@ -42,7 +48,8 @@ impl FileKind {
             FileKind::Data(n) => Some(&n.branch),
             FileKind::CurrentTerm(n) => Some(&n.branch),
             FileKind::Tmp(n) => Some(n.target.branch()),
-            FileKind::Lock | FileKind::Unknown(_) => None,
+            FileKind::Version(n) => n.target.branch(),
+            FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => None,
         }
     }
 
@@ -74,6 +81,8 @@ impl fmt::Display for FileKind {
             FileKind::CurrentTerm(n) => n.fmt(f),
             FileKind::Tmp(n) => n.fmt(f),
             FileKind::Lock => f.write_str(LOCK_FILE),
+            FileKind::GcLease => f.write_str(GC_LEASE_FILE),
+            FileKind::Version(n) => n.fmt(f),
             FileKind::Unknown(s) => f.write_str(s),
         }
     }
@@ -81,24 +90,60 @@ impl fmt::Display for FileKind {
 
 /// Prefixes that claim a name for the store: a name with one of these that
 /// fails to parse is damage or a bug, not a stranger's file.
-const KNOWN_PREFIXES: [&str; 3] = [MANIFEST_PREFIX, DATA_PREFIX, CURRENT_TERM_PREFIX];
+const KNOWN_PREFIXES: [&str; 4] = [
+    MANIFEST_PREFIX,
+    DATA_PREFIX,
+    CURRENT_TERM_PREFIX,
+    GC_LEASE_FILE,
+];
+
+/// What may follow a target name.
+#[derive(Clone, Copy, Debug)]
+enum Suffix {
+    Version(u64),
+    Tmp(u64),
+}
 
 /// Parses any file name the store writes.
 pub fn parse_file_name(name: &str) -> Result<FileKind, NameParseError> {
     let lock = value(FileKind::Lock, tag(LOCK_FILE));
-    // A target optionally followed by `.<nonce>.tmp`; branch names hold no
-    // dot, so a target always ends before the first `.` that follows it.
-    let stored =
-        (grammar::tmp_target, opt(grammar::tmp_suffix)).map(|(target, nonce)| match nonce {
-            Some(nonce) => FileKind::Tmp(TmpName { target, nonce }),
-            None => FileKind::from(target),
-        });
-    grammar::run(NameKind::File, name, alt((lock, stored)))
+    let lease = (grammar::gc_lease, opt(grammar::version_suffix)).map(|(_, v)| match v {
+        Some(version) => FileKind::Version(VersionName {
+            target: VersionTarget::GcLease,
+            version,
+        }),
+        None => FileKind::GcLease,
+    });
+    // A target optionally followed by `.v<version>` or `.<nonce>.tmp`; branch names hold
+    // no dot, so a target always ends before the first `.` that follows it. Only
+    // manifests and CURRENT_TERM records have versions.
+    let suffix = alt((
+        grammar::version_suffix.map(Suffix::Version),
+        grammar::tmp_suffix.map(Suffix::Tmp),
+    ));
+    let stored = verify(
+        (grammar::tmp_target, opt(suffix)),
+        |(target, suffix): &(TmpTarget, Option<Suffix>)| {
+            !matches!(suffix, Some(Suffix::Version(_)))
+                || matches!(target, TmpTarget::Manifest(_) | TmpTarget::CurrentTerm(_))
+        },
+    )
+    .map(|(target, suffix)| match (target, suffix) {
+        (target, Some(Suffix::Tmp(nonce))) => FileKind::Tmp(TmpName { target, nonce }),
+        (TmpTarget::Manifest(m), Some(Suffix::Version(version))) => {
+            FileKind::Version(VersionName::new(m, version))
+        }
+        (TmpTarget::CurrentTerm(c), Some(Suffix::Version(version))) => {
+            FileKind::Version(VersionName::new(c, version))
+        }
+        (target, _) => FileKind::from(target),
+    });
+    grammar::run(NameKind::File, name, alt((lock, lease, stored)))
 }
 
 /// Classifies one file name. Never fails and never panics.
 ///
-/// A name that carries a store prefix (`manifest_`, `data_`, `CURRENT_TERM.`)
+/// A name that carries a store prefix (`manifest_`, `data_`, `CURRENT_TERM.`, `GC_LEASE`)
 /// but does not parse is logged at `warn` level, since it points at damage or
 /// a bug; any other foreign name is logged at `debug` level. Both come back
 /// as [`FileKind::Unknown`] and must be left alone.
@@ -236,6 +281,37 @@ mod tests {
     }
 
     #[test]
+    fn gc_lease_and_versions() {
+        assert_eq!(known("GC_LEASE"), FileKind::GcLease);
+        assert_eq!(
+            known("GC_LEASE.v0"),
+            FileKind::Version(VersionName::new(VersionTarget::GcLease, 0))
+        );
+        assert_eq!(
+            known("manifest_main_5.v3"),
+            FileKind::Version(VersionName::new(
+                ManifestName::new(BranchName::main(), 5),
+                3
+            ))
+        );
+        assert_eq!(
+            known("manifest_v_1.v18446744073709551615"),
+            FileKind::Version(VersionName::new(ManifestName::new(b("v"), 1), u64::MAX))
+        );
+        assert_eq!(
+            known("CURRENT_TERM.a_b.v12"),
+            FileKind::Version(VersionName::new(CurrentTermName::new(b("a_b")), 12))
+        );
+        assert_eq!(classify("CURRENT_TERM.x.v7").branch(), Some(&b("x")));
+        assert_eq!(classify("GC_LEASE.v7").branch(), None);
+        // A version is never taken for a temporary file, nor the other way round.
+        assert!(matches!(
+            classify("manifest_main_5.7.tmp"),
+            FileKind::Tmp(_)
+        ));
+    }
+
+    #[test]
     fn malformed_and_foreign_are_unknown() {
         for s in [
             "",
@@ -277,6 +353,23 @@ mod tests {
             "manifest_main_5\n",
             "manifest_main_5\0",
             "data_10_m\u{e4}in_5",
+            "GC_LEASE.",
+            "GC_LEASE.v",
+            "GC_LEASE.v01",
+            "GC_LEASE.1.tmp",
+            "GC_LEASE_1",
+            "gc_lease",
+            "manifest_main_5.v",
+            "manifest_main_5.v05",
+            "manifest_main_5.v-1",
+            "manifest_main_5.v3.tmp",
+            "manifest_main_5.3.v",
+            "manifest_main_5_7.v1",
+            "data_1_main_2.v3",
+            "CURRENT_TERM.main.v",
+            "CURRENT_TERM.main.vx",
+            "CURRENT_TERM.main.V3",
+            "LOCK.v1",
         ] {
             assert_eq!(classify(s), FileKind::Unknown(s.to_owned()), "{s:?}");
             assert!(parse_file_name(s).is_err(), "{s:?}");

@@ -19,8 +19,11 @@ use nom::{IResult, Parser};
 use crate::ident::{BranchName, NameError, Shown, TableName, is_all_digits};
 use crate::names::{
     ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
+    VersionName, VersionTarget,
 };
-use crate::{CURRENT_TERM_PREFIX, DATA_PREFIX, MANIFEST_PREFIX, TMP_SUFFIX};
+use crate::{
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, MANIFEST_PREFIX, TMP_SUFFIX, VERSION_INFIX,
+};
 
 /// Why a number field was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +64,8 @@ pub enum NameKind {
     CurrentTerm,
     /// `<inner>.<nonce>.tmp`
     Tmp,
+    /// `<target>.v<version>`
+    Version,
     /// `<table>.<partition_id>`
     PartitionDir,
     /// Any file name, as tried by [`crate::classify`].
@@ -75,6 +80,7 @@ impl fmt::Display for NameKind {
             NameKind::Data => "data file",
             NameKind::CurrentTerm => "CURRENT_TERM",
             NameKind::Tmp => "temporary file",
+            NameKind::Version => "version",
             NameKind::PartitionDir => "partition directory",
             NameKind::File => "file",
         })
@@ -363,6 +369,33 @@ pub(crate) fn tmp(i: &str) -> Res<'_, TmpName> {
         .parse(i)
 }
 
+/// `.v<version>` after a target. A nonce starts with a digit, so `.v` never begins a
+/// temporary-file suffix; once `.v` is seen only a number may follow.
+pub(crate) fn version_suffix(i: &str) -> Res<'_, u64> {
+    preceded(tag(VERSION_INFIX), cut(context("version", dec_u64))).parse(i)
+}
+
+/// The partition's GC lease, `GC_LEASE`.
+pub(crate) fn gc_lease(i: &str) -> Res<'_, &str> {
+    tag(GC_LEASE_FILE).parse(i)
+}
+
+/// Anything that may be kept as numbered versions.
+pub(crate) fn version_target(i: &str) -> Res<'_, VersionTarget> {
+    alt((
+        manifest.map(VersionTarget::Manifest),
+        current_term.map(VersionTarget::CurrentTerm),
+        gc_lease.map(|_| VersionTarget::GcLease),
+    ))
+    .parse(i)
+}
+
+pub(crate) fn version(i: &str) -> Res<'_, VersionName> {
+    (version_target, version_suffix)
+        .map(|(target, version)| VersionName { target, version })
+        .parse(i)
+}
+
 /// `<table>.<partition_id>`, split at the last `.`: the table is everything
 /// before the one `.` that is followed by digits and then the end.
 pub(crate) fn partition_dir(i: &str) -> Res<'_, PartitionDir> {
@@ -447,6 +480,20 @@ impl std::str::FromStr for CurrentTermName {
     type Err = NameParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         CurrentTermName::parse(s)
+    }
+}
+
+impl VersionName {
+    /// Parses `<target>.v<version>` (`target` a manifest, a CURRENT_TERM or `GC_LEASE`).
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Version, s, version)
+    }
+}
+
+impl std::str::FromStr for VersionName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        VersionName::parse(s)
     }
 }
 

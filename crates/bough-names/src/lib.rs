@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! number        = "0" | [1-9] [0-9]*          ; canonical decimal, fits the field type
-//! term, file-id, timestamp, nonce = number    ; u64
+//! term, file-id, timestamp, nonce, version = number ; u64
 //! partition-id  = number                      ; u32
 //!
 //! word          = [a-zA-Z0-9-]+               ; with at least one non-digit
@@ -23,6 +23,9 @@
 //! current-term  = "CURRENT_TERM." branch
 //! tmp           = (manifest | archive | data | current-term) "." nonce ".tmp"
 //! lock          = "LOCK"
+//! gc-lease      = "GC_LEASE"                  ; object stores only
+//! version       = (manifest | current-term | gc-lease) ".v" number
+//!                                             ; object stores without If-Match only
 //! partition-dir = table "." partition-id      ; split at the last "."
 //! ```
 //!
@@ -38,7 +41,8 @@
 //! same bytes.
 //!
 //! Branch names contain no `.`, so the first `.` after a target name starts
-//! the `.<nonce>.tmp` suffix of a temporary file.
+//! the `.<nonce>.tmp` suffix of a temporary file or the `.v<number>` suffix of
+//! a version (a nonce starts with a digit, a version with `v`).
 //!
 //! # Example
 //!
@@ -77,6 +81,7 @@ pub use ident::{
 };
 pub use names::{
     ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
+    VersionName, VersionTarget,
 };
 
 /// Term of a writer on a branch; grows each time a new writer takes over.
@@ -98,3 +103,7 @@ pub const DATA_PREFIX: &str = "data_";
 pub const CURRENT_TERM_PREFIX: &str = "CURRENT_TERM.";
 /// Suffix of temporary file names.
 pub const TMP_SUFFIX: &str = ".tmp";
+/// Name of a partition's garbage-collection lease (object stores only).
+pub const GC_LEASE_FILE: &str = "GC_LEASE";
+/// What separates a target from its version number in a version name (`<target>.v<n>`).
+pub const VERSION_INFIX: &str = ".v";

@@ -7,8 +7,8 @@ use std::fmt;
 
 use crate::ident::{BranchName, TableName};
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, MANIFEST_PREFIX, PartitionId, TMP_SUFFIX, Term,
-    Timestamp,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, MANIFEST_PREFIX, PartitionId,
+    TMP_SUFFIX, Term, Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.
@@ -226,6 +226,78 @@ impl TmpName {
 impl fmt::Display for TmpName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}{TMP_SUFFIX}", self.target, self.nonce)
+    }
+}
+
+/// What a [`VersionName`] is a version of: the objects an object store without If-Match
+/// keeps as numbered versions, because they change by compare-and-swap.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum VersionTarget {
+    /// A manifest.
+    Manifest(ManifestName),
+    /// A CURRENT_TERM record.
+    CurrentTerm(CurrentTermName),
+    /// The partition's garbage-collection lease ([`GC_LEASE_FILE`]).
+    GcLease,
+}
+
+impl VersionTarget {
+    /// The branch the target belongs to (the GC lease belongs to none).
+    pub fn branch(&self) -> Option<&BranchName> {
+        match self {
+            VersionTarget::Manifest(n) => Some(&n.branch),
+            VersionTarget::CurrentTerm(n) => Some(&n.branch),
+            VersionTarget::GcLease => None,
+        }
+    }
+}
+
+impl fmt::Display for VersionTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VersionTarget::Manifest(n) => n.fmt(f),
+            VersionTarget::CurrentTerm(n) => n.fmt(f),
+            VersionTarget::GcLease => f.write_str(GC_LEASE_FILE),
+        }
+    }
+}
+
+impl From<ManifestName> for VersionTarget {
+    fn from(n: ManifestName) -> Self {
+        VersionTarget::Manifest(n)
+    }
+}
+
+impl From<CurrentTermName> for VersionTarget {
+    fn from(n: CurrentTermName) -> Self {
+        VersionTarget::CurrentTerm(n)
+    }
+}
+
+/// One version of an object that an object store without If-Match keeps as numbered
+/// versions, each created with create-if-absent: `<target>.v<version>`. The highest
+/// version is the object's current content (see docs/format.md, "Numbered claims").
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VersionName {
+    /// The object this is a version of.
+    pub target: VersionTarget,
+    /// Its number; the first version is 0, each change creates the next.
+    pub version: u64,
+}
+
+impl VersionName {
+    /// Builds the name of version `version` of `target`.
+    pub fn new(target: impl Into<VersionTarget>, version: u64) -> Self {
+        VersionName {
+            target: target.into(),
+            version,
+        }
+    }
+}
+
+impl fmt::Display for VersionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{VERSION_INFIX}{}", self.target, self.version)
     }
 }
 

@@ -3,7 +3,8 @@
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, TmpTarget, classify, classify_dir, parse_file_name,
+    TableName, TmpName, TmpTarget, VersionName, VersionTarget, classify, classify_dir,
+    parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -70,6 +71,16 @@ fn file_kind() -> impl Strategy<Value = FileKind> {
         4 => target().prop_map(FileKind::from),
         2 => (target(), num()).prop_map(|(t, n)| FileKind::Tmp(TmpName::new(t, n))),
         1 => Just(FileKind::Lock),
+        1 => Just(FileKind::GcLease),
+        2 => (version_target(), num()).prop_map(|(t, n)| FileKind::Version(VersionName::new(t, n))),
+    ]
+}
+
+fn version_target() -> impl Strategy<Value = VersionTarget> {
+    prop_oneof![
+        (branch(), num()).prop_map(|(b, t)| ManifestName::new(b, t).into()),
+        branch().prop_map(|b| CurrentTermName::new(b).into()),
+        Just(VersionTarget::GcLease),
     ]
 }
 
@@ -77,9 +88,16 @@ fn file_kind() -> impl Strategy<Value = FileKind> {
 /// then maybe a temp suffix.
 fn near_grammar() -> impl Strategy<Value = String> {
     (
-        prop::sample::select(vec!["", "manifest_", "data_", "CURRENT_TERM.", "LOCK"]),
+        prop::sample::select(vec![
+            "",
+            "manifest_",
+            "data_",
+            "CURRENT_TERM.",
+            "LOCK",
+            "GC_LEASE",
+        ]),
         "[a-zA-Z0-9_.-]{0,24}",
-        prop::sample::select(vec!["", ".tmp", ".0.tmp", ".7.tmp"]),
+        prop::sample::select(vec!["", ".tmp", ".0.tmp", ".7.tmp", ".v0", ".v12", ".v"]),
     )
         .prop_map(|(p, body, s)| format!("{p}{body}{s}"))
 }
@@ -122,10 +140,11 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         DataFileName::parse(s).ok().map(FileKind::Data),
         CurrentTermName::parse(s).ok().map(FileKind::CurrentTerm),
         TmpName::parse(s).ok().map(FileKind::Tmp),
+        VersionName::parse(s).ok().map(FileKind::Version),
     ];
     let accepted: Vec<FileKind> = typed.into_iter().flatten().collect();
     match &kind {
-        FileKind::Unknown(_) | FileKind::Lock => {
+        FileKind::Unknown(_) | FileKind::Lock | FileKind::GcLease => {
             prop_assert!(accepted.is_empty(), "{:?}", accepted)
         }
         known => prop_assert_eq!(accepted, vec![known.clone()]),
@@ -146,7 +165,8 @@ proptest! {
             FileKind::Data(n) => prop_assert_eq!(&DataFileName::parse(&text)?, n),
             FileKind::CurrentTerm(n) => prop_assert_eq!(&CurrentTermName::parse(&text)?, n),
             FileKind::Tmp(n) => prop_assert_eq!(&TmpName::parse(&text)?, n),
-            FileKind::Lock | FileKind::Unknown(_) => {}
+            FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),
+            FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => {}
         }
     }
 

@@ -39,6 +39,8 @@ pub struct CacheStats {
     pub evictions: AtomicU64,
     /// Highest byte usage seen.
     pub peak_bytes: AtomicU64,
+    /// Objects loaded by a prewarm.
+    pub prewarmed: AtomicU64,
 }
 
 /// The bounded cache.
@@ -105,6 +107,11 @@ impl DiskCache {
     /// The byte budget.
     pub(crate) fn budget(&self) -> u64 {
         self.budget
+    }
+
+    /// Whether `path` is cached (without touching its recency).
+    pub(crate) fn contains(&self, path: &str) -> bool {
+        self.state.lock().entries.contains_key(path)
     }
 
     /// The cached file, marked most recently used; the returned handle pins it.

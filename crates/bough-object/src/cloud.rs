@@ -20,6 +20,20 @@
 //!   token: never reported wrongly either way.
 //! - Directories do not exist in object stores: a partition "directory" exists when an
 //!   object lives under its prefix, or when this instance created it.
+//! - **Fencing modes.** With compare-and-swap (S3, GCS, Azure) manifests, `CURRENT_TERM`
+//!   and the GC lease are single objects updated with If-Match. On a service with only
+//!   create-if-absent (opendal memory and fs) they are numbered versions instead, each
+//!   created once (`cloud/claims.rs`); the layers above see the same files either way.
+//! - **GC lease.** Data objects are deleted only under the partition's GC lease
+//!   (`cloud/lease.rs`), which one process holds at a time.
+//! - **Burnt terms.** A manifest upload whose outcome stays unknown (retries exhausted,
+//!   read-back failed) ends this instance's ownership of that term: the head is poisoned,
+//!   and a reopen must take the branch over at a new term, never write the old one again.
+
+mod claims;
+mod lease;
+
+pub use lease::{GcLease, LEASE_RECORD_LEN, LEASE_RELEASED, LeaseRecord};
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -33,7 +47,7 @@ use bough_names::{FileKind, ManifestName, parse_file_name};
 use parking_lot::{Mutex, RwLock};
 
 use crate::cache::{CacheStats, DiskCache};
-use crate::config::CloudConfig;
+use crate::config::{CloudConfig, FencingMode};
 use crate::envelope::{Envelope, FLAG_SEALED};
 use crate::memory::MsClock;
 use crate::object::{Etag, Guarantees, ObjectError, ObjectStore, list_all};
@@ -42,12 +56,12 @@ use crate::retry::{Retrier, is_not_found};
 /// Why a service cannot hold a Bough store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// No atomic create-if-absent: data objects and new manifests could be overwritten.
+    /// No atomic create-if-absent: data objects, new manifests and numbered claims could be
+    /// overwritten. Nothing can be fenced without it.
     NoConditionalCreate { service: String },
-    /// No If-Match: manifest commits and `CURRENT_TERM` could not be compare-and-swap, so a
-    /// fenced writer could overwrite its successor's state.
+    /// Compare-and-swap fencing was asked for, but the service has no If-Match.
     NoCompareAndSwap { service: String },
-    /// PUTs may be observed half-done.
+    /// PUTs may be observed half-done (accepted only with `test_only`).
     NoAtomicPut { service: String },
 }
 
@@ -56,34 +70,67 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::NoConditionalCreate { service } => write!(
                 f,
-                "object store {service} has no atomic conditional create (If-None-Match)"
+                "object store {service} has no atomic conditional create (If-None-Match), \
+                 which every fencing mode needs"
             ),
             Refusal::NoCompareAndSwap { service } => write!(
                 f,
                 "object store {service} has no compare-and-swap (If-Match on the ETag), which \
-                 manifest commits and term fencing need"
+                 `fencing = \"compare_and_swap\"` needs (use `auto` or `numbered_claims`)"
             ),
-            Refusal::NoAtomicPut { service } => {
-                write!(f, "object store {service} does not publish PUTs atomically")
-            }
+            Refusal::NoAtomicPut { service } => write!(
+                f,
+                "object store {service} does not publish PUTs atomically (tests only: set \
+                 `test_only = true`)"
+            ),
         }
     }
 }
 
-/// Checks that a store can hold a Bough store (conditional create, CAS, atomic PUT).
-pub fn check_guarantees(store: &dyn ObjectStore) -> Result<(), Refusal> {
-    let g: Guarantees = store.guarantees();
-    let service = store.service().to_string();
-    if !g.atomic_put {
+/// How this store fences terms (see [`FencingMode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fencing {
+    /// Single objects, updated with If-Match.
+    CompareAndSwap,
+    /// Numbered versions, each created with create-if-absent.
+    NumberedClaims,
+}
+
+/// The fencing a service with `g` gets when `wanted` is asked for, or why it cannot hold
+/// a store. `test_only` accepts a service whose PUTs are not atomic.
+pub fn select_fencing(
+    service: &str,
+    g: &Guarantees,
+    wanted: FencingMode,
+    test_only: bool,
+) -> Result<Fencing, Refusal> {
+    let service = service.to_string();
+    if !g.atomic_put && !test_only {
         return Err(Refusal::NoAtomicPut { service });
     }
     if !g.conditional_create {
         return Err(Refusal::NoConditionalCreate { service });
     }
-    if !g.compare_and_swap {
-        return Err(Refusal::NoCompareAndSwap { service });
+    match wanted {
+        FencingMode::CompareAndSwap if !g.compare_and_swap => {
+            Err(Refusal::NoCompareAndSwap { service })
+        }
+        FencingMode::CompareAndSwap => Ok(Fencing::CompareAndSwap),
+        FencingMode::NumberedClaims => Ok(Fencing::NumberedClaims),
+        FencingMode::Auto if g.compare_and_swap => Ok(Fencing::CompareAndSwap),
+        FencingMode::Auto => Ok(Fencing::NumberedClaims),
     }
-    Ok(())
+}
+
+/// Checks that a store can hold a Bough store with automatic fencing, and which fencing
+/// it gets.
+pub fn check_guarantees(store: &dyn ObjectStore) -> Result<Fencing, Refusal> {
+    select_fencing(
+        store.service(),
+        &store.guarantees(),
+        FencingMode::Auto,
+        false,
+    )
 }
 
 /// Counters of the cloud tier (beyond the generic I/O counters).
@@ -98,8 +145,23 @@ pub struct CloudCounters {
     /// Deletions of data objects postponed because the object was younger than the minimum
     /// age.
     pub deferred_deletes: AtomicU64,
-    /// Writes refused because a newer owner took over.
+    /// Writes refused because a newer owner took over (or a GC lease was lost).
     pub fenced: AtomicU64,
+    /// Terms this instance gave up because a manifest upload's outcome stayed unknown.
+    pub burnt_terms: AtomicU64,
+}
+
+/// What [`CloudStorage::prewarm`] loaded.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PrewarmReport {
+    /// Data objects downloaded into the cache.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Data objects already cached (a warm cache), left as they were.
+    pub already_cached: usize,
+    /// Data objects left out because the budget was full.
+    pub skipped: usize,
 }
 
 /// What kind of object a path names.
@@ -108,8 +170,16 @@ enum Kind {
     Data,
     Manifest,
     CurrentTerm,
+    GcLease,
     /// Archives and anything else: enveloped, written plainly.
     Other,
+}
+
+impl Kind {
+    /// Objects that change by compare-and-swap (numbered versions without If-Match).
+    fn swapped(self) -> bool {
+        matches!(self, Kind::Manifest | Kind::CurrentTerm | Kind::GcLease)
+    }
 }
 
 fn kind_of(path: &str) -> Kind {
@@ -118,6 +188,7 @@ fn kind_of(path: &str) -> Kind {
         Ok(FileKind::Data(_)) => Kind::Data,
         Ok(FileKind::Manifest(_)) => Kind::Manifest,
         Ok(FileKind::CurrentTerm(_)) => Kind::CurrentTerm,
+        Ok(FileKind::GcLease) => Kind::GcLease,
         _ => Kind::Other,
     }
 }
@@ -151,6 +222,12 @@ struct Inner {
     retry: Retrier,
     cache: DiskCache,
     min_delete_age_ms: u64,
+    gc_lease_ms: u64,
+    fencing: Fencing,
+    /// PUTs are atomic: a torn envelope is damage, not a read racing a write.
+    atomic_put: bool,
+    /// GC leases held by this instance, by partition directory.
+    leases: Mutex<HashMap<String, Weak<lease::LeaseState>>>,
     clock: MsClock,
     instance: u64,
     seq: AtomicU64,
@@ -255,17 +332,24 @@ enum Cond {
 impl CloudStorage {
     /// Opens the cloud tier over `store`, caching data objects in the local directory
     /// `cache_dir` (created if missing; data files already there are reused, up to the
-    /// budget). Refuses a store that lacks conditional create, compare-and-swap or atomic
-    /// PUTs.
+    /// budget). Picks the fencing mode from the store's guarantees and `cfg.fencing`, and
+    /// refuses a store that cannot be fenced ([`select_fencing`]).
     pub fn open(
         store: Arc<dyn ObjectStore>,
         cache_dir: impl AsRef<Path>,
         cfg: &CloudConfig,
         clock: Option<MsClock>,
     ) -> IoResult<CloudStorage> {
-        check_guarantees(store.as_ref()).map_err(|r| IoError::Unsupported {
-            what: r.to_string(),
+        cfg.validate_tier().map_err(|e| IoError::InvalidArgument {
+            what: e.to_string(),
         })?;
+        let g = store.guarantees();
+        let fencing =
+            select_fencing(store.service(), &g, cfg.fencing, cfg.test_only).map_err(|r| {
+                IoError::Unsupported {
+                    what: r.to_string(),
+                }
+            })?;
         let local = PreadStorage::new(cache_dir)?;
         let cache = DiskCache::open(local, cfg.cache_bytes)?;
         let instance = if cfg.writer_id != 0 {
@@ -280,6 +364,7 @@ impl CloudStorage {
         tracing::info!(
             service = store.service(),
             cache_bytes = cfg.cache_bytes,
+            ?fencing,
             "object storage opened"
         );
         Ok(CloudStorage {
@@ -288,6 +373,10 @@ impl CloudStorage {
                 retry: Retrier::new(cfg.retry, instance),
                 cache,
                 min_delete_age_ms: cfg.min_delete_age_ms,
+                gc_lease_ms: cfg.gc_lease_ms,
+                fencing,
+                atomic_put: g.atomic_put,
+                leases: Mutex::default(),
                 clock: clock.unwrap_or_else(|| Arc::new(system_ms)),
                 instance,
                 seq: AtomicU64::new(1),
@@ -331,6 +420,73 @@ impl CloudStorage {
     pub fn counters(&self) -> &CloudCounters {
         &self.inner.counters
     }
+
+    /// How this store fences terms.
+    pub fn fencing(&self) -> Fencing {
+        self.inner.fencing
+    }
+
+    /// Claims the GC lease of partition directory `dir` (`Busy` while another process, or
+    /// another GC of this one, holds it). Data objects of `dir` can be deleted only while
+    /// the returned lease is held; once another process has taken it over, deletions are
+    /// `Fenced`.
+    pub fn acquire_gc_lease(&self, dir: &str) -> IoResult<GcLease> {
+        self.inner.acquire_gc_lease(dir)
+    }
+
+    /// Loads the most recently written data objects into the cache, newest first, within
+    /// the space the budget has left (nothing cached is evicted for them). Objects already
+    /// cached are kept as they are.
+    pub fn prewarm(&self) -> IoResult<PrewarmReport> {
+        let inner = &self.inner;
+        let all = inner
+            .retry
+            .simple("list", || list_all(inner.store.as_ref(), ""))
+            .map_err(|e| obj_err("", e))?;
+        let mut data: Vec<crate::object::ObjectMeta> = all
+            .into_iter()
+            .filter(|o| kind_of(&o.key) == Kind::Data)
+            .collect();
+        // Newest first; objects without a time go last.
+        data.sort_by_key(|o| std::cmp::Reverse(o.last_modified_ms.unwrap_or(0)));
+        let mut report = PrewarmReport::default();
+        let mut free = inner.cache.budget().saturating_sub(inner.cache.used());
+        let mut chosen = Vec::new();
+        for o in data {
+            if inner.cache.contains(&o.key) {
+                report.already_cached += 1;
+            } else if o.size <= free {
+                free -= o.size;
+                chosen.push(o);
+            } else {
+                report.skipped += 1;
+            }
+        }
+        // Oldest of the chosen first, so the newest end up most recently used.
+        for o in chosen.into_iter().rev() {
+            let bytes = inner.download(&o.key)?;
+            if bytes.len() as u64 != o.size {
+                return Err(IoError::corruption(
+                    &o.key,
+                    0,
+                    format!("object holds {} bytes, listed as {}", bytes.len(), o.size),
+                ));
+            }
+            if inner.cache.insert(&o.key, &bytes)?.is_some() {
+                report.files += 1;
+                report.bytes += o.size;
+                inner.cache.stats.prewarmed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        tracing::info!(
+            files = report.files,
+            bytes = report.bytes,
+            already_cached = report.already_cached,
+            skipped = report.skipped,
+            "cache prewarmed"
+        );
+        Ok(report)
+    }
 }
 
 impl Inner {
@@ -347,14 +503,33 @@ impl Inner {
         self.stats.add_sync();
     }
 
+    /// Whether `kind` is kept as numbered versions here.
+    fn claims_for(&self, kind: Kind) -> bool {
+        self.fencing == Fencing::NumberedClaims && kind.swapped()
+    }
+
     /// Reads an envelope object and remembers its version.
     fn fetch_doc(&self, path: &str) -> IoResult<Doc> {
-        let got = self
-            .retry
-            .simple("get", || get_full(self.store.as_ref(), path))
-            .map_err(|e| obj_err(path, e))?;
-        let (bytes, meta) = got;
-        let env = Envelope::decode(&bytes).map_err(|r| IoError::corruption(path, 0, r))?;
+        let mut torn = 0;
+        let (bytes, meta, env) = loop {
+            let (bytes, meta) = if self.claims_for(kind_of(path)) {
+                self.claims_get(path)?
+            } else {
+                self.retry
+                    .simple("get", || get_full(self.store.as_ref(), path))
+                    .map_err(|e| obj_err(path, e))?
+            };
+            match Envelope::decode(&bytes) {
+                Ok(env) => break (bytes, meta, env),
+                // Without atomic PUTs (the fs service) a read can meet a write in progress:
+                // read again a few times before calling it damage.
+                Err(_) if !self.atomic_put && torn < 8 => {
+                    torn += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(r) => return Err(IoError::corruption(path, 0, r)),
+            }
+        };
         self.stats.add_read(bytes.len());
         let sealed = env.sealed();
         let doc = Doc {
@@ -369,6 +544,9 @@ impl Inner {
     /// A conditional write of an envelope object: If-Match `etag`, or If-None-Match when
     /// `etag` is `None`. A lost or unresolved outcome is settled by reading back.
     fn put_cond(&self, path: &str, env: &Envelope, etag: Option<&str>) -> IoResult<Cond> {
+        if self.claims_for(kind_of(path)) {
+            return self.claims_put_cond(path, env, etag);
+        }
         let body = env.encode();
         let out = self.retry.run("put_cond", || match etag {
             Some(e) => self.store.put_if_match(path, &body, e),
@@ -416,12 +594,18 @@ impl Inner {
     fn etag_after(&self, path: &str, etag: Option<Etag>) -> IoResult<Option<Etag>> {
         match etag {
             Some(e) => Ok(Some(e)),
-            None => Ok(self
-                .retry
-                .simple("head", || self.store.head(path))
-                .map_err(|e| obj_err(path, e))?
-                .etag),
+            None => Ok(self.head_of(path)?.etag),
         }
+    }
+
+    /// Metadata of the object a path names (the newest version with numbered claims).
+    fn head_of(&self, path: &str) -> IoResult<crate::object::ObjectMeta> {
+        if self.claims_for(kind_of(path)) {
+            return self.claims_head(path);
+        }
+        self.retry
+            .simple("head", || self.store.head(path))
+            .map_err(|e| obj_err(path, e))
     }
 
     fn fenced(&self, path: &str, why: &str) -> IoError {
@@ -441,6 +625,10 @@ impl Inner {
         };
         match kind {
             Kind::Data => Err(invalid(path, "data files are not envelope objects")),
+            Kind::GcLease => Err(invalid(
+                path,
+                "the GC lease is written only by acquiring and renewing it",
+            )),
             Kind::Manifest | Kind::CurrentTerm => {
                 let known = self.docs.lock().get(path).cloned();
                 if kind == Kind::Manifest && !create_new {
@@ -460,7 +648,14 @@ impl Inner {
                 } else {
                     known.as_ref().and_then(|d| d.etag.clone())
                 };
-                match self.put_cond(path, &env, etag.as_deref())? {
+                let outcome = match self.put_cond(path, &env, etag.as_deref()) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.unresolved(path, kind, &e);
+                        return Err(e);
+                    }
+                };
+                match outcome {
                     Cond::Won(e) => {
                         let etag = self.etag_after(path, e)?;
                         self.docs.lock().insert(
@@ -536,6 +731,24 @@ impl Inner {
                 }
                 r
             }
+        }
+    }
+
+    /// A conditional write of a manifest or `CURRENT_TERM` failed without a known outcome:
+    /// what this instance remembers of the object may be stale, so it is forgotten (the
+    /// next reader fetches it). For a manifest this also ends the ownership of its term:
+    /// the head is poisoned, and writing the term again after a reopen could reuse data
+    /// file names the failed commit uploaded, or overwrite a commit that did land. A reopen
+    /// takes the branch over at a new term instead.
+    fn unresolved(&self, path: &str, kind: Kind, e: &IoError) {
+        self.docs.lock().remove(path);
+        if kind == Kind::Manifest && self.owned.lock().remove(path) {
+            self.counters.burnt_terms.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                manifest = path,
+                error = %e,
+                "manifest upload outcome unknown: this term is given up; reopen to continue at a new term"
+            );
         }
     }
 
@@ -732,6 +945,38 @@ impl Inner {
             self.dirs.lock().insert(dir.to_string());
         }
         Ok(exists)
+    }
+
+    /// The file name an object of `dir` lists as: a version becomes the name of its
+    /// object, the GC lease is hidden (it is the cloud tier's, not a store file). An object
+    /// of the other fencing mode means the prefix was written in that mode: refused, since
+    /// the two modes must never share a prefix.
+    fn listed_name(&self, dir: &str, name: &str) -> IoResult<Option<String>> {
+        let claims = self.fencing == Fencing::NumberedClaims;
+        let mode_error = |what: &str| IoError::InvalidArgument {
+            what: format!(
+                "{dir}/{name}: {what}; this prefix was written with the other fencing mode \
+                 (set `fencing` to match it)"
+            ),
+        };
+        Ok(match parse_file_name(name) {
+            Ok(FileKind::GcLease) if !claims => None,
+            Ok(FileKind::Version(v)) if claims => match v.target {
+                bough_names::VersionTarget::GcLease => None,
+                t => Some(t.to_string()),
+            },
+            Ok(FileKind::Version(_)) => {
+                return Err(mode_error(
+                    "a numbered version, but this store fences by compare-and-swap",
+                ));
+            }
+            Ok(FileKind::Manifest(_) | FileKind::CurrentTerm(_) | FileKind::GcLease) if claims => {
+                return Err(mode_error(
+                    "a single swapped object, but this store fences by numbered claims",
+                ));
+            }
+            _ => Some(name.to_string()),
+        })
     }
 
     fn live_buf(&self, path: &str) -> Option<Arc<Buf>> {
@@ -1122,7 +1367,21 @@ impl Storage for CloudStorage {
         if inner.dirs.lock().contains(path) {
             return Err(IoError::errno("delete", path, libc::EISDIR));
         }
-        if kind_of(path) == Kind::Data && inner.min_delete_age_ms > 0 {
+        let kind = kind_of(path);
+        if kind == Kind::Data && inner.pending.lock().remove(path).is_some() {
+            // Never uploaded (or an upload that failed): nothing in the store to delete
+            // here; an object an ambiguous upload left behind is garbage for GC.
+            return Ok(());
+        }
+        if kind == Kind::GcLease {
+            return Err(invalid(path, "the GC lease is released, not deleted"));
+        }
+        if kind == Kind::Data {
+            // One process at a time deletes data objects of a partition: the GC holding its
+            // lease (checked, and renewed when due, before every deletion).
+            inner.check_gc_lease(parent_of(path), path)?;
+        }
+        if kind == Kind::Data && inner.min_delete_age_ms > 0 {
             match inner.retry.simple("head", || inner.store.head(path)) {
                 Ok(meta) => {
                     let now = (inner.clock)();
@@ -1142,10 +1401,14 @@ impl Storage for CloudStorage {
                 Err(e) => return Err(obj_err(path, e)),
             }
         }
-        inner
-            .retry
-            .simple("delete", || inner.store.delete(path))
-            .map_err(|e| obj_err(path, e))?;
+        if inner.claims_for(kind) {
+            inner.claims_delete(path)?;
+        } else {
+            inner
+                .retry
+                .simple("delete", || inner.store.delete(path))
+                .map_err(|e| obj_err(path, e))?;
+        }
         inner.cache.remove(path)?;
         inner.pending.lock().remove(path);
         inner.docs.lock().remove(path);
@@ -1174,8 +1437,9 @@ impl Storage for CloudStorage {
                 if let Some(n) = o.key.strip_prefix(&prefix)
                     && !n.is_empty()
                     && !n.contains('/')
+                    && let Some(name) = inner.listed_name(dir, n)?
                 {
-                    names.insert(n.to_string());
+                    names.insert(name);
                 }
             }
             match page.next {
@@ -1296,10 +1560,7 @@ impl Storage for CloudStorage {
         {
             return Ok(size);
         }
-        let meta = inner
-            .retry
-            .simple("head", || inner.store.head(path))
-            .map_err(|e| obj_err(path, e))?;
+        let meta = inner.head_of(path)?;
         Ok(if kind_of(path) == Kind::Data {
             meta.size
         } else {

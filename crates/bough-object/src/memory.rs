@@ -1,8 +1,10 @@
 //! [`MemoryObjectStore`]: an in-process object store whose conditional writes are atomic by
 //! construction (one lock around check and write), with real ETags, so fencing races can be
-//! tested without a server. Clones share the objects.
+//! tested without a server. Clones share the objects. It can also pretend to lack If-Match
+//! ([`MemoryObjectStore::without_if_match`]), like opendal's memory and fs services, so the
+//! numbered-claims fencing is tested on the same atomic store.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,13 +23,38 @@ struct Obj {
 /// A clock in milliseconds; tests move it by hand.
 pub type MsClock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-#[derive(Default)]
 struct Shared {
     objects: Mutex<BTreeMap<String, Obj>>,
     next_etag: AtomicU64,
     clock: Option<MsClock>,
+    guarantees: Guarantees,
     puts: AtomicU64,
     gets: AtomicU64,
+    /// Successful GETs and PUTs per key (tests count what reached the store).
+    per_key: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+/// Everything a store can guarantee (the default of this store).
+const ALL: Guarantees = Guarantees {
+    conditional_create: true,
+    compare_and_swap: true,
+    atomic_put: true,
+    durable: false,
+    max_batch_delete: 1000,
+};
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            objects: Mutex::default(),
+            next_etag: AtomicU64::new(0),
+            clock: None,
+            guarantees: ALL,
+            puts: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            per_key: Mutex::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -59,11 +86,76 @@ impl MemoryObjectStore {
 
     /// An empty store stamping objects with `clock`.
     pub fn with_clock(clock: MsClock) -> Self {
+        Self::with_options(Some(clock), ALL)
+    }
+
+    /// An empty store that refuses `put_if_match` (`Unsupported`) and says so in its
+    /// guarantees, like a service without If-Match; its create-if-absent stays atomic.
+    pub fn without_if_match(clock: Option<MsClock>) -> Self {
+        Self::with_options(
+            clock,
+            Guarantees {
+                compare_and_swap: false,
+                ..ALL
+            },
+        )
+    }
+
+    /// An empty store with `clock` (the system clock if `None`) that claims `guarantees`
+    /// and refuses the conditional writes they leave out.
+    pub fn with_options(clock: Option<MsClock>, guarantees: Guarantees) -> Self {
         MemoryObjectStore {
             shared: Arc::new(Shared {
-                clock: Some(clock),
+                clock,
+                guarantees,
                 ..Shared::default()
             }),
+        }
+    }
+
+    /// Successful GETs (whole or ranged) of keys containing `pattern`.
+    pub fn gets_of(&self, pattern: &str) -> u64 {
+        self.count_of(pattern).0
+    }
+
+    /// Successful PUTs (of any kind) of keys containing `pattern`.
+    pub fn puts_of(&self, pattern: &str) -> u64 {
+        self.count_of(pattern).1
+    }
+
+    /// The most successful PUTs any one key containing `pattern` had.
+    pub fn max_puts_per_key(&self, pattern: &str) -> u64 {
+        self.shared
+            .per_key
+            .lock()
+            .iter()
+            .filter(|(k, _)| k.contains(pattern))
+            .map(|(_, c)| c.1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn count_of(&self, pattern: &str) -> (u64, u64) {
+        self.shared
+            .per_key
+            .lock()
+            .iter()
+            .filter(|(k, _)| k.contains(pattern))
+            .fold((0, 0), |acc, (_, c)| (acc.0 + c.0, acc.1 + c.1))
+    }
+
+    fn count(&self, key: &str, get: bool) {
+        if get {
+            self.shared.gets.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.shared.puts.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut per = self.shared.per_key.lock();
+        let c = per.entry(key.to_string()).or_default();
+        if get {
+            c.0 += 1;
+        } else {
+            c.1 += 1;
         }
     }
 
@@ -124,13 +216,7 @@ impl ObjectStore for MemoryObjectStore {
     }
 
     fn guarantees(&self) -> Guarantees {
-        Guarantees {
-            conditional_create: true,
-            compare_and_swap: true,
-            atomic_put: true,
-            durable: false,
-            max_batch_delete: 1000,
-        }
+        self.shared.guarantees
     }
 
     fn get(&self, key: &str) -> ObjResult<(Vec<u8>, ObjectMeta)> {
@@ -138,8 +224,10 @@ impl ObjectStore for MemoryObjectStore {
         let o = objects.get(key).ok_or_else(|| ObjectError::NotFound {
             key: key.to_string(),
         })?;
-        self.shared.gets.fetch_add(1, Ordering::Relaxed);
-        Ok((o.data.as_ref().clone(), Self::meta(key, o)))
+        let out = (o.data.as_ref().clone(), Self::meta(key, o));
+        drop(objects);
+        self.count(key, true);
+        Ok(out)
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> ObjResult<Vec<u8>> {
@@ -160,8 +248,10 @@ impl ObjectStore for MemoryObjectStore {
                 ),
             });
         };
-        self.shared.gets.fetch_add(1, Ordering::Relaxed);
-        Ok(o.data[offset as usize..end as usize].to_vec())
+        let out = o.data[offset as usize..end as usize].to_vec();
+        drop(objects);
+        self.count(key, true);
+        Ok(out)
     }
 
     fn head(&self, key: &str) -> ObjResult<ObjectMeta> {
@@ -178,11 +268,16 @@ impl ObjectStore for MemoryObjectStore {
         let o = self.new_obj(body);
         let etag = o.etag.clone();
         self.shared.objects.lock().insert(key.to_string(), o);
-        self.shared.puts.fetch_add(1, Ordering::Relaxed);
+        self.count(key, false);
         Ok(Some(etag))
     }
 
     fn put_if_absent(&self, key: &str, body: &[u8]) -> ObjResult<Option<Etag>> {
+        if !self.shared.guarantees.conditional_create {
+            return Err(ObjectError::Unsupported {
+                what: "memory store configured without create-if-absent".into(),
+            });
+        }
         let mut objects = self.shared.objects.lock();
         if objects.contains_key(key) {
             return Err(ObjectError::PreconditionFailed {
@@ -192,11 +287,17 @@ impl ObjectStore for MemoryObjectStore {
         let o = self.new_obj(body);
         let etag = o.etag.clone();
         objects.insert(key.to_string(), o);
-        self.shared.puts.fetch_add(1, Ordering::Relaxed);
+        drop(objects);
+        self.count(key, false);
         Ok(Some(etag))
     }
 
     fn put_if_match(&self, key: &str, body: &[u8], etag: &str) -> ObjResult<Option<Etag>> {
+        if !self.shared.guarantees.compare_and_swap {
+            return Err(ObjectError::Unsupported {
+                what: "memory store configured without If-Match".into(),
+            });
+        }
         let mut objects = self.shared.objects.lock();
         match objects.get(key) {
             Some(o) if o.etag == etag => {}
@@ -209,7 +310,8 @@ impl ObjectStore for MemoryObjectStore {
         let o = self.new_obj(body);
         let new = o.etag.clone();
         objects.insert(key.to_string(), o);
-        self.shared.puts.fetch_add(1, Ordering::Relaxed);
+        drop(objects);
+        self.count(key, false);
         Ok(Some(new))
     }
 

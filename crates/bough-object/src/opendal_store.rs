@@ -1,10 +1,14 @@
-//! [`OpendalStore`]: the [`ObjectStore`] interface over an opendal 0.59 operator (S3 and
-//! S3-compatible services; opendal's memory service for tests).
+//! [`OpendalStore`]: the [`ObjectStore`] interface over an opendal 0.59 operator: S3 and
+//! S3-compatible services; GCS and Azure Blob with the `gcs` / `azblob` features; opendal's
+//! memory and fs services for tests.
 //!
 //! opendal is async; this module owns a small tokio runtime and runs each request on it,
 //! waiting on a channel, so callers may be plain threads or even sit inside another
 //! runtime without "runtime within a runtime" panics. Credentials come from the usual
-//! `AWS_*` environment variables (opendal's loader); they are never stored here nor logged.
+//! environment variables (opendal's loaders: `AWS_*`, `GOOGLE_APPLICATION_CREDENTIALS`,
+//! `AZURE_STORAGE_*`); they are never stored here nor logged. A service's guarantees are
+//! the weaker of what it is declared to guarantee ([`Service::declared_guarantees`]) and
+//! what opendal's capabilities say it sends.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,6 +30,8 @@ pub struct OpendalStore {
     service: &'static str,
     guarantees: Guarantees,
     start_after: bool,
+    /// Compare-and-swap on the object version (GCS generation) instead of the ETag.
+    cas_by_version: bool,
 }
 
 impl std::fmt::Debug for OpendalStore {
@@ -46,6 +52,89 @@ fn config_error(what: impl Into<String>) -> ObjectError {
     }
 }
 
+fn od_config_error(e: &opendal::Error) -> ObjectError {
+    // The message may quote configuration values; credentials are never in the
+    // configuration (they come from the environment), so it is safe to show.
+    config_error(format!("object store: {}: {}", e.kind(), e.message()))
+}
+
+/// The opendal operator of the configured service (no I/O).
+fn build_operator(cfg: &CloudConfig) -> ObjResult<Operator> {
+    match cfg.service {
+        Service::S3 => {
+            if cfg.bucket.is_empty() {
+                return Err(config_error("object store: `bucket` is required for s3"));
+            }
+            let mut b = opendal::services::S3::default()
+                .bucket(&cfg.bucket)
+                .root(&cfg.root)
+                .region(if cfg.region.is_empty() {
+                    "us-east-1"
+                } else {
+                    &cfg.region
+                })
+                .disable_ec2_metadata();
+            if !cfg.endpoint.is_empty() {
+                b = b.endpoint(&cfg.endpoint);
+            }
+            if cfg.virtual_host_style {
+                b = b.enable_virtual_host_style();
+            }
+            if cfg.allow_anonymous && std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+                b = b.skip_signature();
+            }
+            Operator::new(b).map_err(|e| od_config_error(&e))
+        }
+        #[cfg(feature = "gcs")]
+        Service::Gcs => {
+            if cfg.bucket.is_empty() {
+                return Err(config_error("object store: `bucket` is required for gcs"));
+            }
+            // Credentials: opendal's default chain (GOOGLE_APPLICATION_CREDENTIALS, the
+            // gcloud configuration, the VM metadata server).
+            let mut b = opendal::services::Gcs::default()
+                .bucket(&cfg.bucket)
+                .root(&cfg.root);
+            if !cfg.endpoint.is_empty() {
+                b = b.endpoint(&cfg.endpoint);
+            }
+            if cfg.allow_anonymous {
+                b = b.skip_signature();
+            }
+            Operator::new(b).map_err(|e| od_config_error(&e))
+        }
+        #[cfg(feature = "azblob")]
+        Service::Azblob => {
+            if cfg.bucket.is_empty() || cfg.endpoint.is_empty() {
+                return Err(config_error(
+                    "object store: `bucket` (the container) and `endpoint` are required for \
+                     azblob",
+                ));
+            }
+            // Credentials: AZURE_STORAGE_ACCOUNT_NAME / AZURE_STORAGE_ACCOUNT_KEY, a SAS token
+            // or a managed identity (opendal's default chain).
+            let mut b = opendal::services::Azblob::default()
+                .container(&cfg.bucket)
+                .endpoint(&cfg.endpoint)
+                .root(&cfg.root);
+            if cfg.allow_anonymous {
+                b = b.skip_signature();
+            }
+            Operator::new(b).map_err(|e| od_config_error(&e))
+        }
+        Service::Memory => Operator::new(opendal::services::Memory::default().root(&cfg.root))
+            .map_err(|e| od_config_error(&e)),
+        // No `atomic_write_dir`: create-if-absent stays an atomic `O_EXCL` open (with it,
+        // opendal checks for existence and then renames, which two creators both pass).
+        Service::Fs => Operator::new(opendal::services::Fs::default().root(&cfg.root))
+            .map_err(|e| od_config_error(&e)),
+        #[allow(unreachable_patterns)]
+        other => Err(config_error(format!(
+            "object store: service `{other}` is not built in"
+        ))),
+    }
+}
+
 impl OpendalStore {
     /// Builds the operator described by `cfg`. Checks nothing on the network.
     pub fn new(cfg: &CloudConfig) -> ObjResult<OpendalStore> {
@@ -53,34 +142,14 @@ impl OpendalStore {
         let _ = rustls::crypto::ring::default_provider().install_default();
         opendal::install_default();
         opendal_http_transport_reqwest::install_default();
-        let op = match cfg.service {
-            Service::S3 => {
-                if cfg.bucket.is_empty() {
-                    return Err(config_error("object store: `bucket` is required for s3"));
-                }
-                let mut b = opendal::services::S3::default()
-                    .bucket(&cfg.bucket)
-                    .root(&cfg.root)
-                    .region(if cfg.region.is_empty() {
-                        "us-east-1"
-                    } else {
-                        &cfg.region
-                    })
-                    .disable_ec2_metadata();
-                if !cfg.endpoint.is_empty() {
-                    b = b.endpoint(&cfg.endpoint);
-                }
-                if cfg.virtual_host_style {
-                    b = b.enable_virtual_host_style();
-                }
-                if cfg.allow_anonymous && std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
-                    b = b.skip_signature();
-                }
-                Operator::new(b).map_err(|e| config_error(format!("object store: {}", e.kind())))?
-            }
-            Service::Memory => Operator::new(opendal::services::Memory::default().root(&cfg.root))
-                .map_err(|e| config_error(format!("object store: {}", e.kind())))?,
-        };
+        if !cfg.service.is_built() {
+            return Err(config_error(format!(
+                "object store: service `{}` is not built in (enable the `{}` feature of \
+                 bough-object)",
+                cfg.service, cfg.service
+            )));
+        }
+        let op = build_operator(cfg)?;
         let op = if cfg.request_timeout_ms > 0 {
             op.layer(
                 opendal::layers::TimeoutLayer::new()
@@ -91,15 +160,32 @@ impl OpendalStore {
             op
         };
         let cap = op.info().capability();
+        let declared = cfg.service.declared_guarantees();
+        // GCS has generation preconditions instead of If-Match: the generation is then the
+        // version token handed out as the "ETag" of the trait.
+        let cas_by_version = !cap.write_with_if_match && cap.write_with_if_version_match;
+        // What opendal says it can do, never more than what the service is declared to
+        // guarantee (opendal's flags say an option is sent, not that the service is atomic).
         let guarantees = Guarantees {
-            conditional_create: cap.write_with_if_not_exists,
-            compare_and_swap: cap.write_with_if_match,
-            // Every opendal write here is one request (no multipart: see `put`), and the
-            // services named above publish a PUT whole or not at all.
-            atomic_put: true,
-            durable: cfg.service == Service::S3,
-            max_batch_delete: cap.delete_max_size.unwrap_or(1).max(1),
+            conditional_create: declared.conditional_create && cap.write_with_if_not_exists,
+            compare_and_swap: declared.compare_and_swap
+                && (cap.write_with_if_match || cap.write_with_if_version_match),
+            // Every opendal write here is one request (no multipart: see `put`).
+            atomic_put: declared.atomic_put,
+            durable: declared.durable,
+            max_batch_delete: cap
+                .delete_max_size
+                .unwrap_or(1)
+                .clamp(1, declared.max_batch_delete.max(1)),
         };
+        if guarantees != declared {
+            tracing::warn!(
+                service = %cfg.service,
+                ?declared,
+                ?guarantees,
+                "opendal's capabilities differ from the declared guarantees"
+            );
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("bough-object-io")
@@ -109,12 +195,10 @@ impl OpendalStore {
         Ok(OpendalStore {
             op,
             rt: Arc::new(rt),
-            service: match cfg.service {
-                Service::S3 => "s3",
-                Service::Memory => "memory",
-            },
+            service: cfg.service.name(),
             guarantees,
             start_after: cap.list_with_start_after,
+            cas_by_version,
         })
     }
 
@@ -177,14 +261,24 @@ fn map_err(op: &'static str, key: &str, e: opendal::Error) -> ObjectError {
     }
 }
 
-fn to_meta(key: &str, m: &opendal::Metadata) -> ObjectMeta {
+fn to_meta(key: &str, m: &opendal::Metadata, by_version: bool) -> ObjectMeta {
     ObjectMeta {
         key: key.to_string(),
         size: m.content_length(),
-        etag: m.etag().map(str::to_string),
+        etag: cas_token(m, by_version),
         last_modified_ms: m
             .last_modified()
             .map(|t| t.into_inner().as_millisecond().max(0) as u64),
+    }
+}
+
+/// The token compare-and-swap is conditioned on: the ETag, or the object version where the
+/// service preconditions writes on that (GCS generations).
+fn cas_token(m: &opendal::Metadata, by_version: bool) -> Option<Etag> {
+    if by_version {
+        m.version().map(str::to_string)
+    } else {
+        m.etag().map(str::to_string)
     }
 }
 
@@ -204,7 +298,7 @@ impl OpendalStore {
         let meta = self
             .run(async move { op.write_options(&k, body, opts).await })
             .map_err(|e| map_err(name, key, e))?;
-        Ok(meta.etag().map(str::to_string))
+        Ok(cas_token(&meta, self.cas_by_version))
     }
 }
 
@@ -246,7 +340,7 @@ impl ObjectStore for OpendalStore {
                 }
             })?;
         let data = buf.to_vec();
-        let mut m = to_meta(key, &meta);
+        let mut m = to_meta(key, &meta, self.cas_by_version);
         if data.len() as u64 != m.size {
             return Err(ObjectError::Transient {
                 op: "get",
@@ -274,7 +368,7 @@ impl ObjectStore for OpendalStore {
         let meta = self
             .run(async move { op.stat(&k).await })
             .map_err(|e| map_err("head", key, e))?;
-        Ok(to_meta(key, &meta))
+        Ok(to_meta(key, &meta, self.cas_by_version))
     }
 
     fn put(&self, key: &str, body: &[u8]) -> ObjResult<Option<Etag>> {
@@ -308,9 +402,16 @@ impl ObjectStore for OpendalStore {
             "put_if_match",
             key,
             body,
-            options::WriteOptions {
-                if_match: Some(etag.to_string()),
-                ..Default::default()
+            if self.cas_by_version {
+                options::WriteOptions {
+                    if_version_match: Some(etag.to_string()),
+                    ..Default::default()
+                }
+            } else {
+                options::WriteOptions {
+                    if_match: Some(etag.to_string()),
+                    ..Default::default()
+                }
             },
         )
     }
@@ -331,10 +432,19 @@ impl ObjectStore for OpendalStore {
         };
         let after = start_after.map(str::to_string);
         let limit = limit.max(1);
+        // A file system lists a directory in no particular order and only whole
+        // directories: list the directory the prefix lies in, in full, and filter and sort
+        // here. Object stores list any key prefix in key order, so a page can stop early.
+        let ordered = self.service != "fs";
+        let listed = if ordered {
+            p.clone()
+        } else {
+            p.rfind('/').map_or(String::new(), |i| p[..=i].to_string())
+        };
         let entries = self.run(async move {
             let mut lister = op
                 .lister_options(
-                    &p,
+                    &listed,
                     options::ListOptions {
                         recursive: !delimiter,
                         start_after: native_after,
@@ -356,7 +466,7 @@ impl ObjectStore for OpendalStore {
                 }
                 let is_dir = entry.metadata().mode() == EntryMode::DIR;
                 out.push((path, is_dir, entry.metadata().clone()));
-                if out.len() > limit {
+                if ordered && out.len() > limit {
                     break;
                 }
             }
@@ -377,7 +487,8 @@ impl ObjectStore for OpendalStore {
                     page.prefixes.push(path);
                 }
             } else {
-                page.objects.push(to_meta(&path, &meta));
+                page.objects
+                    .push(to_meta(&path, &meta, self.cas_by_version));
             }
         }
         if more {

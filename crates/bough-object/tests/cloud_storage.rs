@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use bough_io::{ErrorKind, OpenOptions, Storage};
 use bough_object::{
-    CloudStorage, Fault, FaultyObjectStore, MemoryObjectStore, ObjOp, ObjectStore, Refusal,
-    check_guarantees,
+    CloudStorage, Fault, FaultyObjectStore, Fencing, FencingMode, MemoryObjectStore, ObjOp,
+    ObjectStore, check_guarantees,
 };
 
 struct Env {
@@ -87,23 +87,26 @@ fn write_data(s: &CloudStorage, id: u64, term: u64, bytes: &[u8]) {
 }
 
 #[test]
-fn refuses_a_store_without_compare_and_swap() {
+fn a_store_without_if_match_is_fenced_by_numbered_claims() {
     let od = bough_object::OpendalStore::new(&bough_object::CloudConfig {
         service: bough_object::Service::Memory,
         ..bough_object::CloudConfig::default()
     })
     .expect("opendal memory");
-    assert_eq!(
-        check_guarantees(&od),
-        Err(Refusal::NoCompareAndSwap {
-            service: "memory".into()
-        })
-    );
+    assert_eq!(check_guarantees(&od), Ok(Fencing::NumberedClaims));
+    let od: Arc<dyn ObjectStore> = Arc::new(od);
     let dir = tempfile::tempdir().expect("tempdir");
+    let s = CloudStorage::open(od.clone(), dir.path(), &common::test_config(1 << 20), None)
+        .expect("accepted with numbered claims");
+    assert_eq!(s.fencing(), Fencing::NumberedClaims);
+    // Asking for compare-and-swap on it is refused with a typed reason.
     let e = CloudStorage::open(
-        Arc::new(od),
+        od,
         dir.path(),
-        &common::test_config(1 << 20),
+        &bough_object::CloudConfig {
+            fencing: FencingMode::CompareAndSwap,
+            ..common::test_config(1 << 20)
+        },
         None,
     )
     .expect_err("refused");
@@ -540,6 +543,7 @@ fn young_unreferenced_data_objects_are_kept() {
     .expect("open");
     own(&s, 0);
     write_data(&s, 1, 0, b"young");
+    let _lease = s.acquire_gc_lease("p.0").expect("GC lease");
     s.delete("p.0/data_1_main_0").expect("delete (deferred)");
     assert!(mem.head("p.0/data_1_main_0").is_ok(), "too young to delete");
     clock_ms.fetch_add(61_000, std::sync::atomic::Ordering::Relaxed);
@@ -580,4 +584,47 @@ fn cloud_storage_over_s3() {
         vec!["data_1_main_0", "manifest_main_0", "manifest_main_1"]
     );
     bough_object::wipe(store.as_ref()).expect("wipe");
+}
+
+/// A manifest upload whose outcome stays unknown ends this instance's ownership of the
+/// term: it writes neither that manifest nor data objects of that term again (a reopen
+/// must take the branch over at a new term), and it forgets the version it knew.
+#[test]
+fn an_unresolved_manifest_upload_gives_the_term_up() {
+    let mem = MemoryObjectStore::new();
+    let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
+    let env = Env::new(Arc::new(faulty.clone()), 8 << 20);
+    let s = env.open();
+    own(&s, 0);
+    write_data(&s, 1, 0, &data_bytes(1, 1000));
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    m.write_at(8, b" c1").expect("append");
+    faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 100);
+    faulty.fail_next(ObjOp::Get, Fault::Status(503), 100);
+    assert_eq!(kind_of(m.sync()), ErrorKind::Io, "outcome unknown");
+    faulty.clear();
+    assert_eq!(
+        s.counters()
+            .burnt_terms
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // The commit did land; this instance no longer writes the term.
+    assert_eq!(
+        s.read_file("p.0/manifest_main_0", 100).expect("read"),
+        b"manifest c1"
+    );
+    m.write_at(11, b" c2").expect("append");
+    assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
+    assert_eq!(
+        kind_of(s.open("p.0/data_2_main_0", OpenOptions::write_new(0))),
+        ErrorKind::Fenced
+    );
+    // The next term is open to it like to anyone.
+    let seen = s.read_file("p.0/manifest_main_0", 100).expect("read");
+    s.create_new("p.0/manifest_main_1", &seen)
+        .expect("new term");
+    write_data(&s, 2, 1, &data_bytes(2, 1000));
 }

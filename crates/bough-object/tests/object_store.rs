@@ -86,6 +86,16 @@ fn contract(s: &dyn ObjectStore) {
     sorted.dedup();
     assert_eq!(sorted, seen);
     assert_eq!(list_all(s, "p/list/").expect("all").len(), 26);
+    // A prefix that is not a "directory" lists the keys starting with it (numbered
+    // versions are found this way).
+    let keys: Vec<String> = list_all(s, "p/list/k1")
+        .expect("prefix")
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(keys.len(), 10, "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("p/list/k1")), "{keys:?}");
+    assert!(list_all(s, "p/list/k9").expect("none").is_empty());
     // Deletes: a missing key is fine; a batch removes all.
     s.delete("p/a").expect("delete");
     s.delete("p/a").expect("delete missing");
@@ -112,6 +122,21 @@ fn opendal_memory_service_meets_the_contract_without_cas() {
     .expect("opendal memory");
     assert!(!s.guarantees().compare_and_swap);
     assert!(s.guarantees().conditional_create);
+    contract(&s);
+}
+
+#[test]
+fn opendal_fs_service_meets_the_contract_without_cas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = OpendalStore::new(&CloudConfig {
+        service: Service::Fs,
+        root: dir.path().display().to_string(),
+        test_only: true,
+        ..CloudConfig::default()
+    })
+    .expect("opendal fs");
+    let g = s.guarantees();
+    assert!(g.conditional_create && !g.compare_and_swap && !g.atomic_put && !g.durable);
     contract(&s);
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bough_io::Storage;
-use bough_object::{CloudStorage, open_object_store};
+use bough_object::{CloudStorage, GcLease, open_object_store};
 use bough_tree::head::HeadConfig;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -15,8 +15,12 @@ use crate::options::{Backend, Options};
 /// commit uploads the whole manifest, so it is kept small (it never grows with the data).
 const CLOUD_MANIFEST_BYTES: u64 = 64 << 10;
 
-/// Opens the object store the options name (or the injected one) with its cache in `path`.
-pub(crate) fn open_storage(opts: &Options, path: &Path) -> Result<Arc<dyn Storage>> {
+/// Opens the object store the options name (or the injected one) with its cache in `path`,
+/// and prewarms the cache when the options ask for it.
+pub(crate) fn open_storage(
+    opts: &Options,
+    path: &Path,
+) -> Result<(Arc<dyn Storage>, CloudStorage)> {
     let store = match &opts.object_store {
         Some(s) => s.clone(),
         None => open_object_store(&opts.object)
@@ -30,7 +34,24 @@ pub(crate) fn open_storage(opts: &Options, path: &Path) -> Result<Arc<dyn Storag
         Some(Arc::new(move || clock.now_ms())),
     )
     .map_err(|e| Error::from(e).at(path.display()))?;
-    Ok(Arc::new(cloud))
+    if opts.object.prewarm {
+        cloud
+            .prewarm()
+            .map_err(|e| Error::from(e).at(path.display()))?;
+    }
+    Ok((Arc::new(cloud.clone()), cloud))
+}
+
+/// Claims the GC lease of a partition for one GC run (cloud mode; `None` elsewhere or for
+/// a dry run, which deletes nothing). `Busy` while another process collects garbage there.
+pub(crate) fn gc_lease(cloud: Option<&CloudStorage>, dir: &str) -> Result<Option<GcLease>> {
+    match cloud {
+        Some(c) => c
+            .acquire_gc_lease(dir)
+            .map(Some)
+            .map_err(|e| Error::from(e).at(dir)),
+        None => Ok(None),
+    }
 }
 
 /// Head settings in cloud mode: one data file per commit (each uploaded once, never

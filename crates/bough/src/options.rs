@@ -279,11 +279,16 @@ impl Options {
         if self.max_group_commit == 0 {
             return field("max_group_commit", "must be at least 1".into());
         }
-        if self.backend == Backend::Object
-            && self.object_store.is_none()
-            && self.object.bucket.is_empty()
-        {
-            return field("object.bucket", "required with backend = \"object\"".into());
+        if self.backend == Backend::Object {
+            // A store handed over ready-made brings its own service settings.
+            let checked = if self.object_store.is_some() {
+                self.object.validate_tier()
+            } else {
+                self.object.validate()
+            };
+            if let Err(e) = checked {
+                return Err(Error::invalid(format!("option `{e}`")));
+            }
         }
         if self.memory.is_some() && self.backend != Backend::Memory {
             return field("memory", "a memory store needs backend = \"memory\"".into());

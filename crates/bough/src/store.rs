@@ -167,6 +167,8 @@ impl PartitionEntry {
 struct Inner {
     opts: Options,
     storage: Arc<dyn Storage>,
+    /// The cloud tier behind `storage` (`backend = "object"`), for its GC leases.
+    cloud: Option<bough_object::CloudStorage>,
     cache: Arc<PageCache>,
     clock: Arc<dyn Clock>,
     head_cfg: HeadConfig,
@@ -188,6 +190,7 @@ impl Store {
     /// Opens (creating if needed) the store `opts` describes.
     pub fn open(opts: Options) -> Result<Store> {
         opts.validate()?;
+        let mut cloud = None;
         let (storage, lock): (Arc<dyn Storage>, Option<DirLock>) = match opts.backend {
             Backend::Memory => {
                 let mem = opts.memory.clone().unwrap_or_default();
@@ -207,7 +210,9 @@ impl Store {
                 // A second process on the same directory would corrupt it: refuse clearly.
                 let lock = lock_dir(&path).map_err(|e| Error::from(e).at(path.display()))?;
                 if b == Backend::Object {
-                    (crate::cloud::open_storage(&opts, &path)?, Some(lock))
+                    let (storage, c) = crate::cloud::open_storage(&opts, &path)?;
+                    cloud = Some(c);
+                    (storage, Some(lock))
                 } else {
                     let choice = match b {
                         Backend::IoUring => BackendChoice::IoUring,
@@ -252,6 +257,7 @@ impl Store {
             clock: opts.clock.clone(),
             head_cfg,
             storage,
+            cloud,
             partitions: Mutex::new(HashMap::new()),
             shards,
             threads: Mutex::new(threads),
@@ -456,6 +462,14 @@ impl Store {
                 open -= 1;
             }
             drop(branches);
+            // A head poisoned by an upload whose outcome is unknown must not be reopened at
+            // its term: on shared storage the next open takes the branch over anew.
+            for b in &closed {
+                let head = b.head.lock();
+                if head.poisoned().is_some() {
+                    p.part.disown(head.branch(), head.term());
+                }
+            }
             // A reader may still hold a closed head's current snapshot: GC keeps pinning it,
             // as for a deleted branch, until no reader holds it. (No new reader can come: a
             // view needs a handle, and a closed head had none.)
@@ -499,14 +513,23 @@ impl Store {
         self.inner.maintain()
     }
 
-    /// Garbage-collects every partition opened so far; returns a report per partition.
+    /// Garbage-collects every partition opened so far; returns a report per partition. In
+    /// cloud mode a partition whose GC lease another process holds is skipped this time
+    /// (it is being collected there).
     pub fn gc(&self) -> Result<Vec<(String, GcReport)>> {
         let parts: Vec<Arc<PartitionEntry>> =
             self.inner.partitions.lock().values().cloned().collect();
-        parts
-            .iter()
-            .map(|p| Ok((p.part.dir().to_string(), gc_partition(p, false)?)))
-            .collect()
+        let mut out = Vec::with_capacity(parts.len());
+        for p in &parts {
+            match gc_partition(p, self.inner.cloud.as_ref(), false) {
+                Ok(report) => out.push((p.part.dir().to_string(), report)),
+                Err(e) if e.kind() == ErrorKind::Busy && self.inner.cloud.is_some() => {
+                    tracing::info!(partition = %p.part.dir(), error = %e, "GC skipped: another process holds the lease");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 
     /// Creates `name` from `from` on every partition of `table`, all or nothing: if any
@@ -591,13 +614,50 @@ fn pins_of(p: &PartitionEntry) -> Pins {
 /// GC of one partition: everything its manifests and archives reference, every snapshot a
 /// reader holds, every file a writer is filling. The same walk measures the partition's
 /// usage, which is cached for the next compactions (see [`usage_of`]).
-fn gc_partition(p: &PartitionEntry, dry_run: bool) -> Result<GcReport> {
+///
+/// In cloud mode the run holds the partition's GC lease (one process at a time collects a
+/// partition; `Busy` while another does): every deletion checks it, so a run that lost it
+/// deletes nothing more.
+fn gc_partition(
+    p: &PartitionEntry,
+    cloud: Option<&bough_object::CloudStorage>,
+    dry_run: bool,
+) -> Result<GcReport> {
     let _catalog = p.catalog.lock();
     // Read under the catalog lock, before the walk lists the directory: a change after this
     // point bumps the epoch past it, so the cached usage is never taken for newer than it is.
     let epoch = p.epoch.load(Ordering::Acquire);
-    let (report, usage) = bough_gc::collect_measured(p.part.files(), || pins_of(p), dry_run)
-        .map_err(|e| Error::from(e).at(p.part.dir()))?;
+    let lease = if dry_run {
+        None
+    } else {
+        crate::cloud::gc_lease(cloud, &p.part.dir().to_string())?
+    };
+    let measured = std::thread::scope(|scope| {
+        // Keep the lease alive while GC reads manifests and walks mapping pages (which can
+        // take longer than the lease); every deletion checks it again anyway. A renewal
+        // that fails stops the keeper: the deletions then find the lease lost or uncertain
+        // and delete nothing.
+        let (stop, stopped) = mpsc::channel::<()>();
+        if let Some(l) = &lease {
+            let every = Duration::from_millis((l.ttl_ms() / 4).clamp(50, 5_000));
+            scope.spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    if let Err(e) = l.check() {
+                        tracing::warn!(error = %e, "GC lease not renewed");
+                        return;
+                    }
+                }
+            });
+        }
+        let r = bough_gc::collect_measured(p.part.files(), || pins_of(p), dry_run)
+            .map_err(|e| Error::from(e).at(p.part.dir()));
+        drop(stop);
+        r
+    });
+    if let Some(lease) = lease {
+        lease.release();
+    }
+    let (report, usage) = measured?;
     *p.usage.lock() = Some((epoch, Arc::new(usage)));
     Ok(report)
 }
@@ -1264,7 +1324,7 @@ impl PartitionHandle {
 
     /// Garbage-collects this partition (`dry_run`: report only).
     pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
-        gc_partition(&*self.entry()?, dry_run)
+        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), dry_run)
     }
 }
 

@@ -656,6 +656,16 @@ fn branch_model_object() {
     }
 }
 
+/// Cloud mode over a store without If-Match (like opendal's memory and fs services): terms
+/// are fenced with numbered claims.
+#[test]
+fn branch_model_object_numbered_claims() {
+    for seed in seeds(1) {
+        let obj: Arc<dyn ObjectStore> = Arc::new(MemoryObjectStore::without_if_match(None));
+        run_with(Backend::Object, Some(obj), seed, ops(200));
+    }
+}
+
 /// Cloud mode against the real S3 server (moto) that `.ci/run` starts: required under
 /// `CI=true`, skipped (loudly) elsewhere when `BOUGH_S3_ENDPOINT` is not set.
 #[test]
