@@ -31,9 +31,11 @@ commands:
                              the reliability harness (kill cycles, power-loss sweep,
                              injected faults, bit flips): one table; fails if anything
                              was lost, wrong, panicked or hung; BOUGH_SEED=N replays too
-  bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--no-fio] [--no-branches]
+  bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb] [--cloud]
+        [--no-fio] [--no-branches] [--data-dir DIR] [--target-dir DIR]
                              build and run the side-by-side benchmarks in bench/
-                             (report in target/bench-report/)
+                             (report in target/bench-report/; --cloud: Bough's S3 mode
+                             against SlateDB on a moto server xtask starts)
 ";
 
 fn main() -> ExitCode {
