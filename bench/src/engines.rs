@@ -37,6 +37,10 @@ pub trait Engine: Send + Sync {
     fn engine_syncs(&self) -> Option<u64> {
         None
     }
+    /// Object-store requests sent so far (the cloud engines: a counting wrapper).
+    fn object_requests(&self) -> Option<crate::cloud::Requests> {
+        None
+    }
 }
 
 /// The engines the harness knows, in report order.

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod cloud;
 mod device;
 mod engines;
 mod measure;
@@ -18,11 +19,14 @@ mod workloads;
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str = "\
-usage: bough-bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--data-dir DIR]
-                   [--out DIR] [--no-fio] [--no-branches]
+usage: bough-bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
+                   [--cloud] [--data-dir DIR] [--out DIR] [--no-fio] [--no-branches]
 
   --quick        small sizes: finishes in a few minutes
-  --engines      which engines to run (default: every engine compiled in)
+  --engines      which engines to run (default: every local engine compiled in)
+  --cloud        also run the cloud set (bough-s3 and slatedb on the S3 server named by
+                 BOUGH_S3_ENDPOINT / BOUGH_S3_BUCKET); without a reachable server its rows
+                 are reported as not measured, with the reason
   --data-dir     where the engines' files go (default: ../target/bench-data)
   --out          where the report goes (default: ../target/bench-report)
   --no-fio       skip the device measurements
@@ -36,6 +40,8 @@ struct Args {
     out: PathBuf,
     fio: bool,
     branches: bool,
+    /// Cloud engines selected (`--cloud`, or named in `--engines`).
+    cloud: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -52,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
         out: target.join("bench-report"),
         fio: true,
         branches: true,
+        cloud: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -59,18 +66,33 @@ fn parse_args() -> Result<Args, String> {
             "--quick" => a.quick = true,
             "--no-fio" => a.fio = false,
             "--no-branches" => a.branches = false,
+            "--cloud" => {
+                for e in cloud::CLOUD {
+                    if !a.cloud.iter().any(|c| c == e) {
+                        a.cloud.push(e.to_string());
+                    }
+                }
+            }
             "--engines" => {
                 let list = it.next().ok_or("--engines needs a list")?;
-                a.engines = list
+                let named: Vec<String> = list
                     .split(',')
                     .map(|s| s.trim().to_lowercase())
                     .filter(|s| !s.is_empty())
                     .collect();
-                for e in &a.engines {
-                    if !engines::ALL.contains(&e.as_str()) {
+                a.engines.clear();
+                for e in named {
+                    if engines::ALL.contains(&e.as_str()) {
+                        a.engines.push(e);
+                    } else if cloud::CLOUD.contains(&e.as_str()) {
+                        if !a.cloud.contains(&e) {
+                            a.cloud.push(e);
+                        }
+                    } else {
                         return Err(format!(
-                            "unknown engine {e:?}; known: {}",
-                            engines::ALL.join(", ")
+                            "unknown engine {e:?}; known: {}, {}",
+                            engines::ALL.join(", "),
+                            cloud::CLOUD.join(", ")
                         ));
                     }
                 }
@@ -81,6 +103,8 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    a.cloud
+        .sort_by_key(|e| cloud::CLOUD.iter().position(|c| *c == e.as_str()));
     Ok(a)
 }
 
@@ -162,6 +186,31 @@ fn run(args: &Args) -> Res<()> {
     for e in &run {
         workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
     }
+    let cloud_status = if args.cloud.is_empty() {
+        report::CloudStatus::NotSelected
+    } else {
+        eprintln!("== cloud set: {}", args.cloud.join(", "));
+        match cloud::S3Env::from_env() {
+            Ok(s3) => {
+                eprintln!("  S3 endpoint {}, bucket {}", s3.endpoint, s3.bucket);
+                for e in &args.cloud {
+                    workloads::run_cloud_engine(e, &s3, &args.data_dir, &sizes, &mut results);
+                }
+                report::CloudStatus::Ran {
+                    engines: args.cloud.clone(),
+                    endpoint: s3.endpoint,
+                    bucket: s3.bucket,
+                }
+            }
+            Err(why) => {
+                eprintln!("  not measured: {why}");
+                report::CloudStatus::NotMeasured {
+                    engines: args.cloud.clone(),
+                    why,
+                }
+            }
+        }
+    };
     if args.branches && run.iter().any(|e| e == "bough") {
         let with_rocks = run.iter().any(|e| e == "rocksdb");
         if let Err(e) = workloads::run_branches(&args.data_dir, &sizes, with_rocks, &mut results) {
@@ -178,6 +227,7 @@ fn run(args: &Args) -> Res<()> {
         device: device.as_ref(),
         device_error: device_error.as_deref(),
         data_dir: &args.data_dir,
+        cloud: &cloud_status,
         started,
         wall_secs: wall.elapsed().as_secs_f64(),
     };

@@ -21,8 +21,27 @@ pub struct RunInfo<'a> {
     pub device: Option<&'a Device>,
     pub device_error: Option<&'a str>,
     pub data_dir: &'a Path,
+    pub cloud: &'a CloudStatus,
     pub started: String,
     pub wall_secs: f64,
+}
+
+/// Whether and where the cloud set (`bough-s3` against `slatedb`) ran.
+#[derive(Debug, Clone)]
+pub enum CloudStatus {
+    /// Neither `--cloud` nor a cloud engine was asked for.
+    NotSelected,
+    /// Asked for, but the S3 server was missing or unreachable.
+    NotMeasured { engines: Vec<String>, why: String },
+    Ran {
+        engines: Vec<String>,
+        endpoint: String,
+        bucket: String,
+    },
+}
+
+fn is_cloud(engine: &str) -> bool {
+    crate::cloud::CLOUD.contains(&engine)
 }
 
 /// One target of issue 9 and how the run did against it.
@@ -281,7 +300,16 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
         info.started,
         info.wall_secs,
         info.data_dir.display(),
-        info.engines.join(", "),
+        match info.cloud {
+            CloudStatus::Ran { engines, .. } => info
+                .engines
+                .iter()
+                .chain(engines)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => info.engines.join(", "),
+        },
         if info.skipped.is_empty() {
             String::new()
         } else {
@@ -302,6 +330,11 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
     let _ = writeln!(m, "Engines:\n");
     for e in info.engines {
         let _ = writeln!(m, "- `{e}`: {}", engines::describe(e));
+    }
+    if let CloudStatus::Ran { engines, .. } = info.cloud {
+        for e in engines {
+            let _ = writeln!(m, "- `{e}`: {}", crate::cloud::describe(e));
+        }
     }
 
     let _ = writeln!(m, "\n## Targets (issue 9)\n");
@@ -435,7 +468,7 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
         m,
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for r in &res.rows {
+    for r in res.rows.iter().filter(|r| !is_cloud(&r.engine)) {
         let vs = res
             .find(&r.workload, "bough")
             .filter(|_| r.engine != "bough")
@@ -466,6 +499,8 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
         "\n`vs Bough` = Bough's ops/s divided by this engine's (above 1: Bough is faster)."
     );
 
+    cloud_section(&mut m, info, res);
+
     let _ = writeln!(m, "\n## Branches, GC, diff and merge\n");
     let _ = writeln!(m, "| series | size | ms | note |");
     let _ = writeln!(m, "|---|---|---|---|");
@@ -491,6 +526,100 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
     m
 }
 
+/// The cloud set's table: Bough in S3 mode against SlateDB, with requests per operation.
+fn cloud_section(m: &mut String, info: &RunInfo<'_>, res: &Results) {
+    let s = info.sizes;
+    match info.cloud {
+        CloudStatus::NotSelected => {}
+        CloudStatus::NotMeasured { engines, why } => {
+            let _ = writeln!(m, "\n## Cloud set: Bough (S3 mode) vs SlateDB\n");
+            let _ = writeln!(m, "**NOT MEASURED**: {why}\n");
+            let _ = writeln!(m, "| workload | engine | result |");
+            let _ = writeln!(m, "|---|---|---|");
+            for wl in crate::workloads::CLOUD_WORKLOADS {
+                for e in engines {
+                    let _ = writeln!(m, "| {wl} | {e} | not measured |");
+                }
+            }
+        }
+        CloudStatus::Ran {
+            engines,
+            endpoint,
+            bucket,
+        } => {
+            let _ = writeln!(m, "\n## Cloud set: Bough (S3 mode) vs SlateDB\n");
+            let _ = writeln!(
+                m,
+                "Both engines on the same S3 server (`{endpoint}`, bucket `{bucket}`, a prefix \
+                 each): {} keys × ({} B key + {} B value) loaded in durable batches of 1,000; \
+                 memory cache {} MiB while warm and {} MiB for the cold rounds, local disk \
+                 cache {} MiB. Cold = the engine reopened on an empty local cache directory \
+                 before each round (the object data then comes from S3). `GET/op`, `PUT/op` \
+                 = requests that reached the object store per operation (counted by a \
+                 wrapper around each engine's object-store client), `KiB down/op`, `KiB \
+                 up/op` = their body bytes, `other/op` = HEAD + LIST + DELETE. The S3 server \
+                 is moto on this machine: request latencies are loopback + Python, not a \
+                 real region's.\n",
+                s.cloud_keys,
+                crate::measure::KEY_LEN,
+                s.value_len,
+                s.cloud_warm_cache >> 20,
+                s.cold_cache >> 20,
+                crate::cloud::LOCAL_CACHE_BYTES >> 20
+            );
+            let _ = writeln!(
+                m,
+                "| workload | engine | ops/s | unit | p50 µs | p99 µs | latency of | GET/op | PUT/op | other/op | KiB down/op | KiB up/op | bough-s3 vs this | note |"
+            );
+            let _ = writeln!(
+                m,
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            );
+            for wl in crate::workloads::CLOUD_WORKLOADS {
+                for e in engines {
+                    let Some(r) = res.find(wl, e) else {
+                        let _ = writeln!(
+                            m,
+                            "| {wl} | {e} | - | | | | | | | | | | | not measured (failed: see errors) |"
+                        );
+                        continue;
+                    };
+                    let q = r.requests.unwrap_or_default();
+                    let per = |v: u64| v as f64 / r.ops.max(1) as f64;
+                    let vs = res
+                        .find(wl, "bough-s3")
+                        .filter(|_| r.engine != "bough-s3")
+                        .map(|b| format!("{:.2}x", b.ops_per_sec / r.ops_per_sec.max(1e-9)))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        m,
+                        "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} | {} | {} |",
+                        r.workload,
+                        r.engine,
+                        r.ops_per_sec,
+                        r.unit,
+                        r.p50_us,
+                        r.p99_us,
+                        r.lat_of,
+                        per(q.gets),
+                        per(q.puts),
+                        per(q.heads + q.lists + q.deletes),
+                        per(q.get_bytes) / 1024.0,
+                        per(q.put_bytes) / 1024.0,
+                        vs,
+                        r.note
+                    );
+                }
+            }
+            let _ = writeln!(
+                m,
+                "\n`bough-s3 vs this` = bough-s3's ops/s divided by this engine's (above 1: Bough is faster). \
+                 For loads and commits an operation is a key / a commit, so PUT/op of a load is per key."
+            );
+        }
+    }
+}
+
 /// The JSON report.
 pub fn json(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> serde_json::Value {
     let s = info.sizes;
@@ -501,6 +630,25 @@ pub fn json(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> serde_json::Val
         "engines": info.engines,
         "not_run": info.skipped,
         "cold_method": info.cold_method,
+        "cloud": match info.cloud {
+            CloudStatus::NotSelected => json!({"status": "not selected"}),
+            CloudStatus::NotMeasured { engines, why } => json!({
+                "status": "not measured", "engines": engines, "why": why,
+                "workloads": crate::workloads::CLOUD_WORKLOADS,
+            }),
+            CloudStatus::Ran { engines, endpoint, bucket } => json!({
+                "status": "ran", "engines": engines, "endpoint": endpoint, "bucket": bucket,
+                "keys": s.cloud_keys,
+                "memory_cache_bytes_warm": s.cloud_warm_cache,
+                "memory_cache_bytes_cold": s.cold_cache,
+                "local_disk_cache_bytes": crate::cloud::LOCAL_CACHE_BYTES,
+                "commits": s.cloud_commits,
+                "warm_gets": s.cloud_warm_gets,
+                "scans": s.cloud_scans,
+                "cold_rounds": s.cloud_cold_rounds,
+                "cold_gets_per_round": s.cloud_cold_gets_per_round,
+            }),
+        },
         "settings": {
             "keys": s.keys,
             "key_len": crate::measure::KEY_LEN,
@@ -543,6 +691,7 @@ const PALETTE: [RGBColor; 6] = [
 ];
 
 fn engine_color(e: &str) -> RGBColor {
+    let e = if e == "bough-s3" { "bough" } else { e };
     let i = engines::ALL.iter().position(|x| *x == e).unwrap_or(5);
     PALETTE[i]
 }

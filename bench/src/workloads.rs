@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::Res;
+use crate::cloud::{self, Requests, S3Env};
 use crate::engines::{self, Engine, Pair};
 use crate::measure::{self, ColdMethod, Latencies, ProcIo, Rng, random_key, sorted_key, value};
 
@@ -35,6 +36,16 @@ pub struct Sizes {
     pub gc_counts: Vec<usize>,
     pub diff_base: u64,
     pub divergences: Vec<u64>,
+    /// The cloud set (`--cloud`): keys loaded in durable batches of 1,000.
+    pub cloud_keys: u64,
+    /// Memory budget of the cloud engines while warm (their local disk caches are
+    /// `cloud::LOCAL_CACHE_BYTES`).
+    pub cloud_warm_cache: u64,
+    pub cloud_warm_gets: u64,
+    pub cloud_scans: u64,
+    pub cloud_commits: u64,
+    pub cloud_cold_rounds: u64,
+    pub cloud_cold_gets_per_round: u64,
 }
 
 impl Sizes {
@@ -59,6 +70,13 @@ impl Sizes {
                 gc_counts: vec![100, 1_000],
                 diff_base: 200_000,
                 divergences: vec![10, 1_000, 100_000],
+                cloud_keys: 50_000,
+                cloud_warm_cache: 64 << 20,
+                cloud_warm_gets: 20_000,
+                cloud_scans: 2_000,
+                cloud_commits: 200,
+                cloud_cold_rounds: 2,
+                cloud_cold_gets_per_round: 400,
             }
         } else {
             Sizes {
@@ -80,6 +98,13 @@ impl Sizes {
                 gc_counts: vec![100, 1_000, 10_000],
                 diff_base: 1_000_000,
                 divergences: vec![10, 1_000, 100_000],
+                cloud_keys: 500_000,
+                cloud_warm_cache: 256 << 20,
+                cloud_warm_gets: 100_000,
+                cloud_scans: 10_000,
+                cloud_commits: 500,
+                cloud_cold_rounds: 4,
+                cloud_cold_gets_per_round: 1_000,
             }
         }
     }
@@ -111,6 +136,8 @@ pub struct Row {
     pub engine_syncs_per_op: Option<f64>,
     /// Bytes on disk after the workload.
     pub disk_bytes: Option<u64>,
+    /// Object-store requests of the measured phase (cloud engines).
+    pub requests: Option<Requests>,
     pub note: String,
 }
 
@@ -132,6 +159,17 @@ impl Row {
             "read_4k_per_get": self.read_4k_per_get,
             "engine_syncs_per_op": self.engine_syncs_per_op,
             "disk_bytes": self.disk_bytes,
+            "object_requests": self.requests.map(|q| {
+                let per = |v: u64| v as f64 / self.ops.max(1) as f64;
+                json!({
+                    "gets": q.gets, "get_bytes": q.get_bytes,
+                    "puts": q.puts, "put_bytes": q.put_bytes,
+                    "heads": q.heads, "lists": q.lists, "deletes": q.deletes,
+                    "gets_per_op": per(q.gets), "puts_per_op": per(q.puts),
+                    "get_bytes_per_op": per(q.get_bytes), "put_bytes_per_op": per(q.put_bytes),
+                    "other_requests_per_op": per(q.heads + q.lists + q.deletes),
+                })
+            }),
             "note": self.note,
         })
     }
@@ -177,12 +215,14 @@ struct Timed {
     engine_reads: Option<u64>,
     engine_writes: Option<u64>,
     engine_syncs: Option<u64>,
+    req: Option<Requests>,
 }
 
 /// Runs `f` once per op index in `0..n`, timing each call.
 fn timed(e: &dyn Engine, n: u64, mut f: impl FnMut(u64) -> Res<()>) -> Res<Timed> {
     let mut lat = Latencies::with_capacity(n as usize);
     let (r0, w0, s0) = (e.engine_reads(), e.engine_write_bytes(), e.engine_syncs());
+    let q0 = e.object_requests();
     let io0 = ProcIo::now();
     let start = Instant::now();
     for i in 0..n {
@@ -198,6 +238,7 @@ fn timed(e: &dyn Engine, n: u64, mut f: impl FnMut(u64) -> Res<()>) -> Res<Timed
         engine_reads: e.engine_reads().zip(r0).map(|(a, b)| a - b),
         engine_writes: e.engine_write_bytes().zip(w0).map(|(a, b)| a - b),
         engine_syncs: e.engine_syncs().zip(s0).map(|(a, b)| a - b),
+        req: e.object_requests().zip(q0).map(|(a, b)| a.since(b)),
     })
 }
 
@@ -232,6 +273,7 @@ fn row(
         read_4k_per_get: gets.map(|g| t.io.read_bytes as f64 / 4096.0 / g.max(1) as f64),
         engine_syncs_per_op: t.engine_syncs.map(|n| n as f64 / ops.max(1) as f64),
         disk_bytes: None,
+        requests: t.req,
         note: String::new(),
     }
 }
@@ -336,6 +378,7 @@ fn gets(
     let mut secs = 0.0;
     let mut io = ProcIo::default();
     let mut engine_reads: Option<u64> = None;
+    let mut req: Option<Requests> = None;
     let mut missing = 0u64;
     for round in 0..rounds {
         let holder;
@@ -350,6 +393,7 @@ fn gets(
             measure::drop_caches()?;
         }
         let r0 = e.engine_reads();
+        let q0 = e.object_requests();
         let io0 = ProcIo::now();
         let start = Instant::now();
         let per_thread = per_round / threads;
@@ -384,6 +428,9 @@ fn gets(
         if let (Some(a), Some(b)) = (e.engine_reads(), r0) {
             *engine_reads.get_or_insert(0) += a - b;
         }
+        if let (Some(a), Some(b)) = (e.object_requests(), q0) {
+            req.get_or_insert_with(Requests::default).add(a.since(b));
+        }
         for o in outcomes {
             let (l, m) = o?;
             lat.extend(l);
@@ -398,6 +445,7 @@ fn gets(
         engine_reads,
         engine_writes: None,
         engine_syncs: None,
+        req,
     };
     let mut r = row(workload, engine, "gets", total, "get", t, None, Some(total));
     if missing > 0 {
@@ -742,6 +790,7 @@ fn concurrent_commits(e: &dyn Engine, name: &str, s: &Sizes, writers: u64) -> Re
         engine_reads: None,
         engine_writes: e.engine_write_bytes().zip(w0).map(|(a, b)| a - b),
         engine_syncs: e.engine_syncs().zip(s0).map(|(a, b)| a - b),
+        req: None,
     };
     let user = n * (measure::KEY_LEN + s.value_len) as u64;
     let mut r = row(
@@ -928,4 +977,200 @@ fn rocks_checkpoint(base: &Path, keys: u64, out: &mut Results) -> Res<()> {
 #[cfg(not(feature = "rocksdb"))]
 fn rocks_checkpoint(_base: &Path, _keys: u64, _out: &mut Results) -> Res<()> {
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The cloud set: Bough in S3 mode against SlateDB, on the same S3 endpoint
+// ---------------------------------------------------------------------------------------
+
+/// Workloads of the cloud set, in the order they run (the report lists them in this
+/// order; rows that could not run are reported as not measured).
+pub const CLOUD_WORKLOADS: &[&str] = &[
+    "s3_fill_rand_1k",
+    "s3_get_warm_t1",
+    "s3_scan_10",
+    "s3_scan_100",
+    "s3_commit_1w",
+    "s3_get_cold_t1",
+    "s3_get_cold_t8",
+];
+
+/// The cloud workloads of one engine (`bough-s3` or `slatedb`) under a fresh prefix of the
+/// bucket, its local caches below `base`.
+pub fn run_cloud_engine(name: &str, s3: &S3Env, base: &Path, s: &Sizes, out: &mut Results) {
+    let mut step = |what: &str, r: Res<Vec<Row>>| match r {
+        Ok(rows) => {
+            for row in rows {
+                let q = row.requests.unwrap_or_default();
+                let per = |v: u64| v as f64 / row.ops.max(1) as f64;
+                eprintln!(
+                    "  {:<16} {:<8} {:>10.0} {}/s  p50 {:>9.1} us  p99 {:>9.1} us  GET/op {:.3} PUT/op {:.3}",
+                    row.workload,
+                    row.engine,
+                    row.ops_per_sec,
+                    row.unit,
+                    row.p50_us,
+                    row.p99_us,
+                    per(q.gets),
+                    per(q.puts)
+                );
+                out.rows.push(row);
+            }
+        }
+        Err(e) => {
+            eprintln!("  {what} on {name} failed: {e}");
+            out.errors.push(format!("{what} on {name}: {e}"));
+        }
+    };
+    eprintln!("== {name}: {}", cloud::describe(name));
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let prefix = format!("bench-{name}-{unique}");
+    let root = match fresh_dir(base, name) {
+        Ok(d) => d,
+        Err(e) => {
+            out.errors.push(format!("{name}: {e}"));
+            return;
+        }
+    };
+    let v = s.value_len;
+    let warm_dir = root.join("cache-warm");
+    let owned = match cloud::open(name, s3, &prefix, &warm_dir, s.cloud_warm_cache) {
+        Ok(e) => e,
+        Err(err) => {
+            out.errors.push(format!("open {name}: {err}"));
+            return;
+        }
+    };
+    let e = owned.as_ref();
+    step(
+        "s3_fill_rand_1k",
+        load(e, name, "s3_fill_rand_1k", s.cloud_keys, 1_000, false, v).map(|mut r| {
+            r.note = "durable batches of 1,000 random keys; the data set of the next rows".into();
+            vec![r]
+        }),
+    );
+    step(
+        "warm gets",
+        (|| {
+            let src = Source::Open(e);
+            gets(
+                src,
+                name,
+                "warmup",
+                s.cloud_keys,
+                1,
+                1,
+                s.cloud_warm_gets,
+                None,
+            )?;
+            let mut r = gets(
+                src,
+                name,
+                "s3_get_warm_t1",
+                s.cloud_keys,
+                1,
+                1,
+                s.cloud_warm_gets,
+                None,
+            )?;
+            let extra = format!(
+                "after an unmeasured pass of {} gets; memory cache {} MiB, local disk cache {} MiB",
+                s.cloud_warm_gets,
+                s.cloud_warm_cache >> 20,
+                cloud::LOCAL_CACHE_BYTES >> 20
+            );
+            r.note = if r.note.is_empty() {
+                extra
+            } else {
+                format!("{}; {extra}", r.note)
+            };
+            Ok(vec![r])
+        })(),
+    );
+    step(
+        "scans",
+        (|| {
+            let mut rows = Vec::new();
+            for (wl, len, count) in [
+                ("s3_scan_10", 10, s.cloud_scans),
+                ("s3_scan_100", 100, s.cloud_scans / 10),
+            ] {
+                let mut rng = Rng::new(11);
+                let t = timed(e, count, |_| {
+                    let start = random_key(rng.below(s.cloud_keys));
+                    std::hint::black_box(e.scan(&start, len)?);
+                    Ok(())
+                })?;
+                rows.push(row(wl, name, "scans", count, "scan", t, None, None));
+            }
+            Ok(rows)
+        })(),
+    );
+    step(
+        "single commits",
+        (|| {
+            let t = timed(e, s.cloud_commits, |i| {
+                e.write_batch(&[(sorted_key(1 << 40 | i), value(i, v))])
+            })?;
+            let user = s.cloud_commits * (measure::KEY_LEN + v) as u64;
+            let mut r = row(
+                "s3_commit_1w",
+                name,
+                "commits",
+                s.cloud_commits,
+                "commit",
+                t,
+                Some(user),
+                None,
+            );
+            r.note = "one key per durable commit, 1 writer".into();
+            Ok(vec![r])
+        })(),
+    );
+    step("settle", e.settle().map(|()| Vec::new()));
+    drop(owned);
+    let _ = std::fs::remove_dir_all(&warm_dir);
+    // Cold: every round opens the engine anew on an empty local cache directory with the
+    // small memory budget; only the gets are timed.
+    step(
+        "cold gets",
+        (|| {
+            let opened = AtomicU64::new(0);
+            let open = || -> Res<Box<dyn Engine>> {
+                let n = opened.fetch_add(1, Ordering::Relaxed);
+                let dir = root.join(format!("cache-cold-{n}"));
+                let _ = std::fs::remove_dir_all(&dir);
+                cloud::open(name, s3, &prefix, &dir, s.cold_cache)
+            };
+            let mut rows = Vec::new();
+            for threads in [1, 8] {
+                let mut r = gets(
+                    Source::Reopen(&open),
+                    name,
+                    &format!("s3_get_cold_t{threads}"),
+                    s.cloud_keys,
+                    threads,
+                    s.cloud_cold_rounds,
+                    s.cloud_cold_gets_per_round,
+                    None,
+                )?;
+                let extra = format!(
+                    "{} rounds, each on a fresh empty local cache and {} MiB of memory cache",
+                    s.cloud_cold_rounds,
+                    s.cold_cache >> 20
+                );
+                r.note = if r.note.is_empty() {
+                    extra
+                } else {
+                    format!("{}; {extra}", r.note)
+                };
+                rows.push(r);
+            }
+            Ok(rows)
+        })(),
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -1,9 +1,13 @@
 //! `cargo xtask bench`: builds and runs the side-by-side benchmark harness in `bench/`
 //! (a separate workspace with its own lock file and target directory, so no root-workspace
-//! command ever compiles the peers), installing fio and libclang-dev first when missing.
+//! command ever compiles the peers), installing fio and libclang-dev first when missing,
+//! and starting a local S3 server (moto) for the cloud set when it is installed.
 
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::process;
 use crate::workspace;
@@ -11,13 +15,25 @@ use crate::workspace;
 /// Engines the harness knows, in the order it reports them.
 pub const ENGINES: &[&str] = &["bough", "redb", "fjall", "lmdb", "rocksdb"];
 
+/// Engines of the cloud set (on an S3 server), selected by `--cloud` or by name.
+pub const CLOUD_ENGINES: &[&str] = &["bough-s3", "slatedb"];
+
+/// The bucket the cloud set uses on the moto server xtask starts.
+const S3_BUCKET: &str = "bough-bench";
+
 const USAGE: &str = "\
-usage: cargo xtask bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb]
-                         [--no-fio] [--no-branches] [--data-dir DIR]
+usage: cargo xtask bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
+                         [--cloud] [--no-fio] [--no-branches] [--data-dir DIR]
+                         [--target-dir DIR]
 
 Builds bench/ in release mode (RocksDB only when it is among the engines: its first build
 compiles RocksDB from source, ~16 min on 2 cores, longer with BOUGH_BENCH_JOBS=1) and runs
 it. BOUGH_BENCH_JOBS sets cargo's -j for that build (default 1: the machines are shared).
+--cloud adds the cloud set (bough-s3 against slatedb): xtask starts a moto S3 server when
+moto is installed (`pip install 'moto[server]'`; BOUGH_S3_ENDPOINT, if set, is used
+instead) and otherwise reports those rows as not measured.
+--target-dir (or BOUGH_BENCH_TARGET_DIR) sets bench/'s target directory (default
+bench/target; CARGO_TARGET_DIR is not used: it usually names the root workspace's).
 The report goes to target/bench-report/.";
 
 /// What one `cargo xtask bench` invocation does.
@@ -25,6 +41,10 @@ The report goes to target/bench-report/.";
 pub struct Plan {
     pub quick: bool,
     pub engines: Vec<String>,
+    /// `--cloud`: the cloud set as well.
+    pub cloud: bool,
+    /// bench/'s target directory when not bench/target.
+    pub target_dir: Option<PathBuf>,
     /// Arguments handed to the harness unchanged.
     pub passthrough: Vec<String>,
 }
@@ -35,6 +55,15 @@ impl Plan {
         self.engines.iter().any(|e| e == "rocksdb")
     }
 
+    /// Whether the cloud set runs (and so needs an S3 server).
+    pub fn needs_s3(&self) -> bool {
+        self.cloud
+            || self
+                .engines
+                .iter()
+                .any(|e| CLOUD_ENGINES.contains(&e.as_str()))
+    }
+
     /// The harness's command-line arguments.
     pub fn harness_args(&self) -> Vec<String> {
         let mut args = Vec::new();
@@ -43,6 +72,9 @@ impl Plan {
         }
         args.push("--engines".to_string());
         args.push(self.engines.join(","));
+        if self.cloud {
+            args.push("--cloud".to_string());
+        }
         args.extend(self.passthrough.iter().cloned());
         args
     }
@@ -53,6 +85,10 @@ pub fn plan(args: &[String]) -> Result<Plan, String> {
     let mut p = Plan {
         quick: false,
         engines: ENGINES.iter().map(|e| e.to_string()).collect(),
+        cloud: false,
+        target_dir: std::env::var_os("BOUGH_BENCH_TARGET_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from),
         passthrough: Vec::new(),
     };
     let mut it = args.iter();
@@ -68,10 +104,13 @@ pub fn plan(args: &[String]) -> Result<Plan, String> {
                     .map(|e| e.trim().to_lowercase())
                     .filter(|e| !e.is_empty())
                     .collect();
-                if let Some(bad) = engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
+                if let Some(bad) = engines.iter().find(|e| {
+                    !ENGINES.contains(&e.as_str()) && !CLOUD_ENGINES.contains(&e.as_str())
+                }) {
                     return Err(format!(
-                        "unknown engine {bad:?}; engines: {}",
-                        ENGINES.join(", ")
+                        "unknown engine {bad:?}; engines: {}, {}",
+                        ENGINES.join(", "),
+                        CLOUD_ENGINES.join(", ")
                     ));
                 }
                 if engines.is_empty() {
@@ -80,6 +119,13 @@ pub fn plan(args: &[String]) -> Result<Plan, String> {
                 p.engines = engines;
             }
             "--no-fio" | "--no-branches" => p.passthrough.push(arg.clone()),
+            "--cloud" => p.cloud = true,
+            "--target-dir" => {
+                let dir = it
+                    .next()
+                    .ok_or_else(|| format!("--target-dir needs a path\n{USAGE}"))?;
+                p.target_dir = Some(PathBuf::from(dir));
+            }
             "--data-dir" => {
                 let dir = it
                     .next()
@@ -151,18 +197,29 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
     }
 
     let dir = bench_dir(root);
+    let target = match &plan.target_dir {
+        Some(t) if t.is_absolute() => t.clone(),
+        Some(t) => std::env::current_dir()
+            .map_err(|e| format!("current directory: {e}"))?
+            .join(t),
+        None => dir.join("target"),
+    };
     let jobs = std::env::var("BOUGH_BENCH_JOBS").unwrap_or_else(|_| "1".to_string());
     let mut build = Command::new(workspace::cargo());
     build
         .current_dir(&dir)
-        .args(["build", "--release", "-j", &jobs]);
+        .args(["build", "--release", "-j", &jobs])
+        .arg("--target-dir")
+        .arg(&target);
     if plan.needs_rocksdb() {
         build.args(["--features", "rocksdb"]);
         println!(
             "xtask: building the harness with RocksDB (its first build compiles RocksDB from source)"
         );
     }
-    // bench/ keeps its own target directory: different dependencies, no thrashing.
+    // bench/ keeps its own target directory (bench/target unless --target-dir says
+    // otherwise): different dependencies, no thrashing. CARGO_TARGET_DIR is the root
+    // workspace's, so it is not inherited.
     build.env_remove("CARGO_TARGET_DIR");
     println!("$ {}", process::render(&build));
     let outcome = process::run_until(&mut build, None);
@@ -170,9 +227,15 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!("building bench/: {}", outcome.describe()));
     }
 
-    let binary = dir.join("target").join("release").join("bough-bench");
+    let binary = target.join("release").join("bough-bench");
     let mut run = Command::new(&binary);
     run.current_dir(&dir).args(plan.harness_args());
+    // Kept alive (and stopped when dropped) until the harness is done.
+    let _moto = if plan.needs_s3() {
+        s3_for_harness(root, &mut run)
+    } else {
+        None
+    };
     println!("$ {}", process::render(&run));
     let outcome = process::run_until(&mut run, None);
     if !outcome.success() {
@@ -184,6 +247,152 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
         report.display()
     );
     Ok(())
+}
+
+/// A moto server this invocation started; stopped when dropped.
+struct Moto {
+    child: Child,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How to start moto's server, if it is installed: the virtualenv `.ci/run` creates, then
+/// `moto_server` on the PATH, then `python3 -m moto.server`.
+fn moto_command() -> Option<Command> {
+    let tmp = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    if let Ok(entries) = std::fs::read_dir(&tmp) {
+        let mut venvs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("bough-ci-moto-")
+            })
+            .map(|e| e.path().join("bin").join("moto_server"))
+            .filter(|p| p.is_file())
+            .collect();
+        venvs.sort();
+        if let Some(bin) = venvs.pop() {
+            return Some(Command::new(bin));
+        }
+    }
+    if process::probe("moto_server", &["--help"]) {
+        return Some(Command::new("moto_server"));
+    }
+    if process::probe("python3", &["-c", "import moto.server"]) {
+        let mut c = Command::new("python3");
+        c.args(["-m", "moto.server"]);
+        return Some(c);
+    }
+    None
+}
+
+/// Sends one bodiless HTTP/1.1 request; returns the status code.
+fn http(port: u16, method: &str, path: &str) -> Result<u16, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).map_err(|e| e.to_string())?;
+    status_code(&head[..n]).ok_or_else(|| "no HTTP status line".to_string())
+}
+
+/// The status code of an HTTP/1.x response's first line.
+fn status_code(head: &[u8]) -> Option<u16> {
+    let text = std::str::from_utf8(head).ok()?;
+    let line = text.lines().next()?;
+    let mut parts = line.split_whitespace();
+    if !parts.next()?.starts_with("HTTP/1.") {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
+/// Starts moto on a free local port with bucket [`S3_BUCKET`]; returns it and the port.
+fn start_moto(root: &Path) -> Result<(Moto, u16), String> {
+    let mut cmd = moto_command()
+        .ok_or("moto is not installed (pip install 'moto[server]'; .ci/run installs it)")?;
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free local port: {e}"))?
+        .port();
+    let log_path = root.join("target").join("bench-moto.log");
+    let _ = std::fs::create_dir_all(root.join("target"));
+    let log =
+        std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    println!("$ {}", process::render(&cmd));
+    let child = cmd.spawn().map_err(|e| format!("starting moto: {e}"))?;
+    let mut moto = Moto { child };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(status)) = moto.child.try_wait() {
+            return Err(format!(
+                "moto exited at start ({status}); see {}",
+                log_path.display()
+            ));
+        }
+        if http(port, "GET", "/").is_ok() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "moto did not answer within 60 s; see {}",
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    match http(port, "PUT", &format!("/{S3_BUCKET}")) {
+        Ok(200) => Ok((moto, port)),
+        Ok(code) => Err(format!("creating bucket {S3_BUCKET} on moto: HTTP {code}")),
+        Err(e) => Err(format!("creating bucket {S3_BUCKET} on moto: {e}")),
+    }
+}
+
+/// Points the harness at an S3 server: BOUGH_S3_ENDPOINT when set, else a moto server
+/// started here (returned, to be stopped after the run); without either the harness is
+/// told why, and reports the cloud rows as not measured.
+fn s3_for_harness(root: &Path, run: &mut Command) -> Option<Moto> {
+    if std::env::var("BOUGH_S3_ENDPOINT").is_ok_and(|e| !e.is_empty()) {
+        println!("xtask: cloud set on BOUGH_S3_ENDPOINT as set in the environment");
+        return None;
+    }
+    match start_moto(root) {
+        Ok((moto, port)) => {
+            let endpoint = format!("http://127.0.0.1:{port}");
+            println!("xtask: moto on {endpoint}, bucket {S3_BUCKET}");
+            run.env("BOUGH_S3_ENDPOINT", &endpoint)
+                .env("BOUGH_S3_BUCKET", S3_BUCKET)
+                .env("AWS_REGION", "us-east-1");
+            // moto accepts any credentials; the clients sign with these (never real ones).
+            for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+                run.env(var, "bough-bench");
+            }
+            Some(moto)
+        }
+        Err(why) => {
+            println!("xtask: cloud set not measured: {why}");
+            run.env("BOUGH_BENCH_CLOUD_UNAVAILABLE", why);
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -216,6 +425,37 @@ mod tests {
             p.harness_args(),
             args(&["--quick", "--engines", "bough,redb", "--no-fio"])
         );
+    }
+
+    #[test]
+    fn cloud_engines_and_the_target_dir() {
+        let p = plan(&args(&[
+            "--quick",
+            "--engines",
+            "bough,rocksdb",
+            "--cloud",
+            "--target-dir",
+            "/tmp/tb",
+        ]))
+        .unwrap();
+        assert!(p.needs_rocksdb() && p.needs_s3());
+        assert_eq!(p.target_dir, Some(PathBuf::from("/tmp/tb")));
+        assert_eq!(
+            p.harness_args(),
+            args(&["--quick", "--engines", "bough,rocksdb", "--cloud"])
+        );
+        let p = plan(&args(&["--engines", "bough,slatedb"])).unwrap();
+        assert!(p.needs_s3() && !p.needs_rocksdb());
+        assert!(!plan(&args(&["--engines", "bough"])).unwrap().needs_s3());
+        assert!(plan(&args(&["--target-dir"])).is_err());
+    }
+
+    #[test]
+    fn http_status_lines_parse() {
+        assert_eq!(status_code(b"HTTP/1.1 200 OK\r\n"), Some(200));
+        assert_eq!(status_code(b"HTTP/1.0 409 Conflict\r\nx: y"), Some(409));
+        assert_eq!(status_code(b"SSH-2.0\r\n"), None);
+        assert_eq!(status_code(b""), None);
     }
 
     #[test]

@@ -33,9 +33,11 @@ commands:
                              fuzz target for N s each (default 10; 0 skips; needs
                              cargo-fuzz): one table; fails if anything was lost, wrong,
                              panicked, hung or crashed; BOUGH_SEED=N replays too
-  bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb] [--no-fio] [--no-branches]
+  bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb] [--cloud]
+        [--no-fio] [--no-branches] [--data-dir DIR] [--target-dir DIR]
                              build and run the side-by-side benchmarks in bench/
-                             (report in target/bench-report/)
+                             (report in target/bench-report/; --cloud: Bough's S3 mode
+                             against SlateDB on a moto server xtask starts)
 ";
 
 fn main() -> ExitCode {
