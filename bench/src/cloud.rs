@@ -9,10 +9,10 @@ use std::fmt;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Res;
 use crate::engines::{Engine, Pair};
+use crate::measure::{Counters, Requests};
 
 /// Engines of the cloud set, in report order.
 pub const CLOUD: &[&str] = &["bough-s3", "slatedb"];
@@ -78,91 +78,6 @@ impl S3Env {
             }
         }
         Err(format!("S3 endpoint {} is not reachable", self.endpoint))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Request counters
-// ---------------------------------------------------------------------------------------
-
-/// Requests one engine sent to the object store, and the bytes of their bodies.
-#[derive(Debug, Default)]
-pub struct Counters {
-    gets: AtomicU64,
-    get_bytes: AtomicU64,
-    puts: AtomicU64,
-    put_bytes: AtomicU64,
-    heads: AtomicU64,
-    lists: AtomicU64,
-    deletes: AtomicU64,
-}
-
-/// A snapshot of [`Counters`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Requests {
-    /// GET requests (whole objects and ranges).
-    pub gets: u64,
-    pub get_bytes: u64,
-    /// PUT requests (plain, conditional, and each part of a multipart upload).
-    pub puts: u64,
-    pub put_bytes: u64,
-    pub heads: u64,
-    /// LIST requests (one per page where the client pages itself, else one per listing).
-    pub lists: u64,
-    /// Objects deleted.
-    pub deletes: u64,
-}
-
-impl Requests {
-    pub fn since(self, e: Requests) -> Requests {
-        Requests {
-            gets: self.gets - e.gets,
-            get_bytes: self.get_bytes - e.get_bytes,
-            puts: self.puts - e.puts,
-            put_bytes: self.put_bytes - e.put_bytes,
-            heads: self.heads - e.heads,
-            lists: self.lists - e.lists,
-            deletes: self.deletes - e.deletes,
-        }
-    }
-
-    pub fn add(&mut self, o: Requests) {
-        self.gets += o.gets;
-        self.get_bytes += o.get_bytes;
-        self.puts += o.puts;
-        self.put_bytes += o.put_bytes;
-        self.heads += o.heads;
-        self.lists += o.lists;
-        self.deletes += o.deletes;
-    }
-}
-
-impl Counters {
-    pub fn snapshot(&self) -> Requests {
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Requests {
-            gets: l(&self.gets),
-            get_bytes: l(&self.get_bytes),
-            puts: l(&self.puts),
-            put_bytes: l(&self.put_bytes),
-            heads: l(&self.heads),
-            lists: l(&self.lists),
-            deletes: l(&self.deletes),
-        }
-    }
-
-    fn get(&self, bytes: u64) {
-        self.gets.fetch_add(1, Ordering::Relaxed);
-        self.get_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    fn put(&self, bytes: u64) {
-        self.puts.fetch_add(1, Ordering::Relaxed);
-        self.put_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    fn bump(a: &AtomicU64, n: u64) {
-        a.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -38,7 +38,7 @@ pub trait Engine: Send + Sync {
         None
     }
     /// Object-store requests sent so far (the cloud engines: a counting wrapper).
-    fn object_requests(&self) -> Option<crate::cloud::Requests> {
+    fn object_requests(&self) -> Option<crate::measure::Requests> {
         None
     }
 }

@@ -3,6 +3,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Latency samples in nanoseconds.
@@ -185,5 +186,88 @@ impl Rng {
 
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
+    }
+}
+
+// Object-store request counters (the cloud engines wrap their clients with them).
+
+/// Requests one engine sent to the object store, and the bytes of their bodies.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub(crate) gets: AtomicU64,
+    pub(crate) get_bytes: AtomicU64,
+    pub(crate) puts: AtomicU64,
+    pub(crate) put_bytes: AtomicU64,
+    pub(crate) heads: AtomicU64,
+    pub(crate) lists: AtomicU64,
+    pub(crate) deletes: AtomicU64,
+}
+
+/// A snapshot of [`Counters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// GET requests (whole objects and ranges).
+    pub gets: u64,
+    pub get_bytes: u64,
+    /// PUT requests (plain, conditional, and each part of a multipart upload).
+    pub puts: u64,
+    pub put_bytes: u64,
+    pub heads: u64,
+    /// LIST requests (one per page where the client pages itself, else one per listing).
+    pub lists: u64,
+    /// Objects deleted.
+    pub deletes: u64,
+}
+
+impl Requests {
+    pub fn since(self, e: Requests) -> Requests {
+        Requests {
+            gets: self.gets - e.gets,
+            get_bytes: self.get_bytes - e.get_bytes,
+            puts: self.puts - e.puts,
+            put_bytes: self.put_bytes - e.put_bytes,
+            heads: self.heads - e.heads,
+            lists: self.lists - e.lists,
+            deletes: self.deletes - e.deletes,
+        }
+    }
+
+    pub fn add(&mut self, o: Requests) {
+        self.gets += o.gets;
+        self.get_bytes += o.get_bytes;
+        self.puts += o.puts;
+        self.put_bytes += o.put_bytes;
+        self.heads += o.heads;
+        self.lists += o.lists;
+        self.deletes += o.deletes;
+    }
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> Requests {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Requests {
+            gets: l(&self.gets),
+            get_bytes: l(&self.get_bytes),
+            puts: l(&self.puts),
+            put_bytes: l(&self.put_bytes),
+            heads: l(&self.heads),
+            lists: l(&self.lists),
+            deletes: l(&self.deletes),
+        }
+    }
+
+    pub(crate) fn get(&self, bytes: u64) {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        self.get_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn put(&self, bytes: u64) {
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.put_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn bump(a: &AtomicU64, n: u64) {
+        a.fetch_add(n, Ordering::Relaxed);
     }
 }

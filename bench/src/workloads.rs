@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::Res;
-use crate::cloud::{self, Requests, S3Env};
+use crate::cloud::{self, S3Env};
 use crate::engines::{self, Engine, Pair};
+use crate::measure::Requests;
 use crate::measure::{self, ColdMethod, Latencies, ProcIo, Rng, random_key, sorted_key, value};
 
 /// Sizes of one run.
