@@ -40,7 +40,7 @@ use crate::faults::{Reader, resolve, verify_all};
 use crate::power::schedule;
 use crate::report::{Tally, guarded};
 use crate::rng::{Rng, mix};
-use crate::workload::{FamilyModel, WorkloadConfig};
+use crate::workload::{FamilyModel, Op, WorkloadConfig};
 
 /// How much the object-store stage does.
 #[derive(Debug, Clone, Copy)]
@@ -385,6 +385,19 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
         let failed = match result {
             Ok(()) => {
                 models[f].apply(seed, &op);
+                pos += 1;
+                retries = 0;
+                if fired == 0 {
+                    continue;
+                }
+                false
+            }
+            // A GC that failed mid-run (or a store closed after a fault) leaves the
+            // partition's GC lease to expire: until then GC is refused with `Busy`, the
+            // documented answer to "another process collects here". GC changes nothing the
+            // model sees, so the workload goes on.
+            Err(e) if matches!(op, Op::Gc) && e.kind() == ErrorKind::Busy => {
+                tally.obj_gc_busy += 1;
                 pos += 1;
                 retries = 0;
                 if fired == 0 {

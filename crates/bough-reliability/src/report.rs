@@ -139,6 +139,9 @@ pub struct Tally {
     /// Object store: read-backs refused with `Io` under a read fault that outlasted the
     /// retries. Allowed, counted.
     pub obj_reads_refused: u64,
+    /// Object store: GC runs answered `Busy` because the lease of a closed store (one that
+    /// failed mid-GC before it could release it) still runs. Allowed, counted.
+    pub obj_gc_busy: u64,
     /// Single-bit flips in a built store.
     pub bit_flips: u64,
     /// Flips a read reported as `Corruption`.
@@ -197,6 +200,7 @@ impl Tally {
         self.obj_ambiguous += o.obj_ambiguous;
         self.obj_cold_reopens += o.obj_cold_reopens;
         self.obj_reads_refused += o.obj_reads_refused;
+        self.obj_gc_busy += o.obj_gc_busy;
         self.bit_flips += o.bit_flips;
         self.flips_detected += o.flips_detected;
         self.flips_unnoticed += o.flips_unnoticed;
@@ -309,6 +313,10 @@ impl Tally {
             (
                 "  read-backs refused (retries out)",
                 self.obj_reads_refused.to_string(),
+            ),
+            (
+                "  GC refused (a lease still held)",
+                self.obj_gc_busy.to_string(),
             ),
             (
                 "bit flips",
