@@ -14,6 +14,11 @@
 //! other is no conflict, a change to an entry that has since expired is a deletion, and a
 //! merge never brings back an expired value.
 //!
+//! **Tombstones.** A deleted key is absent to a merge, like an expired one: a tombstone on
+//! one side and nothing on the other is no difference. When the merge takes the source's
+//! delete, it writes the source's tombstone (timestamp and expiry) on the target, so the
+//! delete still beats older writes there.
+//!
 //! **Incarnations.** A merge base names the other branch, and a name can be reused after
 //! deletion. A base's state carries the other branch's term at the time it was recorded;
 //! that branch's `CURRENT_TERM` records the first term of its current incarnation. A base
@@ -268,7 +273,20 @@ impl Partition {
             }
             return Ok(report);
         }
-        let s_changes = visible_at(diff(&base_snap, &src_snap)?.0, now_ms);
+        let s_raw = diff(&base_snap, &src_snap)?.0;
+        // The source's deletes as tombstones: a key it deleted is absent to the merge (so
+        // tombstone vs absent is no difference), but the target must remember the delete
+        // with its timestamp, or an older write arriving there later would resurrect it.
+        let s_tombstones: std::collections::BTreeMap<Vec<u8>, (u64, u64)> = s_raw
+            .iter()
+            .filter_map(|(k, c)| match c {
+                Change::Added(e) | Change::Changed { new: e, .. } if e.is_tombstone() => {
+                    Some((k.clone(), (e.timestamp, e.expire_at)))
+                }
+                _ => None,
+            })
+            .collect();
+        let s_changes = visible_at(s_raw, now_ms);
         let ours: std::collections::BTreeMap<Vec<u8>, Change> = t_changes.into_iter().collect();
         let mut muts = Vec::new();
         for (key, sc) in s_changes {
@@ -309,12 +327,27 @@ impl Partition {
             };
             if take_theirs {
                 let op = match theirs {
-                    None => Op::ForceDelete,
+                    None => match s_tombstones.get(&key) {
+                        Some(&(timestamp, expire_at)) => Op::ReplaceWithTombstone {
+                            timestamp,
+                            expire_at,
+                        },
+                        // Removed by expiry or truncate: nothing to remember.
+                        None => Op::ForceDelete,
+                    },
                     Some(e) => Op::Replace {
                         value: match &e.value {
                             ValueLoc::Inline(v) => v.clone(),
                             ValueLoc::Overflow { first, pages, len } => {
                                 src_snap.read_overflow(*first, *pages, *len)?
+                            }
+                            // `visible_at` leaves live entries only.
+                            ValueLoc::Tombstone => {
+                                return Err(IoError::corruption(
+                                    "<merge>",
+                                    0,
+                                    "a tombstone reached a merge as a value",
+                                ));
                             }
                         },
                         timestamp: e.timestamp,

@@ -62,6 +62,7 @@ fn get(head: &Head, key: &str) -> Option<String> {
     let s = head.snapshot();
     btree::get(s.as_ref(), s.root, key.as_bytes())
         .unwrap()
+        .filter(|e| !e.is_tombstone())
         .map(|e| match e.value {
             ValueLoc::Inline(v) => String::from_utf8(v).unwrap(),
             other => panic!("unexpected overflow value {other:?}"),
@@ -72,8 +73,8 @@ fn count(head: &Head) -> usize {
     let s = head.snapshot();
     let mut c = btree::Cursor::seek(s.as_ref(), s.root, None).unwrap();
     let mut n = 0;
-    while c.next_entry(s.as_ref()).unwrap().is_some() {
-        n += 1;
+    while let Some(e) = c.next_entry(s.as_ref()).unwrap() {
+        n += usize::from(!e.is_tombstone());
     }
     n
 }
@@ -144,7 +145,10 @@ fn stale_term_of_main_is_fenced() {
     assert_eq!(c.term(), 1);
     let muts = [Mutation {
         key: b"x".to_vec(),
-        op: Op::Delete { timestamp: NOW },
+        op: Op::Delete {
+            timestamp: NOW,
+            expire_at: 0,
+        },
     }];
     assert_eq!(a.commit(&muts, NOW).unwrap_err().kind(), ErrorKind::Fenced);
     put(&mut c, "k", 0..10, "c");
@@ -166,7 +170,10 @@ fn deleted_branch_head_is_fenced_and_name_is_gone() {
     p.delete_branch(&bn("feature")).unwrap();
     let muts = [Mutation {
         key: b"x".to_vec(),
-        op: Op::Delete { timestamp: NOW },
+        op: Op::Delete {
+            timestamp: NOW,
+            expire_at: 0,
+        },
     }];
     assert_eq!(
         feature.commit(&muts, NOW).unwrap_err().kind(),
@@ -212,7 +219,10 @@ fn regression_recreated_branch_is_not_fenced() {
     assert_eq!(count(&new), 20);
     let muts = [Mutation {
         key: b"x".to_vec(),
-        op: Op::Delete { timestamp: NOW },
+        op: Op::Delete {
+            timestamp: NOW,
+            expire_at: 0,
+        },
     }];
     assert_eq!(
         old.commit(&muts, NOW).unwrap_err().kind(),

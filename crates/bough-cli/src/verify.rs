@@ -90,7 +90,8 @@ impl PartReport {
     }
 }
 
-/// Reads every key (and value) of one tree in order; returns the number of entries.
+/// Reads every key (and value) of one tree in order; returns the number of entries
+/// (tombstones, remembered deletes, are not entries to a user, so they do not count).
 fn walk_tree(t: &TreeSnapshot, root: u32) -> Result<u64, String> {
     if root == NO_PAGE {
         return Ok(0);
@@ -106,8 +107,10 @@ fn walk_tree(t: &TreeSnapshot, root: u32) -> Result<u64, String> {
             t.read_overflow(first, pages, len)
                 .map_err(|err| format!("value of key {}: {err}", output::escape(&e.key)))?;
         }
+        if !matches!(e.value, ValueLoc::Tombstone) {
+            n += 1;
+        }
         prev = Some(e.key);
-        n += 1;
     }
     Ok(n)
 }

@@ -392,7 +392,10 @@ impl Walk<'_> {
                             }
                         }
                     }
-                    self.entries += 1;
+                    // A tombstone is a remembered delete, not an entry anyone can read.
+                    if !e.is_tombstone() {
+                        self.entries += 1;
+                    }
                 }
             }
         }
@@ -400,7 +403,7 @@ impl Walk<'_> {
     }
 }
 
-/// The entries of a state, values included (overflow values read).
+/// The entries of a state, values included (overflow values read); tombstones are absent.
 pub fn read_entries(snap: &TreeSnapshot, root: PageId) -> IoResult<State> {
     let mut out = BTreeMap::new();
     let mut c = bough_tree::btree::Cursor::seek(snap, root, None)?;
@@ -408,6 +411,7 @@ pub fn read_entries(snap: &TreeSnapshot, root: PageId) -> IoResult<State> {
         let v = match e.value {
             ValueLoc::Inline(v) => v,
             ValueLoc::Overflow { first, pages, len } => snap.read_overflow(first, pages, len)?,
+            ValueLoc::Tombstone => continue,
         };
         out.insert(e.key, Arc::from(v));
     }

@@ -55,10 +55,15 @@ pub enum Op {
         timestamp: u64,
         expire_at: u64,
     },
-    /// Remove.
-    Delete { timestamp: u64 },
-    /// Remove regardless of timestamps (TTL expiry, truncate, merge).
+    /// Delete by last-writer-wins: leaves a tombstone with this timestamp (on an absent key
+    /// too), so a write with an older timestamp arriving later still loses. `expire_at` is
+    /// when the expiry sweep purges the tombstone (0 = never).
+    Delete { timestamp: u64, expire_at: u64 },
+    /// Remove regardless of timestamps, tombstones included (TTL expiry, truncate, merge).
     ForceDelete,
+    /// Write a tombstone regardless of timestamps (merge applies the other side's delete
+    /// exactly as it was).
+    ReplaceWithTombstone { timestamp: u64, expire_at: u64 },
     /// Insert or replace regardless of timestamps (merge applies the other side's entry
     /// exactly as it was).
     Replace {
@@ -130,7 +135,8 @@ pub struct Applied {
     pub expiry_added: Vec<(Vec<u8>, u64)>,
     /// Entries written (not skipped by last-writer-wins).
     pub written: u64,
-    /// Entries removed.
+    /// Live entries deleted or removed (purging a tombstone removes nothing visible, so it
+    /// does not count).
     pub removed: u64,
 }
 
@@ -501,10 +507,12 @@ fn merge_leaf(
         let existing = old_iter.next_if(|e| e.key == m.key);
         let wins = match (&existing, &m.op) {
             (None, _) => true,
-            (Some(e), Op::Put { timestamp, .. }) | (Some(e), Op::Delete { timestamp }) => {
+            (Some(e), Op::Put { timestamp, .. }) | (Some(e), Op::Delete { timestamp, .. }) => {
                 *timestamp >= e.timestamp
             }
-            (Some(_), Op::ForceDelete | Op::Replace { .. }) => true,
+            (Some(_), Op::ForceDelete | Op::Replace { .. } | Op::ReplaceWithTombstone { .. }) => {
+                true
+            }
         };
         if !wins {
             out.extend(existing);
@@ -545,8 +553,31 @@ fn merge_leaf(
                     value: loc,
                 });
             }
-            Op::Delete { .. } | Op::ForceDelete => {
-                if existing.is_some() {
+            Op::Delete {
+                timestamp,
+                expire_at,
+            }
+            | Op::ReplaceWithTombstone {
+                timestamp,
+                expire_at,
+            } => {
+                if existing.as_ref().is_some_and(|e| !e.is_tombstone()) {
+                    applied.removed += 1;
+                }
+                // The tombstone's expiry goes into the TTL index like any other, so the
+                // expiry sweep purges it after the retention window.
+                if *expire_at != 0 {
+                    applied.expiry_added.push((m.key.clone(), *expire_at));
+                }
+                out.push(Entry {
+                    key: m.key.clone(),
+                    timestamp: *timestamp,
+                    expire_at: *expire_at,
+                    value: ValueLoc::Tombstone,
+                });
+            }
+            Op::ForceDelete => {
+                if existing.as_ref().is_some_and(|e| !e.is_tombstone()) {
                     applied.removed += 1;
                 }
             }
@@ -782,6 +813,7 @@ mod tests {
             let v = match e.value {
                 ValueLoc::Inline(v) => v,
                 ValueLoc::Overflow { first, pages, len } => t.overflow(first, pages, len).unwrap(),
+                ValueLoc::Tombstone => continue,
             };
             got.push((e.key, v));
         }
@@ -819,7 +851,10 @@ mod tests {
                 for _ in 0..n {
                     let k = format!("key{:06}", rng.next() % 3000).into_bytes();
                     let op = if deletes || rng.next().is_multiple_of(4) {
-                        Op::Delete { timestamp: round }
+                        Op::Delete {
+                            timestamp: round,
+                            expire_at: 0,
+                        }
                     } else {
                         let len = match rng.next() % 20 {
                             0 => 2000,
@@ -854,6 +889,7 @@ mod tests {
             }
             for (k, v) in &model {
                 let e = get(&t, root, k).unwrap().unwrap();
+                assert!(e.is_live_at(0));
                 if let ValueLoc::Inline(x) = e.value {
                     assert_eq!(&x, v);
                 }
@@ -865,17 +901,23 @@ mod tests {
                     .range(..=k.clone())
                     .next_back()
                     .map(|(k, _)| k.clone());
-                let got = Cursor::floor(&t, root, &k).unwrap().map(|e| e.key);
-                assert_eq!(got, want);
+                // The tree's floor sees tombstones too; readers skip them (as the store does).
+                let mut got = Cursor::floor(&t, root, &k).unwrap();
+                while let Some(e) = got.take_if(|e| e.is_tombstone()) {
+                    got = Cursor::before(&t, root, &e.key, false).unwrap();
+                }
+                assert_eq!(got.map(|e| e.key), want);
             }
-            // Delete everything: the tree must shrink to nothing and free every page.
-            let muts: Vec<Mutation> = model
-                .keys()
-                .map(|k| Mutation {
-                    key: k.clone(),
+            // Remove everything, tombstones included: the tree must shrink to nothing and
+            // free every page.
+            let mut c = Cursor::seek(&t, root, None).unwrap();
+            let mut muts = Vec::new();
+            while let Some(e) = c.next_entry(&t).unwrap() {
+                muts.push(Mutation {
+                    key: e.key,
                     op: Op::ForceDelete,
-                })
-                .collect();
+                });
+            }
             root = apply(&mut t, root, &muts, &mut Applied::default()).unwrap();
             assert_eq!(root, NO_PAGE);
             assert!(t.pages.is_empty(), "leaked {} pages", t.pages.len());
@@ -969,7 +1011,10 @@ mod tests {
         );
         let del = Mutation {
             key: b"k".to_vec(),
-            op: Op::Delete { timestamp: 9 },
+            op: Op::Delete {
+                timestamp: 9,
+                expire_at: 0,
+            },
         };
         root = apply(&mut t, root, &[del], &mut Applied::default()).unwrap();
         assert!(get(&t, root, b"k").unwrap().is_some());
@@ -978,6 +1023,68 @@ mod tests {
             get(&t, root, b"k").unwrap().unwrap().value,
             ValueLoc::Inline(b"same".to_vec())
         );
+    }
+
+    /// A delete leaves a tombstone, on a present key and on an absent one, so a put with an
+    /// older timestamp arriving later loses; a put at the delete's timestamp or newer wins,
+    /// and a forced delete removes the tombstone entirely.
+    #[test]
+    fn regression_a_delete_leaves_a_tombstone_an_older_put_cannot_beat() {
+        let mut t = MemTree {
+            cap: 4080,
+            ..Default::default()
+        };
+        let put = |k: &str, ts| Mutation {
+            key: k.as_bytes().to_vec(),
+            op: Op::Put {
+                value: b"v".to_vec(),
+                timestamp: ts,
+                expire_at: 0,
+            },
+        };
+        let del = |k: &str, ts| Mutation {
+            key: k.as_bytes().to_vec(),
+            op: Op::Delete {
+                timestamp: ts,
+                expire_at: 500,
+            },
+        };
+        let mut applied = Applied::default();
+        let mut root = apply(&mut t, NO_PAGE, &[put("a", 5)], &mut applied).unwrap();
+        // "a" exists, "b" never did.
+        let mut applied = Applied::default();
+        root = apply(&mut t, root, &[del("a", 10), del("b", 10)], &mut applied).unwrap();
+        assert_eq!(applied.removed, 1);
+        assert_eq!(
+            applied.expiry_added,
+            vec![(b"a".to_vec(), 500), (b"b".to_vec(), 500)]
+        );
+        root = apply(
+            &mut t,
+            root,
+            &[put("a", 9), put("b", 9)],
+            &mut Applied::default(),
+        )
+        .unwrap();
+        for k in [b"a", b"b"] {
+            let e = get(&t, root, k).unwrap().unwrap();
+            assert!(e.is_tombstone() && !e.is_live_at(0), "{e:?}");
+            assert_eq!((e.timestamp, e.expire_at), (10, 500));
+        }
+        root = apply(&mut t, root, &[put("a", 10)], &mut Applied::default()).unwrap();
+        assert!(get(&t, root, b"a").unwrap().unwrap().is_live_at(0));
+        let mut applied = Applied::default();
+        let purge = Mutation {
+            key: b"b".to_vec(),
+            op: Op::ForceDelete,
+        };
+        root = apply(&mut t, root, &[purge], &mut applied).unwrap();
+        assert_eq!(
+            applied.removed, 0,
+            "purging a tombstone removes nothing visible"
+        );
+        assert_eq!(applied.expiry_removed, vec![(b"b".to_vec(), 500)]);
+        assert!(get(&t, root, b"b").unwrap().is_none());
     }
 
     /// Rewriting leaves in place keeps their logical ids, so the index pages above them

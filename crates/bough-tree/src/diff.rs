@@ -269,10 +269,10 @@ pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<KeyChange>, Dif
     Ok((out, stats))
 }
 
-/// The changes as they look at `now_ms`, when an entry that has expired counts as absent
-/// (the rule reads follow, see [`Entry::is_live_at`]): a change between two expired
-/// entries disappears, one from an expired entry to a live one is an addition, and one from
-/// a live entry to an expired one (or to nothing) is a removal.
+/// The changes as they look at `now_ms`, when an entry that has expired — or is a
+/// tombstone — counts as absent (the rule reads follow, see [`Entry::is_live_at`]): a
+/// change between two absent entries disappears, one from an absent entry to a live one is
+/// an addition, and one from a live entry to an absent one (or to nothing) is a removal.
 ///
 /// Expiry deletes expired keys lazily and per branch, so two branches may hold the same
 /// logical state with and without the expired entries: without this, a diff would show
@@ -307,6 +307,7 @@ pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) ->
     }
     match (&ea.value, &eb.value) {
         (ValueLoc::Inline(x), ValueLoc::Inline(y)) => Ok(x == y),
+        (ValueLoc::Tombstone, ValueLoc::Tombstone) => Ok(true),
         (
             ValueLoc::Overflow {
                 len: la,

@@ -47,6 +47,38 @@ fn leaf_page() {
     insta::assert_snapshot!(hex(&bytes));
 }
 
+/// Tombstones: flag bit 2 (0x04), no value bytes; with an expiry (when the sweep purges
+/// it) the flags are 0x06. The entries around them encode exactly as before.
+#[test]
+fn leaf_page_with_tombstones() {
+    let entries = vec![
+        Entry {
+            key: b"apple".to_vec(),
+            timestamp: 1,
+            expire_at: 0,
+            value: ValueLoc::Inline(b"red".to_vec()),
+        },
+        Entry {
+            key: b"apricot".to_vec(),
+            timestamp: 300,
+            expire_at: 1_700_000_000_000,
+            value: ValueLoc::Tombstone,
+        },
+        Entry {
+            key: b"banana".to_vec(),
+            timestamp: 2,
+            expire_at: 0,
+            value: ValueLoc::Tombstone,
+        },
+    ];
+    let bytes = leaf::encode(&entries);
+    assert_eq!(
+        leaf::LeafView::new(&bytes).unwrap().entries().unwrap(),
+        entries
+    );
+    insta::assert_snapshot!(hex(&bytes));
+}
+
 #[test]
 fn index_page() {
     let node = IndexNode {

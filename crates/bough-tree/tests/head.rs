@@ -54,6 +54,7 @@ fn read_all(s: &TreeSnapshot) -> BTreeMap<Vec<u8>, Vec<u8>> {
         let v = match e.value {
             ValueLoc::Inline(v) => v,
             ValueLoc::Overflow { first, pages, len } => s.read_overflow(first, pages, len).unwrap(),
+            ValueLoc::Tombstone => continue,
         };
         out.insert(e.key, v);
     }
@@ -82,7 +83,10 @@ fn commits_survive_reopen_and_checkpoints() {
         for _ in 0..(1 + rng.next() % 40) {
             let k = format!("k{:05}", rng.next() % 2000).into_bytes();
             let op = if rng.next().is_multiple_of(5) {
-                Op::Delete { timestamp: round }
+                Op::Delete {
+                    timestamp: round,
+                    expire_at: 0,
+                }
             } else {
                 let len = if rng.next().is_multiple_of(30) {
                     9000
@@ -222,4 +226,58 @@ fn expiry_index_tracks_entries() {
     // Rewriting "b" without expiry removes it from the index.
     head.commit(&[with_ttl("b", 0, 2)], 2).unwrap();
     assert_eq!(head.expired_keys(200, 10).unwrap(), vec![b"a".to_vec()]);
+}
+
+/// Deletes leave tombstones (small, but pages all the same) that the TTL index knows; once
+/// the retention has passed, purging them (what the expiry sweep does) frees the leaves and
+/// the TTL index down to nothing.
+#[test]
+fn purged_tombstones_give_their_pages_back() {
+    let mem = MemoryStorage::new();
+    let mut head =
+        Head::create(files(&mem), cfg(), BranchName::main(), 0, None, Vec::new()).unwrap();
+    let pages = |h: &Head| -> u64 { h.live_pages_per_file().unwrap().values().sum() };
+    let keys: Vec<Vec<u8>> = (0..3000)
+        .map(|i| format!("key{i:06}").into_bytes())
+        .collect();
+    let muts: Vec<Mutation> = keys.iter().map(|k| put(k, &[7u8; 100], 1)).collect();
+    head.commit(&muts, 10).unwrap();
+    let full = pages(&head);
+    let dels: Vec<Mutation> = keys
+        .iter()
+        .map(|k| Mutation {
+            key: k.clone(),
+            op: Op::Delete {
+                timestamp: 2,
+                expire_at: 1_000,
+            },
+        })
+        .collect();
+    head.commit(&dels, 20).unwrap();
+    let with_tombstones = pages(&head);
+    assert!(read_all(&head.snapshot()).is_empty());
+    assert!(head.expired_keys(999, usize::MAX).unwrap().is_empty());
+    let expired = head.expired_keys(1_000, usize::MAX).unwrap();
+    assert_eq!(expired, keys);
+    let purge: Vec<Mutation> = expired
+        .into_iter()
+        .map(|key| Mutation {
+            key,
+            op: Op::ForceDelete,
+        })
+        .collect();
+    let applied = head.commit(&purge, 1_000).unwrap();
+    assert_eq!(
+        applied.removed, 0,
+        "purging tombstones deletes nothing visible"
+    );
+    let s = head.snapshot();
+    assert_eq!(
+        (s.root, s.ttl_root),
+        (bough_manifest::NO_PAGE, bough_manifest::NO_PAGE)
+    );
+    let empty = pages(&head);
+    eprintln!("pages: {full} with values, {with_tombstones} with tombstones, {empty} purged");
+    assert!(empty < with_tombstones && with_tombstones < full);
+    assert!(head.expired_keys(u64::MAX, usize::MAX).unwrap().is_empty());
 }

@@ -88,8 +88,14 @@ impl WriteBatch {
         self.ops.is_empty()
     }
 
-    /// Validates and sorts the batch into tree mutations.
-    pub(crate) fn into_mutations(self, now_ms: u64, page_size: u32) -> Result<Vec<Mutation>> {
+    /// Validates and sorts the batch into tree mutations. A delete's tombstone is purged
+    /// `tombstone_retention_ms` after now.
+    pub(crate) fn into_mutations(
+        self,
+        now_ms: u64,
+        page_size: u32,
+        tombstone_retention_ms: u64,
+    ) -> Result<Vec<Mutation>> {
         let mut muts = Vec::with_capacity(self.ops.len());
         for (key, op) in self.ops {
             let op = match op {
@@ -107,6 +113,7 @@ impl WriteBatch {
                 }
                 BatchOp::Delete { timestamp } => Op::Delete {
                     timestamp: timestamp.unwrap_or(now_ms),
+                    expire_at: now_ms.saturating_add(tombstone_retention_ms).max(1),
                 },
             };
             let m = Mutation { key, op };
@@ -164,7 +171,7 @@ mod tests {
     fn sorts_and_refuses_duplicates_and_bad_keys() {
         let mut b = WriteBatch::new();
         b.put("b", "2").put("a", "1").delete("c");
-        let m = b.into_mutations(5, 4096).unwrap();
+        let m = b.into_mutations(5, 4096, 10).unwrap();
         assert_eq!(
             m.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
@@ -172,7 +179,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put("a", "1").delete("a");
         assert!(
-            b.into_mutations(5, 16)
+            b.into_mutations(5, 16, 10)
                 .unwrap_err()
                 .to_string()
                 .contains("twice")
@@ -180,7 +187,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put("", "1");
         assert!(
-            b.into_mutations(5, 16)
+            b.into_mutations(5, 16, 10)
                 .unwrap_err()
                 .to_string()
                 .contains("empty key")
@@ -188,7 +195,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(vec![b'x'; 17], "1");
         assert!(
-            b.into_mutations(5, 16)
+            b.into_mutations(5, 16, 10)
                 .unwrap_err()
                 .to_string()
                 .contains("maximum")

@@ -58,6 +58,11 @@ pub struct Options {
     /// compacting it — and only if no other branch, archive or merge base references it
     /// (ARCHITECTURE.md, "Compaction").
     pub compaction_garbage_ratio: f64,
+    /// How long a delete's tombstone is kept, in ms, before the expiry sweep purges it.
+    /// While it is kept, a write with a timestamp older than the delete's is refused (it
+    /// lost to the delete); after it is purged such a write applies again — like
+    /// Cassandra's `gc_grace_seconds`, so writers must not lag behind by more than this.
+    pub tombstone_retention_ms: u64,
     /// Most write batches coalesced into one commit.
     pub max_group_commit: usize,
     /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
@@ -98,6 +103,7 @@ impl Default for Options {
             manifest_rewrite_bytes: 16 << 20,
             maintenance_interval_ms: 10_000,
             compaction_garbage_ratio: 0.5,
+            tombstone_retention_ms: 24 * 60 * 60 * 1000,
             max_group_commit: 1024,
             max_open_branches: 4096,
             clock: default_clock(),
@@ -220,6 +226,12 @@ impl Options {
         self
     }
 
+    /// Sets how long delete tombstones are kept.
+    pub fn tombstone_retention_ms(mut self, ms: u64) -> Self {
+        self.tombstone_retention_ms = ms;
+        self
+    }
+
     /// Checks every field; the error names the field and the rule.
     pub fn validate(&self) -> Result<()> {
         let field =
@@ -273,6 +285,10 @@ impl Options {
                 format!("{} is not in (0, 1]", self.compaction_garbage_ratio),
             );
         }
+        // Zero would purge a tombstone at the next sweep, which is the resurrection bug again.
+        if self.tombstone_retention_ms == 0 {
+            return field("tombstone_retention_ms", "must be at least 1".into());
+        }
         if self.max_open_branches == 0 {
             return field("max_open_branches", "must be at least 1".into());
         }
@@ -324,6 +340,11 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Options::in_memory().shards(0).validate().unwrap_err();
         assert!(e.to_string().contains("shards"), "{e}");
+        let o = Options::from_toml_str("path = \"/x\"\ntombstone_retention_ms = 60000\n").unwrap();
+        assert_eq!(o.tombstone_retention_ms, 60_000);
+        assert_eq!(Options::default().tombstone_retention_ms, 86_400_000);
+        let e = Options::from_toml_str("path = \"/x\"\ntombstone_retention_ms = 0\n").unwrap_err();
+        assert!(e.to_string().contains("tombstone_retention_ms"), "{e}");
         let e = Options::default().validate().unwrap_err();
         assert!(e.to_string().contains("path"), "{e}");
     }

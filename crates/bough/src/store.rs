@@ -788,7 +788,8 @@ fn start_maintenance(inner: &Arc<Inner>) {
         });
 }
 
-/// Deletes keys whose expiry has passed (the TTL index says which).
+/// Deletes keys whose expiry has passed (the TTL index says which), and purges tombstones
+/// whose retention has passed: a purge removes nothing a reader could see.
 fn expire(head: &mut Head, now: u64) -> Result<()> {
     loop {
         let keys = head.expired_keys(now, 4096)?;
@@ -945,12 +946,9 @@ fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_group: usize) 
 
 /// Commits several batches of one branch as one tree update. Batches keep their order:
 /// for a key written by two of them, last-writer-wins by timestamp decides, and a tie goes
-/// to the later batch, exactly as if they had been committed one after the other.
-///
-/// One pair cannot be merged into a single change: a delete followed by a put with an
-/// older timestamp. Committed one after the other, the delete removes the entry (a delete
-/// leaves no tombstone) and the older put then inserts; merged by timestamp, the delete
-/// would win. A batch that would form such a pair starts a new commit.
+/// to the later batch, exactly as if they had been committed one after the other. (A delete
+/// leaves a tombstone, so a delete followed by an older put resolves the same way merged as
+/// committed in turn: the delete wins.)
 fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
     if group.len() == 1 {
         let mut replies = Vec::with_capacity(1);
@@ -964,19 +962,6 @@ fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
     let mut replies = Vec::with_capacity(group.len());
     let mut merged: BTreeMap<Vec<u8>, Op> = BTreeMap::new();
     for (muts, reply) in group {
-        let splits = muts.iter().any(|m| {
-            matches!(
-                (merged.get(&m.key), &m.op),
-                (Some(Op::Delete { timestamp: del }), Op::Put { timestamp: put, .. }) if put < del
-            )
-        });
-        if splits {
-            let run: Vec<Mutation> = std::mem::take(&mut merged)
-                .into_iter()
-                .map(|(key, op)| Mutation { key, op })
-                .collect();
-            commit_merged(branch, &run, std::mem::take(&mut replies), clock);
-        }
         replies.push(reply);
         for m in muts {
             match merged.get(&m.key) {
@@ -1015,8 +1000,8 @@ fn commit_merged(
 
 fn op_ts(op: &Op) -> u64 {
     match op {
-        Op::Put { timestamp, .. } | Op::Delete { timestamp } => *timestamp,
-        Op::ForceDelete | Op::Replace { .. } => u64::MAX,
+        Op::Put { timestamp, .. } | Op::Delete { timestamp, .. } => *timestamp,
+        Op::ForceDelete | Op::Replace { .. } | Op::ReplaceWithTombstone { .. } => u64::MAX,
     }
 }
 
@@ -1263,6 +1248,8 @@ impl PartitionHandle {
                 ValueLoc::Overflow { first, pages, len } => s
                     .read_overflow(first, pages, len)
                     .map_err(|err| Error::from(err).at(&label))?,
+                // `visible_at` drops tombstones (they are absent), so none reaches here.
+                ValueLoc::Tombstone => Vec::new(),
             };
             Ok(Value {
                 value: v,
@@ -1522,6 +1509,7 @@ impl Branch {
             .into_mutations(
                 self.store.inner.clock.now_ms(),
                 self.store.inner.opts.page_size,
+                self.store.inner.opts.tombstone_retention_ms,
             )
             .map_err(|e| e.at(&self.entry.label))?;
         let (tx, rx) = oneshot::channel();
@@ -1639,6 +1627,8 @@ impl ReadView {
                 .snap
                 .read_overflow(first, pages, len)
                 .map_err(|err| Error::from(err).at(&self.label))?,
+            // Callers pass live entries only, and a tombstone is never live.
+            ValueLoc::Tombstone => Vec::new(),
         };
         Ok(Value {
             value,

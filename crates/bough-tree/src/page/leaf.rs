@@ -11,7 +11,9 @@
 //!
 //! Entry: `shared varint | unshared varint | flags u8 | timestamp varint | [expire_at varint]
 //! | key suffix | value`, value = `len varint + bytes` (inline) or
-//! `len varint | first page u32 | page count varint` (overflow). An entry at a restart point
+//! `len varint | first page u32 | page count varint` (overflow), or nothing at all for a
+//! tombstone (flag bit 2: a delete that is remembered so an older write cannot resurrect the
+//! key; never combined with the overflow bit). An entry at a restart point
 //! has `shared = 0`, so a lookup binary-searches the restart keys and scans at most
 //! [`RESTART_INTERVAL`] entries.
 
@@ -23,7 +25,8 @@ pub const RESTART_INTERVAL: usize = 16;
 
 const FLAG_OVERFLOW: u8 = 1;
 const FLAG_EXPIRY: u8 = 2;
-const KNOWN_FLAGS: u8 = FLAG_OVERFLOW | FLAG_EXPIRY;
+const FLAG_TOMBSTONE: u8 = 4;
+const KNOWN_FLAGS: u8 = FLAG_OVERFLOW | FLAG_EXPIRY | FLAG_TOMBSTONE;
 
 pub use bough_manifest::PageId;
 
@@ -34,6 +37,9 @@ pub enum ValueLoc {
     Inline(Vec<u8>),
     /// Stored in `pages` overflow pages with consecutive logical ids from `first`.
     Overflow { len: u64, first: PageId, pages: u32 },
+    /// No value: the key was deleted at the entry's timestamp. Kept (until its expiry
+    /// purges it) so a write with an older timestamp still loses; never visible to reads.
+    Tombstone,
 }
 
 impl ValueLoc {
@@ -42,6 +48,7 @@ impl ValueLoc {
         match self {
             ValueLoc::Inline(v) => v.len() as u64,
             ValueLoc::Overflow { len, .. } => *len,
+            ValueLoc::Tombstone => 0,
         }
     }
 
@@ -67,8 +74,14 @@ impl Entry {
     /// ahead. An entry expires *at* its expiry time. Reads, diffs and merges all use this
     /// rule, so an expired entry is absent everywhere, whether or not expiry has removed
     /// it yet.
+    /// A tombstone is never live: it only remembers a delete.
     pub fn is_live_at(&self, now_ms: u64) -> bool {
-        self.expire_at == 0 || self.expire_at > now_ms
+        !self.is_tombstone() && (self.expire_at == 0 || self.expire_at > now_ms)
+    }
+
+    /// Whether the entry records a delete rather than a value.
+    pub fn is_tombstone(&self) -> bool {
+        matches!(self.value, ValueLoc::Tombstone)
     }
 
     /// Upper bound of this entry's encoded size (without prefix compression).
@@ -76,6 +89,7 @@ impl Entry {
         let value = match &self.value {
             ValueLoc::Inline(v) => varint::MAX_LEN + v.len(),
             ValueLoc::Overflow { .. } => varint::MAX_LEN + 4 + varint::MAX_LEN,
+            ValueLoc::Tombstone => 0,
         };
         // shared + unshared + flags + ts + expiry + key + value + a restart slot.
         2 * varint::MAX_LEN + 1 + 2 * varint::MAX_LEN + self.key.len() + value + 2
@@ -106,6 +120,7 @@ pub fn encoded_len_after(prev: Option<&[u8]>, e: &Entry) -> usize {
                 + std::mem::size_of_val(first)
                 + varint::encoded_len(u64::from(*pages))
         }
+        ValueLoc::Tombstone => 0,
     };
     restart_slot
         + varint::encoded_len(shared as u64)
@@ -154,6 +169,9 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
         if e.expire_at != 0 {
             flags |= FLAG_EXPIRY;
         }
+        if e.is_tombstone() {
+            flags |= FLAG_TOMBSTONE;
+        }
         body.push(flags);
         varint::put(&mut body, e.timestamp);
         if e.expire_at != 0 {
@@ -170,6 +188,7 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
                 body.extend_from_slice(&first.to_le_bytes());
                 varint::put(&mut body, u64::from(*pages));
             }
+            ValueLoc::Tombstone => {}
         }
         prev = &e.key;
     }
@@ -310,6 +329,9 @@ fn read_entry(r: &mut Reader<'_>, prev: &[u8], restart: bool) -> Result<Entry, C
     if flags & !KNOWN_FLAGS != 0 {
         return Err(CodecError("unknown leaf entry flags"));
     }
+    if flags & FLAG_TOMBSTONE != 0 && flags & FLAG_OVERFLOW != 0 {
+        return Err(CodecError("tombstone with an overflow value"));
+    }
     let timestamp = r.varint()?;
     let expire_at = if flags & FLAG_EXPIRY != 0 {
         let e = r.varint()?;
@@ -323,7 +345,9 @@ fn read_entry(r: &mut Reader<'_>, prev: &[u8], restart: bool) -> Result<Entry, C
     let mut key = Vec::with_capacity(shared + unshared);
     key.extend_from_slice(&prev[..shared]);
     key.extend_from_slice(r.bytes(unshared)?);
-    let value = if flags & FLAG_OVERFLOW != 0 {
+    let value = if flags & FLAG_TOMBSTONE != 0 {
+        ValueLoc::Tombstone
+    } else if flags & FLAG_OVERFLOW != 0 {
         let len = r.varint()?;
         let first = r.u32()?;
         let pages = r.varint()?;
@@ -369,6 +393,9 @@ mod tests {
             first: 9,
             pages: 25,
         };
+        entries[6].value = ValueLoc::Tombstone;
+        entries[7].value = ValueLoc::Tombstone;
+        entries[7].expire_at = 1_700_000_000_000;
         let payload = encode(&entries);
         let view = LeafView::new(&payload).unwrap();
         assert_eq!(view.entries().unwrap(), entries);
@@ -402,6 +429,12 @@ mod tests {
             first: u32::MAX,
             pages: 25,
         };
+        // Tombstones: with and without expiry, at and after restart points.
+        for i in [0, 6, 16, 17, 30] {
+            entries[i].value = ValueLoc::Tombstone;
+        }
+        entries[6].expire_at = u64::MAX;
+        entries[17].expire_at = 1;
         for n in 0..entries.len() {
             assert_eq!(
                 encoded_len(&entries[..n]),
@@ -409,6 +442,27 @@ mod tests {
                 "{n}"
             );
         }
+    }
+
+    #[test]
+    fn tombstones_are_not_live_and_bad_flag_combinations_are_corruption() {
+        let mut t = entry("k", "");
+        t.value = ValueLoc::Tombstone;
+        assert!(!t.is_live_at(0));
+        let payload = encode(std::slice::from_ref(&t));
+        // n, r, one restart slot, then shared, unshared, flags.
+        let flags_at = LEAF_OVERHEAD + 2 + 2;
+        assert_eq!(payload[flags_at], FLAG_TOMBSTONE);
+        let mut bad = payload.clone();
+        bad[flags_at] |= FLAG_OVERFLOW;
+        let err = LeafView::new(&bad).unwrap().entries().unwrap_err();
+        assert_eq!(err, CodecError("tombstone with an overflow value"));
+        let err = LeafView::new(&bad).unwrap().seek_floor(b"k").unwrap_err();
+        assert_eq!(err, CodecError("tombstone with an overflow value"));
+        // Value bytes after a tombstone are trailing garbage, not a value.
+        let mut extra = payload.clone();
+        extra.extend_from_slice(&[3, b'a', b'b', b'c']);
+        assert!(LeafView::new(&extra).unwrap().entries().is_err());
     }
 
     #[test]
@@ -422,7 +476,10 @@ mod tests {
 
     #[test]
     fn hostile_bytes_never_panic() {
-        let entries: Vec<Entry> = (0..40).map(|i| entry(&format!("k{i}"), "val")).collect();
+        let mut entries: Vec<Entry> = (0..40).map(|i| entry(&format!("k{i}"), "val")).collect();
+        for e in entries.iter_mut().step_by(3) {
+            e.value = ValueLoc::Tombstone;
+        }
         let payload = encode(&entries);
         for i in 0..payload.len() {
             for bit in 0..8 {
