@@ -528,12 +528,11 @@ fn read_back(
                     lost,
                     wrong,
                 } => {
-                    tally.lost += lost;
-                    tally.wrong += wrong;
-                    tally.fail(format!(
-                        "{ctx}: family {} read under {plan:?}: {detail}",
-                        m.family
-                    ));
+                    tally.mismatch(
+                        lost,
+                        wrong,
+                        format!("{ctx}: family {} read under {plan:?}: {detail}", m.family),
+                    );
                 }
             }
         }

@@ -203,13 +203,15 @@ pub(crate) fn resolve(
             lost,
             wrong,
         } => {
-            tally.lost += lost;
-            tally.wrong += wrong;
-            tally.fail(format!(
-                "{ctx}: family {} is neither before nor after the failed {}: {detail}",
-                m.family,
-                op.kind()
-            ));
+            tally.mismatch(
+                lost,
+                wrong,
+                format!(
+                    "{ctx}: family {} is neither before nor after the failed {}: {detail}",
+                    m.family,
+                    op.kind()
+                ),
+            );
             None
         }
         Verdict::Error(e) => {
@@ -237,9 +239,7 @@ pub(crate) fn verify_all(
                 lost,
                 wrong,
             } => {
-                tally.lost += lost;
-                tally.wrong += wrong;
-                tally.fail(format!("{ctx}: family {}: {detail}", m.family));
+                tally.mismatch(lost, wrong, format!("{ctx}: family {}: {detail}", m.family));
                 ok = false;
             }
             Verdict::Error(e) => {
@@ -851,9 +851,7 @@ pub fn short_reads_local(
                     lost,
                     wrong,
                 } => {
-                    tally.lost += lost;
-                    tally.wrong += wrong;
-                    tally.fail(format!(
+                    tally.mismatch(lost, wrong, format!(
                         "{ctx}: round {round}: with a failed short read, family {} read: {detail}",
                         m.family
                     ));

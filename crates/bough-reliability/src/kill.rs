@@ -591,9 +591,7 @@ fn kill_cycle(
                 lost,
                 wrong,
             } => {
-                tally.lost += lost;
-                tally.wrong += wrong;
-                tally.fail(format!(
+                tally.mismatch(lost, wrong, format!(
                     "{ctx}: family {} is not a prefix holding its {} acknowledged ops: {detail}",
                     m.family, m.applied
                 ));

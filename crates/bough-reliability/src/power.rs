@@ -302,12 +302,14 @@ fn verify_recovered(
                 lost,
                 wrong,
             } => {
-                tally.lost += lost;
-                tally.wrong += wrong;
-                tally.fail(format!(
-                    "{ctx}: family {} after recovery is not its acknowledged state: {detail}",
-                    m.family
-                ));
+                tally.mismatch(
+                    lost,
+                    wrong,
+                    format!(
+                        "{ctx}: family {} after recovery is not its acknowledged state: {detail}",
+                        m.family
+                    ),
+                );
                 ok = false;
             }
             Verdict::Error(e) => {
@@ -377,9 +379,7 @@ fn continue_after(
                 lost,
                 wrong,
             } => {
-                tally.lost += lost;
-                tally.wrong += wrong;
-                tally.fail(format!(
+                tally.mismatch(lost, wrong, format!(
                     "{ctx}: family {} diverged after more operations on the recovered store: {detail}",
                     m.family
                 ));

@@ -216,6 +216,14 @@ impl Tally {
         self.poisoned_reads += o.poisoned_reads;
     }
 
+    /// Records a store that read back neither of the states it could be in: its lost and
+    /// wrong values, and the failure.
+    pub fn mismatch(&mut self, lost: u64, wrong: u64, what: impl Into<String>) {
+        self.lost += lost;
+        self.wrong += wrong;
+        self.fail(what);
+    }
+
     /// Records a failure that is neither a lost write nor a wrong value (an unexpected
     /// error, a failed integrity check).
     pub fn fail(&mut self, what: impl Into<String>) {

@@ -16,7 +16,7 @@ mod common;
 
 use std::path::Path;
 
-use bough::{Backend, Options, ScanOptions, WriteBatch};
+use bough::{Backend, Branch, Options, ScanOptions, WriteBatch};
 use common::Rng;
 
 const KEYS: usize = 20_000;
@@ -46,6 +46,25 @@ fn key(i: usize) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
 
+/// A value of key `i` in `round`: self-describing, 40–160 bytes.
+fn value(rng: &mut Rng, i: usize, round: usize) -> Vec<u8> {
+    let mut v = format!("{i}:{round}:").into_bytes();
+    v.resize(rng.urange(40, 160), b'a' + (round % 26) as u8);
+    v
+}
+
+/// Writes round 0 of every key, in batches of 2,000.
+fn load(main: &Branch, rng: &mut Rng, model: &mut [Vec<u8>]) {
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(2000) {
+        let mut b = WriteBatch::new();
+        for &i in chunk {
+            model[i] = value(rng, i, 0);
+            b.put(key(i), model[i].clone());
+        }
+        main.write_blocking(b).expect("load");
+    }
+}
+
 fn options(dir: &Path) -> Options {
     Options::new(dir)
         .backend(Backend::Pread)
@@ -66,19 +85,7 @@ fn bounded_space(test: &str, rounds: usize) {
         .expect("branch");
     let part = dir.path().join("cmp.0");
     let mut model: Vec<Vec<u8>> = vec![Vec::new(); KEYS];
-    let value = |rng: &mut Rng, i: usize, round: usize| {
-        let mut v = format!("{i}:{round}:").into_bytes();
-        v.resize(rng.urange(40, 160), b'a' + (round % 26) as u8);
-        v
-    };
-    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(2000) {
-        let mut b = WriteBatch::new();
-        for &i in chunk {
-            model[i] = value(&mut rng, i, 0);
-            b.put(key(i), model[i].clone());
-        }
-        main.write_blocking(b).expect("load");
-    }
+    load(&main, &mut rng, &mut model);
     let mut worst: f64 = 0.0;
     let mut freed = 0u64;
     for round in 1..=rounds {
@@ -198,19 +205,7 @@ fn bounded_space_with_old_branch(test: &str, rounds: usize) {
     let main = p.branch("main").expect("branch");
     let part = dir.path().join("cmp.0");
     let mut model: Vec<Vec<u8>> = vec![Vec::new(); KEYS];
-    let value = |rng: &mut Rng, i: usize, round: usize| {
-        let mut v = format!("{i}:{round}:").into_bytes();
-        v.resize(rng.urange(40, 160), b'a' + (round % 26) as u8);
-        v
-    };
-    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(2000) {
-        let mut b = WriteBatch::new();
-        for &i in chunk {
-            model[i] = value(&mut rng, i, 0);
-            b.put(key(i), model[i].clone());
-        }
-        main.write_blocking(b).expect("load");
-    }
+    load(&main, &mut rng, &mut model);
     let old = p.create_branch("old", "main").expect("fork");
     let old_model = model.clone();
     let shared = data_files(&part);
