@@ -156,6 +156,19 @@ impl Place {
         }
     }
 
+    /// Opens a store here, and the raw storage the checks read with; the error says which
+    /// failed (`what` names the open in it: "open", "reopen").
+    fn open(
+        &self,
+        what: &str,
+        faults: Option<&FaultInjector>,
+        clock: &ManualClock,
+    ) -> Result<(Store, Arc<dyn Storage>), String> {
+        let store =
+            Store::open(self.options(faults, clock)).map_err(|e| format!("{what} failed: {e}"))?;
+        Ok((store, self.storage()?))
+    }
+
     fn storage(&self) -> Result<Arc<dyn Storage>, String> {
         match self {
             Place::Memory(m) => Ok(Arc::new(m.clone())),
@@ -268,15 +281,8 @@ pub fn fsync_eio(seed: u64, cfg: &WorkloadConfig, k: u64, backend: Backend) -> T
         },
     };
     let clock = ManualClock::new(1_000_000);
-    let store = match Store::open(place.options(Some(&faults), &clock)) {
-        Ok(s) => s,
-        Err(e) => {
-            tally.fail(format!("{ctx}: open failed: {e}"));
-            return tally;
-        }
-    };
-    let storage = match place.storage() {
-        Ok(s) => s,
+    let (store, storage) = match place.open("open", Some(&faults), &clock) {
+        Ok(opened) => opened,
         Err(e) => {
             tally.fail(format!("{ctx}: {e}"));
             return tally;
@@ -399,15 +405,8 @@ pub fn fsync_eio(seed: u64, cfg: &WorkloadConfig, k: u64, backend: Backend) -> T
     }
     faults.clear();
     clock.advance(1000);
-    let store = match Store::open(place.options(None, &clock)) {
-        Ok(s) => s,
-        Err(e) => {
-            tally.fail(format!("{ctx}: reopen failed: {e}"));
-            return tally;
-        }
-    };
-    let storage = match place.storage() {
-        Ok(s) => s,
+    let (store, storage) = match place.open("reopen", None, &clock) {
+        Ok(opened) => opened,
         Err(e) => {
             tally.fail(format!("{ctx}: {e}"));
             return tally;
@@ -772,15 +771,8 @@ pub fn short_reads_local(
     let faults = FaultInjector::new();
     let clock = ManualClock::new(1_000_000);
     let mut r = Rng::new(run_seed);
-    let store = match Store::open(place.options(Some(&faults), &clock)) {
-        Ok(s) => s,
-        Err(e) => {
-            tally.fail(format!("{ctx}: open failed: {e}"));
-            return tally;
-        }
-    };
-    let storage = match place.storage() {
-        Ok(s) => s,
+    let (store, storage) = match place.open("open", Some(&faults), &clock) {
+        Ok(opened) => opened,
         Err(e) => {
             tally.fail(format!("{ctx}: {e}"));
             return tally;
