@@ -8,13 +8,17 @@
 //!   to the disk cache (if they fit) and the memory is freed. Reads go through the cache,
 //!   downloading a whole object on a miss (or reading ranges when it cannot fit).
 //! - **Every other file** (manifests, archives, `CURRENT_TERM`, anything else) is a small
-//!   object wrapped in an [`Envelope`] carrying a writer token. Writes are buffered and
-//!   `sync` uploads the whole file: manifests with If-Match on the ETag this instance last
-//!   saw (If-None-Match when new), `CURRENT_TERM` likewise, other files plainly.
+//!   object wrapped in an [`Envelope`] carrying a writer token. Writes are buffered. A
+//!   manifest is a chain of numbered versions (`cloud/claims.rs`): its `sync` creates the
+//!   next version holding only the bytes appended since the version this instance last
+//!   saw (a whole-file version after a rewrite, and every `MAX_CHAIN` commits).
+//!   `CURRENT_TERM` is uploaded whole with If-Match on the ETag this instance last saw
+//!   (If-None-Match when new), other files plainly.
 //! - **Ownership.** Only the instance that created `manifest_<b>_<t>` (create-if-absent:
 //!   one winner) may write it or create data files of `(b, t)`. Creating
-//!   `manifest_<b>_<t+1>` first *seals* `manifest_<b>_<t>` (If-Match + the SEALED flag), so
-//!   the previous owner's next manifest upload fails and it is `Fenced`.
+//!   `manifest_<b>_<t+1>` first *seals* `manifest_<b>_<t>` (the next version of its chain,
+//!   whole and with the SEALED flag), so the previous owner's next commit fails and it is
+//!   `Fenced`.
 //! - A conditional write that comes back "precondition failed", or that ran out of retries
 //!   after a timeout, is resolved by reading the object back and comparing the writer
 //!   token: never reported wrongly either way.
@@ -43,12 +47,12 @@ use std::sync::{Arc, Weak};
 use bough_io::{
     BackendKind, IoError, IoResult, IoStats, OpenOptions, PreadStorage, Storage, StorageFile,
 };
-use bough_names::{FileKind, ManifestName, parse_file_name};
+use bough_names::{FileKind, ManifestName, VersionTarget, parse_file_name};
 use parking_lot::{Mutex, RwLock};
 
 use crate::cache::{CacheStats, DiskCache};
 use crate::config::{CloudConfig, FencingMode};
-use crate::envelope::{Envelope, FLAG_SEALED};
+use crate::envelope::{AppendPayload, Envelope, FLAG_APPEND, FLAG_SEALED};
 use crate::memory::MsClock;
 use crate::object::{Etag, Guarantees, ObjectError, ObjectStore, list_all};
 use crate::retry::{Retrier, is_not_found};
@@ -199,6 +203,8 @@ struct Doc {
     etag: Option<Etag>,
     payload: Arc<Vec<u8>>,
     sealed: bool,
+    /// For a manifest chain: APPEND versions above its newest FULL one.
+    chain: u32,
 }
 
 /// The contents of a file being written.
@@ -503,22 +509,32 @@ impl Inner {
         self.stats.add_sync();
     }
 
-    /// Whether `kind` is kept as numbered versions here.
+    /// Whether `kind` is kept as numbered versions here: manifests always (a chain whose
+    /// commits append versions, so a commit uploads only its own record), `CURRENT_TERM`
+    /// and the GC lease on services without If-Match.
     fn claims_for(&self, kind: Kind) -> bool {
-        self.fencing == Fencing::NumberedClaims && kind.swapped()
+        kind == Kind::Manifest || (self.fencing == Fencing::NumberedClaims && kind.swapped())
     }
 
     /// Reads an envelope object and remembers its version.
     fn fetch_doc(&self, path: &str) -> IoResult<Doc> {
+        if self.claims_for(kind_of(path)) {
+            let c = self.claims_get(path)?;
+            let doc = Doc {
+                etag: c.meta.etag,
+                sealed: c.env.sealed(),
+                payload: Arc::new(c.env.payload),
+                chain: c.chain,
+            };
+            self.docs.lock().insert(path.to_string(), doc.clone());
+            return Ok(doc);
+        }
         let mut torn = 0;
         let (bytes, meta, env) = loop {
-            let (bytes, meta) = if self.claims_for(kind_of(path)) {
-                self.claims_get(path)?
-            } else {
-                self.retry
-                    .simple("get", || get_full(self.store.as_ref(), path))
-                    .map_err(|e| obj_err(path, e))?
-            };
+            let (bytes, meta) = self
+                .retry
+                .simple("get", || get_full(self.store.as_ref(), path))
+                .map_err(|e| obj_err(path, e))?;
             match Envelope::decode(&bytes) {
                 Ok(env) => break (bytes, meta, env),
                 // Without atomic PUTs (the fs service) a read can meet a write in progress:
@@ -536,6 +552,7 @@ impl Inner {
             etag: meta.etag,
             payload: Arc::new(env.payload),
             sealed,
+            chain: 0,
         };
         self.docs.lock().insert(path.to_string(), doc.clone());
         Ok(doc)
@@ -648,7 +665,28 @@ impl Inner {
                 } else {
                     known.as_ref().and_then(|d| d.etag.clone())
                 };
-                let outcome = match self.put_cond(path, &env, etag.as_deref()) {
+                // A commit that only appended to the version this instance wrote or read
+                // uploads just the appended bytes, as the next version of the chain.
+                let append_to = known.as_ref().filter(|d| {
+                    kind == Kind::Manifest
+                        && etag.is_some()
+                        && d.chain < claims::MAX_CHAIN
+                        && payload.len() > d.payload.len()
+                        && payload.starts_with(&d.payload)
+                });
+                let wire = match append_to {
+                    Some(d) => Envelope {
+                        flags: FLAG_APPEND,
+                        token: env.token,
+                        payload: AppendPayload::encode(
+                            d.payload.len() as u64,
+                            &payload[d.payload.len()..],
+                        ),
+                    },
+                    None => env.clone(),
+                };
+                let chain = append_to.map_or(0, |d| d.chain + 1);
+                let outcome = match self.put_cond(path, &wire, etag.as_deref()) {
                     Ok(c) => c,
                     Err(e) => {
                         self.unresolved(path, kind, &e);
@@ -664,6 +702,7 @@ impl Inner {
                                 etag,
                                 payload: Arc::new(env.payload),
                                 sealed: false,
+                                chain,
                             },
                         );
                         if kind == Kind::Manifest {
@@ -726,6 +765,7 @@ impl Inner {
                             etag: None,
                             payload: Arc::new(env.payload),
                             sealed: false,
+                            chain: 0,
                         },
                     );
                 }
@@ -759,6 +799,8 @@ impl Inner {
                 etag,
                 sealed: env.sealed(),
                 payload: Arc::new(env.payload),
+                // Unknown here: the next write of this instance starts a FULL version.
+                chain: claims::MAX_CHAIN,
             },
         );
     }
@@ -804,6 +846,7 @@ impl Inner {
                         etag,
                         payload: doc.payload,
                         sealed: true,
+                        chain: 0,
                     },
                 );
                 self.owned.lock().remove(&prev);
@@ -961,8 +1004,12 @@ impl Inner {
         };
         Ok(match parse_file_name(name) {
             Ok(FileKind::GcLease) if !claims => None,
+            // Manifests are chains of versions in either mode.
+            Ok(FileKind::Version(v)) if matches!(v.target, VersionTarget::Manifest(_)) => {
+                Some(v.target.to_string())
+            }
             Ok(FileKind::Version(v)) if claims => match v.target {
-                bough_names::VersionTarget::GcLease => None,
+                VersionTarget::GcLease => None,
                 t => Some(t.to_string()),
             },
             Ok(FileKind::Version(_)) => {
@@ -970,7 +1017,16 @@ impl Inner {
                     "a numbered version, but this store fences by compare-and-swap",
                 ));
             }
-            Ok(FileKind::Manifest(_) | FileKind::CurrentTerm(_) | FileKind::GcLease) if claims => {
+            Ok(FileKind::Manifest(_)) => {
+                return Err(IoError::InvalidArgument {
+                    what: format!(
+                        "{dir}/{name}: a manifest kept as one object, an older layout of this \
+                         tier (manifests are chains of numbered versions now); it cannot be \
+                         read or fenced here"
+                    ),
+                });
+            }
+            Ok(FileKind::CurrentTerm(_) | FileKind::GcLease) if claims => {
                 return Err(mode_error(
                     "a single swapped object, but this store fences by numbered claims",
                 ));

@@ -1,8 +1,9 @@
 //! The envelope around every mutable or small object (manifests, archives, `CURRENT_TERM`):
 //! a fixed header carrying the writer token that resolves ambiguous conditional writes and
 //! the SEALED flag a new owner sets on the previous term's manifest. The payload is the
-//! file's bytes exactly as the local backends store them. Data objects carry no envelope
-//! (they are the data file's bytes, so page ranges can be read in place).
+//! file's bytes exactly as the local backends store them — or, for an APPEND version of a
+//! manifest chain, only the bytes one commit appended ([`AppendPayload`]). Data objects
+//! carry no envelope (they are the data file's bytes, so page ranges can be read in place).
 //!
 //! Layout (little-endian), 48 bytes then the payload:
 //!
@@ -11,7 +12,7 @@
 //! | 0 | 8 | checksum: CRC-64/NVME, domain `bough/object-envelope`, over bytes 8.. (payload included) |
 //! | 8 | 4 | magic `BGOE` |
 //! | 12 | 2 | version = 1 |
-//! | 14 | 2 | flags: bit 0 = SEALED; other bits zero |
+//! | 14 | 2 | flags: bit 0 = SEALED, bit 1 = APPEND (never both); other bits zero |
 //! | 16 | 16 | writer token (u128) |
 //! | 32 | 8 | payload length |
 //! | 40 | 8 | reserved, zero |
@@ -25,6 +26,11 @@ const VERSION: u16 = 1;
 const DOMAIN: Domain = Domain::Other("bough/object-envelope");
 /// Flag: the object was sealed by a newer owner; its writer is fenced.
 pub const FLAG_SEALED: u16 = 1;
+/// Flag: a manifest version holding only what one commit appended to the version before
+/// it (an [`AppendPayload`]), not the whole file.
+pub const FLAG_APPEND: u16 = 2;
+/// Length of an [`AppendPayload`]'s header.
+pub const APPEND_HEADER: usize = 16;
 
 /// A decoded envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +47,11 @@ impl Envelope {
     /// Whether a newer owner sealed the object.
     pub fn sealed(&self) -> bool {
         self.flags & FLAG_SEALED != 0
+    }
+
+    /// Whether the payload is an [`AppendPayload`] rather than a whole file.
+    pub fn appended(&self) -> bool {
+        self.flags & FLAG_APPEND != 0
     }
 
     /// Serializes the envelope.
@@ -85,8 +96,11 @@ impl Envelope {
             return Err(format!("unknown envelope version {version}"));
         }
         let flags = u16::from_le_bytes([bytes[14], bytes[15]]);
-        if flags & !FLAG_SEALED != 0 {
+        if flags & !(FLAG_SEALED | FLAG_APPEND) != 0 {
             return Err(format!("unknown envelope flags {flags:#x}"));
+        }
+        if flags & FLAG_SEALED != 0 && flags & FLAG_APPEND != 0 {
+            return Err("an envelope cannot be both SEALED and APPEND".into());
         }
         let mut t = [0u8; 16];
         t.copy_from_slice(&bytes[16..32]);
@@ -108,9 +122,98 @@ impl Envelope {
     }
 }
 
+/// The payload of an APPEND manifest version: the bytes one commit appended to the file
+/// at `offset`, `len` bytes long. Log records are padded to 4 KiB blocks with zeros, so the
+/// zeros at the end are not stored (`bytes` is at most `len` long; the rest is zero).
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | u64 LE: where the appended bytes start in the file (the length before them) |
+/// | 8 | 8 | u64 LE: how many bytes were appended |
+/// | 16 | n | the appended bytes without their trailing zeros (n ≤ the length above) |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendPayload<'a> {
+    /// Where the appended bytes start.
+    pub offset: u64,
+    /// How many bytes were appended (stored bytes, then zeros).
+    pub len: u64,
+    /// The stored bytes.
+    pub bytes: &'a [u8],
+}
+
+impl<'a> AppendPayload<'a> {
+    /// The payload for `appended` written at `offset`, its trailing zeros left out.
+    pub fn encode(offset: u64, appended: &[u8]) -> Vec<u8> {
+        let kept = appended.len() - appended.iter().rev().take_while(|&&b| b == 0).count();
+        let mut out = Vec::with_capacity(APPEND_HEADER + kept);
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(appended.len() as u64).to_le_bytes());
+        out.extend_from_slice(&appended[..kept]);
+        out
+    }
+
+    /// Parses an APPEND payload; the error says what is wrong.
+    pub fn decode(payload: &'a [u8]) -> Result<AppendPayload<'a>, String> {
+        if payload.len() < APPEND_HEADER {
+            return Err(format!(
+                "APPEND payload of {} bytes is shorter than its header",
+                payload.len()
+            ));
+        }
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&payload[o..o + 8]);
+            u64::from_le_bytes(b)
+        };
+        let (offset, len) = (u64_at(0), u64_at(8));
+        let bytes = &payload[APPEND_HEADER..];
+        if bytes.len() as u64 > len {
+            return Err(format!(
+                "APPEND payload stores {} bytes of an append of {len}",
+                bytes.len()
+            ));
+        }
+        if offset.checked_add(len).is_none() {
+            return Err(format!("APPEND of {len} bytes at {offset} overflows"));
+        }
+        Ok(AppendPayload { offset, len, bytes })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn append_payloads_drop_trailing_zeros_and_check_lengths() {
+        let mut record = b"record".to_vec();
+        record.resize(4096, 0);
+        let p = AppendPayload::encode(8192, &record);
+        assert_eq!(p.len(), APPEND_HEADER + 6);
+        let d = AppendPayload::decode(&p).expect("decode");
+        assert_eq!((d.offset, d.len, d.bytes), (8192, 4096, &b"record"[..]));
+        assert!(AppendPayload::decode(&p[..APPEND_HEADER - 1]).is_err());
+        let mut bad = p.clone();
+        bad[8..16].copy_from_slice(&3u64.to_le_bytes());
+        assert!(
+            AppendPayload::decode(&bad).is_err(),
+            "more bytes than appended"
+        );
+        let mut bad = p;
+        bad[0..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(AppendPayload::decode(&bad).is_err(), "overflowing end");
+        assert_eq!(AppendPayload::encode(0, &[0; 10]).len(), APPEND_HEADER);
+    }
+
+    #[test]
+    fn sealed_and_append_together_are_refused() {
+        let e = Envelope {
+            flags: FLAG_SEALED | FLAG_APPEND,
+            token: 1,
+            payload: Vec::new(),
+        };
+        assert!(Envelope::decode(&e.encode()).is_err());
+    }
 
     #[test]
     fn round_trip_and_damage() {

@@ -68,6 +68,23 @@ fn own(s: &CloudStorage, term: u64) {
         .expect("create manifest");
 }
 
+/// The versions of a manifest chain in the store, oldest first.
+fn chain(store: &dyn ObjectStore, path: &str) -> Vec<bough_object::envelope::Envelope> {
+    let mut versions: Vec<(u64, Vec<u8>)> = bough_object::list_all(store, &format!("{path}.v"))
+        .expect("list")
+        .into_iter()
+        .filter_map(|o| {
+            let n = o.key.rsplit(".v").next()?.parse().ok()?;
+            Some((n, store.get(&o.key).expect("get").0))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .into_iter()
+        .map(|(_, b)| bough_object::envelope::Envelope::decode(&b).expect("envelope"))
+        .collect()
+}
+
 fn data_bytes(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -386,9 +403,14 @@ fn a_new_owner_seals_the_old_term_and_fences_its_writer() {
     // A's next commit is refused: the old manifest was sealed.
     m.write_at(18, b" + commit 2").expect("append locally");
     assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
-    let (sealed, _) = env.store.get("p.0/manifest_main_0").expect("get");
-    let env0 = bough_object::envelope::Envelope::decode(&sealed).expect("envelope");
-    assert!(env0.sealed());
+    let versions = chain(env.store.as_ref(), "p.0/manifest_main_0");
+    assert_eq!(
+        versions.len(),
+        1,
+        "the seal replaced A's chain: {versions:?}"
+    );
+    let env0 = &versions[0];
+    assert!(env0.sealed() && !env0.appended());
     assert_eq!(
         env0.payload, b"state 0 + commit 1",
         "A's unacknowledged commit is not there"
@@ -484,31 +506,43 @@ fn transient_failures_are_retried_and_ambiguous_writes_read_back() {
     let m = s
         .open("p.0/manifest_main_0", OpenOptions::write_create())
         .expect("open");
+    // (A manifest commit is the create-if-absent of the chain's next version.)
     m.write_at(8, b" c1").expect("append");
-    faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 1);
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::TimeoutAfter, 1);
     m.sync().expect("commit despite the lost answer");
     m.write_at(11, b" c2").expect("append");
-    m.sync().expect("the next commit uses the right ETag");
-    let (bytes, _) = mem.get("p.0/manifest_main_0").expect("get");
-    let e = bough_object::envelope::Envelope::decode(&bytes).expect("envelope");
+    m.sync()
+        .expect("the next commit builds on the right version");
+    let fresh = || {
+        let (reader, _d) = env.other_process();
+        reader
+            .read_file("p.0/manifest_main_0", 1 << 20)
+            .expect("read")
+    };
     assert_eq!(
-        e.payload, b"manifest c1 c2",
+        fresh(),
+        b"manifest c1 c2",
         "no lost and no duplicated commit"
     );
+    // Each commit uploaded only what it appended.
+    let versions = chain(&mem, "p.0/manifest_main_0");
+    assert_eq!(versions.len(), 3, "{versions:?}");
+    assert!(!versions[0].appended() && versions[1].appended() && versions[2].appended());
+    let appended = bough_object::envelope::AppendPayload::decode(&versions[2].payload)
+        .expect("append payload");
+    assert_eq!((appended.offset, appended.bytes), (11, &b" c2"[..]));
     // Every attempt timing out after applying: retries run out, the read-back still knows.
     m.write_at(14, b" c3").expect("append");
-    faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 10);
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::TimeoutAfter, 10);
     m.sync().expect("resolved by reading back");
     faulty.clear();
     // A storm longer than the retry budget is an error, and nothing was published.
     m.write_at(17, b" c4").expect("append");
-    faulty.fail_next(ObjOp::PutIfMatch, Fault::Status(500), 10);
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::Status(500), 10);
     let e = m.sync().expect_err("out of retries");
     assert_eq!(e.kind(), ErrorKind::Io);
     faulty.clear();
-    let (bytes, _) = mem.get("p.0/manifest_main_0").expect("get");
-    let e = bough_object::envelope::Envelope::decode(&bytes).expect("envelope");
-    assert_eq!(e.payload, b"manifest c1 c2 c3");
+    assert_eq!(fresh(), b"manifest c1 c2 c3");
     // Cut-off bodies are retried, never taken for data.
     let (cold, _d) = env.other_process();
     faulty.fail_next(ObjOp::Get, Fault::ShortRead, 2);
@@ -601,7 +635,7 @@ fn an_unresolved_manifest_upload_gives_the_term_up() {
         .open("p.0/manifest_main_0", OpenOptions::write_create())
         .expect("open");
     m.write_at(8, b" c1").expect("append");
-    faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 100);
+    faulty.fail_next(ObjOp::PutIfAbsent, Fault::TimeoutAfter, 100);
     faulty.fail_next(ObjOp::Get, Fault::Status(503), 100);
     assert_eq!(kind_of(m.sync()), ErrorKind::Io, "outcome unknown");
     faulty.clear();
@@ -627,4 +661,124 @@ fn an_unresolved_manifest_upload_gives_the_term_up() {
     s.create_new("p.0/manifest_main_1", &seen)
         .expect("new term");
     write_data(&s, 2, 1, &data_bytes(2, 1000));
+}
+
+/// A manifest commit uploads only what it appended (its zero padding left out), the chain
+/// stays bounded (a FULL version every `MAX_CHAIN` appends, and at every rewrite), and a
+/// cold reader assembles exactly the file the writer holds.
+#[test]
+fn manifest_commits_upload_only_their_own_records() {
+    let env = Env::memory(1 << 20);
+    let s = env.open();
+    own(&s, 0);
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    let mut expect = b"manifest".to_vec();
+    let before = s
+        .counters()
+        .upload_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    for c in 0..40u32 {
+        // A log record padded to a 4 KiB block, as the head writes it.
+        let mut record = format!("record {c}").into_bytes();
+        record.resize(4096, 0);
+        m.write_at(expect.len() as u64, &record).expect("append");
+        expect.extend_from_slice(&record);
+        m.sync().expect("commit");
+    }
+    let uploaded = s
+        .counters()
+        .upload_bytes
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - before;
+    let versions = chain(env.store.as_ref(), "p.0/manifest_main_0");
+    let fulls = versions.iter().filter(|v| !v.appended()).count();
+    assert_eq!(fulls, 1, "one FULL version at the bottom of the chain");
+    assert!(versions.len() <= 33, "bounded chain: {}", versions.len());
+    // 40 commits of 4 KiB records: one FULL rewrite of ~130 KiB when the chain filled up,
+    // the rest a few dozen bytes each.
+    assert!(uploaded < 200_000, "uploaded {uploaded} bytes");
+    let (cold, _d) = env.other_process();
+    assert_eq!(
+        cold.read_file("p.0/manifest_main_0", 1 << 20)
+            .expect("read"),
+        expect
+    );
+    assert_eq!(
+        cold.file_len("p.0/manifest_main_0").expect("len"),
+        expect.len() as u64
+    );
+    // A rewrite (the head's snapshot) is a FULL version: the chain below it goes away.
+    s.write_atomic("p.0/manifest_main_0", b"snapshot")
+        .expect("rewrite");
+    let versions = chain(env.store.as_ref(), "p.0/manifest_main_0");
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    assert_eq!(versions[0].payload, b"snapshot");
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("reopen");
+    m.write_at(8, b"+c").expect("append");
+    m.sync().expect("commit");
+    assert_eq!(
+        cold.read_file("p.0/manifest_main_0", 1 << 20)
+            .expect("read"),
+        b"snapshot+c"
+    );
+}
+
+/// Versions above a gap are a stale writer's hole fill: a reader ignores them, and a
+/// writer that filled a hole withdraws its version and is fenced.
+#[test]
+fn an_append_into_a_hole_is_ignored_and_withdrawn() {
+    use bough_object::envelope::{AppendPayload, Envelope, FLAG_APPEND};
+    let env = Env::memory(1 << 20);
+    let s = env.open();
+    own(&s, 0);
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    m.write_at(8, b"+c1").expect("append");
+    m.sync().expect("commit");
+    // A stale writer's APPEND two versions up, above a gap at v2.
+    let stale = Envelope {
+        flags: FLAG_APPEND,
+        token: 99,
+        payload: AppendPayload::encode(11, b"+stale"),
+    };
+    env.store
+        .put_if_absent("p.0/manifest_main_0.v3", &stale.encode())
+        .expect("stale version");
+    let (cold, _d) = env.other_process();
+    assert_eq!(
+        cold.read_file("p.0/manifest_main_0", 1 << 20)
+            .expect("read"),
+        b"manifest+c1",
+        "the version above the gap is ignored"
+    );
+    // An APPEND whose predecessor was cleaned up (the chain moved on to a FULL version
+    // and deleted what lay below) fills a hole: withdrawn, and the writer is fenced.
+    env.store
+        .delete("p.0/manifest_main_0.v3")
+        .expect("delete stale");
+    env.store
+        .delete("p.0/manifest_main_0.v0")
+        .expect("delete v0");
+    env.store
+        .delete("p.0/manifest_main_0.v1")
+        .expect("delete v1");
+    let b = env.store.clone();
+    let full = Envelope {
+        flags: 0,
+        token: 7,
+        payload: b"someone else".to_vec(),
+    };
+    b.put_if_absent("p.0/manifest_main_0.v5", &full.encode())
+        .expect("a newer FULL version");
+    m.write_at(11, b"+c2").expect("append");
+    assert_eq!(kind_of(m.sync()), ErrorKind::Fenced);
+    assert!(
+        env.store.head("p.0/manifest_main_0.v2").is_err(),
+        "the hole fill was withdrawn"
+    );
 }

@@ -192,18 +192,15 @@ fn a_new_owner_fences_the_old_one_in_every_mode() {
             "{}: versions are listed as their objects",
             w.name
         );
+        // Manifests are chains of numbered versions in every mode; the seal is a FULL
+        // version, so the commits below it were cleaned up: one version per manifest.
         let keys = w.keys();
-        if a.fencing() == Fencing::NumberedClaims {
-            assert!(
-                keys.iter().all(|k| k.contains(".v")),
-                "{}: only numbered versions: {keys:?}",
-                w.name
-            );
-            // Old versions are cleaned up: one per object (plus the seal on term 0).
-            assert!(keys.len() <= 3, "{}: {keys:?}", w.name);
-        } else {
-            assert!(keys.iter().all(|k| !k.contains(".v")), "{}", w.name);
-        }
+        assert!(
+            keys.iter().all(|k| k.contains(".v")),
+            "{}: only numbered versions: {keys:?}",
+            w.name
+        );
+        assert_eq!(keys.len(), 2, "{}: {keys:?}", w.name);
     }
 }
 
@@ -335,6 +332,10 @@ fn a_prefix_keeps_its_fencing_mode() {
     claims
         .create_new("p.0/manifest_main_0", b"s0")
         .expect("create");
+    // Manifests are version chains in both modes; CURRENT_TERM is not.
+    claims
+        .write_atomic("p.0/CURRENT_TERM.main", b"term 0")
+        .expect("term");
     let dir2 = tempfile::tempdir().expect("tempdir");
     let cas = CloudStorage::open(
         store,

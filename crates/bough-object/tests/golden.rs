@@ -57,3 +57,18 @@ fn released_gc_lease_in_its_envelope() {
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes));
 }
+
+#[test]
+fn append_version_of_a_manifest_chain() {
+    use bough_object::envelope::{AppendPayload, FLAG_APPEND};
+    let mut record = b"log record".to_vec();
+    record.resize(64, 0);
+    let e = Envelope {
+        flags: FLAG_APPEND,
+        token: 0x0123_4567_89ab_cdef_0000_0000_0000_002b,
+        payload: AppendPayload::encode(4096, &record),
+    };
+    let bytes = e.encode();
+    assert_eq!(Envelope::decode(&bytes), Ok(e));
+    insta::assert_snapshot!(hex_dump(&bytes));
+}

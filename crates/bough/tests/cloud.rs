@@ -324,8 +324,21 @@ fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
     for i in 0..120 {
         match i % 6 {
             0 => faulty.fail_next(ObjOp::PutIfAbsent, Fault::Status(503), 2),
-            1 => faulty.fail_next(ObjOp::PutIfMatch, Fault::TimeoutAfter, 1),
-            2 => faulty.fail_next(ObjOp::PutIfMatch, Fault::Status(429), 3),
+            // A manifest commit is the create-if-absent of its chain's next version.
+            1 => faulty.plan(
+                ObjOp::PutIfAbsent,
+                Some("manifest_main"),
+                0,
+                Fault::TimeoutAfter,
+                1,
+            ),
+            2 => faulty.plan(
+                ObjOp::PutIfAbsent,
+                Some("manifest_main"),
+                0,
+                Fault::Status(429),
+                3,
+            ),
             3 => faulty.fail_next(ObjOp::PutIfAbsent, Fault::TimeoutAfter, 1),
             _ => {}
         }
@@ -334,7 +347,13 @@ fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
     }
     assert!(faulty.fired() > 50);
     // A storm longer than the retry budget: the commit fails and the writer is poisoned.
-    faulty.fail_next(ObjOp::PutIfMatch, Fault::Status(500), 100);
+    faulty.plan(
+        ObjOp::PutIfAbsent,
+        Some("manifest_main"),
+        0,
+        Fault::Status(500),
+        100,
+    );
     let e = put(&main, "unacked", "x").expect_err("out of retries");
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     faulty.clear();
@@ -794,7 +813,7 @@ fn unresolved_manifest_upload(applied: bool) {
     } else {
         Fault::TimeoutBefore
     };
-    faulty.plan(ObjOp::PutIfMatch, Some("manifest_main"), 0, fault, 1000);
+    faulty.plan(ObjOp::PutIfAbsent, Some("manifest_main"), 0, fault, 1000);
     faulty.plan(
         ObjOp::Get,
         Some("manifest_main"),

@@ -1,25 +1,29 @@
-//! Numbered claims: compare-and-swap built from create-if-absent, for services without
-//! If-Match (opendal's memory and fs services; any service with `fencing =
-//! "numbered_claims"`).
+//! Numbered claims: compare-and-swap built from create-if-absent. Manifests use it on every
+//! service (as chains, below); `CURRENT_TERM` and the GC lease on services without If-Match
+//! (opendal's memory and fs services; any service with `fencing = "numbered_claims"`).
 //!
-//! An object that changes by compare-and-swap — a manifest, a `CURRENT_TERM` record, the
-//! GC lease — is kept as numbered versions `<name>.v<n>`, each created with create-if-absent
-//! and never rewritten. The highest version is the object's content. Its "ETag" is `v<n>`:
+//! Such an object is kept as numbered versions `<name>.v<n>`, each created with
+//! create-if-absent and never rewritten. Its "ETag" is `v<n>` of the highest version:
 //!
 //! - **Create** (If-None-Match): no version may exist; create `v0`.
 //! - **Swap** from `v<n>` (If-Match): create `v<n+1>`. Of racing writers exactly one
 //!   creates it; the others get "precondition failed", exactly as with If-Match.
+//! - **Manifest chains.** A manifest version is FULL (the whole file) or APPEND (only what
+//!   one commit appended, [`AppendPayload`]): the file is the newest FULL version with the
+//!   APPEND versions above it applied, so a commit uploads only its record. A FULL version
+//!   comes at the latest after [`MAX_CHAIN`] APPEND versions. Every other object's versions
+//!   are FULL, and its content is the highest version.
 //! - **Validity check.** A version number can be free again after its object was deleted,
-//!   so a stale writer could fill such a hole. After creating `v<n+1>` the writer lists the
-//!   versions: `v<n>` must still be there. Versions are only ever deleted in ascending
+//!   so a stale writer could fill such a hole. Versions are only ever deleted in ascending
 //!   order (and the highest one last), so whenever `v<k>` is missing every version below it
-//!   is missing too: a writer that finds its predecessor present built on a version nobody
-//!   has removed, and its claim is real. A writer that finds it gone removes its own version
-//!   and has lost (`precondition failed`).
-//! - **Clean-up.** After a successful swap the versions below the new one are deleted, in
+//!   is missing too: a writer that finds its predecessor `v<n>` present after creating
+//!   `v<n+1>` built on a version nobody has removed, and its claim is real (an APPEND checks
+//!   with one HEAD, a FULL version lists, which its clean-up needs anyway). A writer that
+//!   finds it gone removes its own version and has lost (`precondition failed`).
+//! - **Clean-up.** After a FULL version is created the versions below it are deleted, in
 //!   ascending order, stopping at the first failure so the order holds.
-//! - **Reads** list the versions and get the highest; a version deleted in between (a newer
-//!   one replaced it) makes the read list again.
+//! - **Reads** list the versions and walk down from the highest to the nearest FULL one; a
+//!   version deleted in between (a newer FULL one replaced it) makes the read list again.
 //!
 //! The listing must be strongly consistent (S3, GCS and Azure listings are; the in-process
 //! stores trivially are).
@@ -29,13 +33,37 @@ use std::sync::atomic::Ordering;
 use bough_io::{IoError, IoResult};
 use bough_names::parse_file_name;
 
-use super::{Cond, Inner, get_full, obj_err};
-use crate::envelope::Envelope;
+use super::{Cond, Inner, Kind, get_full, kind_of, obj_err};
+use crate::envelope::{AppendPayload, ENVELOPE_HEADER, Envelope};
 use crate::object::{ObjectError, ObjectMeta};
 use crate::retry::is_not_found;
 
 /// How often a read starts over because the version it listed was replaced meanwhile.
 const READ_ROUNDS: usize = 16;
+
+/// The most APPEND versions a manifest chain may hold above its newest FULL version: the
+/// next commit after that many writes a FULL version, so a read takes at most this many
+/// GETs more than one.
+pub(super) const MAX_CHAIN: u32 = 32;
+
+/// How far a read walks down a chain before calling it damage (writers keep it within
+/// [`MAX_CHAIN`]; a store written with a larger bound is still read).
+const MAX_WALK: usize = 1024;
+
+/// The longest file a chain may assemble to (the limit of files held in memory).
+const MAX_ASSEMBLED: u64 = bough_io::memory::MAX_MEMORY_FILE_LEN;
+
+/// A claims object read whole.
+pub(super) struct Claimed {
+    /// The content as one envelope: the whole file, sealed if the chain ends sealed, with
+    /// the writer token of its newest version.
+    pub env: Envelope,
+    /// The newest version's metadata, keyed by the object's name (`etag` = `v<n>`; `size`
+    /// = envelope header + the whole file).
+    pub meta: ObjectMeta,
+    /// APPEND versions above the newest FULL one.
+    pub chain: u32,
+}
 
 /// The key of version `n` of `path`.
 pub(super) fn version_key(path: &str, n: u64) -> String {
@@ -86,34 +114,144 @@ impl Inner {
         Ok(out)
     }
 
-    /// The newest version of `path` and its metadata (`etag` = `v<n>`).
-    pub(super) fn claims_get(&self, path: &str) -> IoResult<(Vec<u8>, ObjectMeta)> {
-        for _ in 0..READ_ROUNDS {
-            let Some(&n) = self.versions(path)?.last() else {
-                return Err(IoError::NotFound { path: path.into() });
-            };
-            let key = version_key(path, n);
-            match self
+    /// One version's envelope, `None` when it does not exist (any more). Without atomic
+    /// PUTs (the fs service) a read can meet a write in progress: it is read again a few
+    /// times before being called damage.
+    fn version_env(&self, path: &str, n: u64) -> IoResult<Option<(Envelope, ObjectMeta)>> {
+        let key = version_key(path, n);
+        let mut torn = 0;
+        loop {
+            let (bytes, meta) = match self
                 .retry
                 .simple("get", || get_full(self.store.as_ref(), &key))
             {
-                Ok((bytes, mut meta)) => {
-                    meta.key = path.to_string();
-                    meta.etag = Some(version_tag(n));
-                    return Ok((bytes, meta));
-                }
-                // Replaced by a newer version and cleaned up meanwhile: list again.
-                Err(e) if is_not_found(&e) => continue,
+                Ok(got) => got,
+                Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(obj_err(path, e)),
+            };
+            match Envelope::decode(&bytes) {
+                Ok(env) => {
+                    self.stats.add_read(bytes.len());
+                    return Ok(Some((env, meta)));
+                }
+                Err(_) if !self.atomic_put && torn < 8 => {
+                    torn += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(r) => return Err(IoError::corruption(&key, 0, r)),
             }
+        }
+    }
+
+    /// The content of `path`: its newest version, or for a manifest chain the newest FULL
+    /// version with the APPEND versions above it applied in order (`etag` = `v<top>`).
+    ///
+    /// A version missing below an APPEND — replaced by a newer FULL version and cleaned up
+    /// while this read ran — makes it list again. A gap that stays means the versions above
+    /// it are a stale writer's hole fill it has not withdrawn yet (versions are deleted
+    /// only in ascending order, so a valid chain has no gap): they are ignored.
+    pub(super) fn claims_get(&self, path: &str) -> IoResult<Claimed> {
+        let mut versions = self.versions(path)?;
+        for _ in 0..READ_ROUNDS {
+            let Some(&top) = versions.last() else {
+                return Err(IoError::NotFound { path: path.into() });
+            };
+            let mut appends: Vec<(u64, Envelope)> = Vec::new();
+            let mut n = top;
+            let found = loop {
+                let got = if versions.binary_search(&n).is_ok() {
+                    self.version_env(path, n)?
+                } else {
+                    None
+                };
+                let Some((env, meta)) = got else {
+                    break Err(n);
+                };
+                if !env.appended() {
+                    break Ok((env, meta));
+                }
+                if appends.len() >= MAX_WALK {
+                    return Err(IoError::corruption(
+                        version_key(path, n),
+                        0,
+                        format!("more than {MAX_WALK} APPEND versions above the last FULL one"),
+                    ));
+                }
+                let Some(below) = n.checked_sub(1) else {
+                    return Err(IoError::corruption(
+                        version_key(path, n),
+                        0,
+                        "version 0 is an APPEND: it has nothing to append to",
+                    ));
+                };
+                appends.push((n, env));
+                n = below;
+            };
+            let (base, mut meta) = match found {
+                Ok(b) => b,
+                Err(missing) => {
+                    let again = self.versions(path)?;
+                    if again == versions {
+                        // A lasting gap: what lies above it is no valid claim.
+                        tracing::warn!(path, version = missing, "versions above a gap ignored");
+                        versions.retain(|&v| v < missing);
+                    } else {
+                        versions = again;
+                    }
+                    continue;
+                }
+            };
+            let token = appends.first().map_or(base.token, |(_, e)| e.token);
+            let chain = appends.len() as u32;
+            let mut env = base;
+            if env.sealed() {
+                // A sealed version is final: nothing valid builds on it.
+                appends.clear();
+            }
+            for (v, a) in appends.iter().rev() {
+                let key = version_key(path, *v);
+                let p = AppendPayload::decode(&a.payload)
+                    .map_err(|r| IoError::corruption(&key, 0, r))?;
+                let at = env.payload.len() as u64;
+                if p.offset != at {
+                    return Err(IoError::corruption(
+                        &key,
+                        0,
+                        format!(
+                            "appends at {}, but the file before it ends at {at}",
+                            p.offset
+                        ),
+                    ));
+                }
+                let end = at
+                    .checked_add(p.len)
+                    .filter(|&e| e <= MAX_ASSEMBLED)
+                    .ok_or_else(|| {
+                        IoError::corruption(
+                            &key,
+                            0,
+                            format!("an append of {} bytes at {at} is too long", p.len),
+                        )
+                    })?;
+                env.payload.extend_from_slice(p.bytes);
+                env.payload.resize(end as usize, 0);
+            }
+            env.token = token;
+            meta.key = path.to_string();
+            meta.etag = Some(version_tag(top));
+            meta.size = (ENVELOPE_HEADER + env.payload.len()) as u64;
+            return Ok(Claimed { env, meta, chain });
         }
         Err(IoError::Locked {
             path: format!("{path} (its versions kept changing while it was read)"),
         })
     }
 
-    /// Metadata of the newest version of `path`.
+    /// Metadata of the newest version of `path` (for a manifest chain, of the whole file).
     pub(super) fn claims_head(&self, path: &str) -> IoResult<ObjectMeta> {
+        if kind_of(path) == Kind::Manifest {
+            return Ok(self.claims_get(path)?.meta);
+        }
         for _ in 0..READ_ROUNDS {
             let Some(&n) = self.versions(path)?.last() else {
                 return Err(IoError::NotFound { path: path.into() });
@@ -137,10 +275,7 @@ impl Inner {
     /// What holds `path` now, for a writer that lost.
     fn claims_lost(&self, path: &str) -> IoResult<Cond> {
         match self.claims_get(path) {
-            Ok((bytes, meta)) => {
-                let env = Envelope::decode(&bytes).map_err(|r| IoError::corruption(path, 0, r))?;
-                Ok(Cond::Lost(Some((env, meta.etag))))
-            }
+            Ok(c) => Ok(Cond::Lost(Some((c.env, c.meta.etag)))),
             Err(e) if e.kind() == bough_io::ErrorKind::NotFound => Ok(Cond::Lost(None)),
             Err(e) => Err(e),
         }
@@ -196,18 +331,26 @@ impl Inner {
         if !created {
             return self.claims_lost(path);
         }
+        if env.appended() {
+            // Validity of an APPEND: its predecessor must still exist. Nothing below it may
+            // be cleaned up (the chain needs it), so one HEAD instead of a listing.
+            let prev = version_key(path, n.saturating_sub(1));
+            let valid = n > 0
+                && match self.retry.simple("head", || self.store.head(&prev)) {
+                    Ok(_) => true,
+                    Err(e) if is_not_found(&e) => false,
+                    Err(e) => return Err(obj_err(path, e)),
+                };
+            if !valid {
+                return self.withdraw(path, &key, n);
+            }
+            self.count_upload(body.len());
+            return Ok(Cond::Won(Some(version_tag(n))));
+        }
         // Validity: the version this one builds on must still exist (see the module docs).
         let versions = self.versions(path)?;
         if n > 0 && !versions.contains(&(n - 1)) {
-            tracing::warn!(
-                path,
-                version = n,
-                "a numbered claim filled a hole; withdrawn"
-            );
-            self.retry
-                .simple("delete", || self.store.delete(&key))
-                .map_err(|e| obj_err(path, e))?;
-            return self.claims_lost(path);
+            return self.withdraw(path, &key, n);
         }
         self.count_upload(body.len());
         // Clean-up in ascending order, stopping at the first failure.
@@ -219,6 +362,19 @@ impl Inner {
             }
         }
         Ok(Cond::Won(Some(version_tag(n))))
+    }
+
+    /// Removes version `n` (at `key`), which filled a hole: the writer lost.
+    fn withdraw(&self, path: &str, key: &str, n: u64) -> IoResult<Cond> {
+        tracing::warn!(
+            path,
+            version = n,
+            "a numbered claim filled a hole; withdrawn"
+        );
+        self.retry
+            .simple("delete", || self.store.delete(key))
+            .map_err(|e| obj_err(path, e))?;
+        self.claims_lost(path)
     }
 
     /// Deletes every version of `path`, ascending and the highest last, until none is left
