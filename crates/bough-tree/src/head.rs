@@ -134,8 +134,7 @@ impl Fetch<'_> {
                 }
                 run += 1;
             }
-            let name = self.files.resolve(self.ranges, addr.file_id())?;
-            let h = self.files.open(&name)?;
+            let h = self.files.handle(self.ranges, addr.file_id())?;
             for payload in self.files.read_run(&h, addr.page_index(), run)? {
                 out.extend_from_slice(&payload);
             }
@@ -581,7 +580,15 @@ pub struct Head {
     pending_ext: bough_manifest::ext::Extensions,
     /// (file id, bytes reserved) of the file being appended to.
     reserved: (FileId, u64),
+    /// After the last rewrite that dropped unreferenced branch file ranges: how many ranges
+    /// were left, at which version.
+    ranges_pruned: Option<(usize, u64)>,
 }
+
+/// A rewrite looks for branch file ranges no page references (a walk over every page)
+/// only when the ranges grew since the last look, or this many commits after it: in cloud
+/// mode the manifest is rewritten every few commits, and the walk costs O(pages).
+const PRUNE_RANGES_EVERY: u64 = 1024;
 
 /// First reservation of a new data file.
 const FIRST_RESERVATION: u64 = 256 << 10;
@@ -728,6 +735,7 @@ impl Head {
             fence: None,
             pending_ext: Vec::new(),
             reserved: (0, 0),
+            ranges_pruned: None,
         })
     }
 
@@ -1009,8 +1017,7 @@ impl Head {
             if matches!(
                 page,
                 CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_))
-            ) && let Ok(name) = self.files.resolve(&self.state.ranges, addr.file_id())
-                && let Ok(h) = self.files.open(&name)
+            ) && let Ok(h) = self.files.handle(&self.state.ranges, addr.file_id())
             {
                 self.files.cache().insert(
                     crate::cache::PageCache::key(h.cache_id, addr.page_index()),
@@ -1069,8 +1076,7 @@ impl Head {
             {
                 j += 1;
             }
-            let name = self.files.resolve(&st.ranges, file_id)?;
-            let h = self.files.open(&name)?;
+            let h = self.files.handle(&st.ranges, file_id)?;
             let end = page_offset(pages[j - 1].addr.page_index() + 1, self.cfg.page_size);
             if self.reserved.0 == file_id && end > self.reserved.1 && self.cfg.preallocate > 0 {
                 // Double the reservation (bounded): appends stay inside reserved space.
@@ -1099,8 +1105,7 @@ impl Head {
             i = j;
         }
         for file_id in touched {
-            let name = self.files.resolve(&st.ranges, file_id)?;
-            let h = self.files.open(&name)?;
+            let h = self.files.handle(&st.ranges, file_id)?;
             if let Err(e) = h.file.sync() {
                 self.poisoned = Some(format!("fdatasync of {} failed: {e}", h.path));
                 return Err(e);
@@ -1172,18 +1177,27 @@ impl Head {
     }
 
     /// Replaces the manifest with one snapshot record (tmp + fsync + rename + dir fsync),
-    /// dropping branch file ranges no page references any more.
+    /// dropping branch file ranges no page references any more (looked for when the ranges
+    /// grew since the last look, or [`PRUNE_RANGES_EVERY`] commits after it).
     pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
         self.checkpoint(now_ms)?;
-        let snap = self.snapshot();
-        let mut referenced = Vec::new();
-        snap.for_each_page(&mut |a| referenced.push(a.file_id()))?;
-        if let Some(a) = self.state.active {
-            referenced.push(a.file_id);
+        let ranges = self.state.ranges.len();
+        let prune = ranges > 1
+            && self.ranges_pruned.is_none_or(|(left, at)| {
+                ranges > left || self.version().saturating_sub(at) >= PRUNE_RANGES_EVERY
+            });
+        if prune {
+            let snap = self.snapshot();
+            let mut referenced = Vec::new();
+            snap.for_each_page(&mut |a| referenced.push(a.file_id()))?;
+            if let Some(a) = self.state.active {
+                referenced.push(a.file_id);
+            }
+            self.state
+                .ranges
+                .retain_referenced(referenced.into_iter(), (&self.branch, self.term));
+            self.ranges_pruned = Some((self.state.ranges.len(), self.version()));
         }
-        self.state
-            .ranges
-            .retain_referenced(referenced.into_iter(), (&self.branch, self.term));
         let bytes =
             encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
                 what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
@@ -1285,8 +1299,7 @@ impl Head {
         let ranges = snap.ranges.clone();
         self.commit_inner(&[], true, now_ms, move |txn, _| {
             for (id, addr) in moves {
-                let name = files.resolve(&ranges, addr.file_id())?;
-                let h = files.open(&name)?;
+                let h = files.handle(&ranges, addr.file_id())?;
                 let (k, payload, offset) = files.read_raw(&h, addr.page_index())?;
                 let cached = if k == kind::OVERFLOW {
                     CachedPage::Tree(Node::Leaf(payload.clone().into()))

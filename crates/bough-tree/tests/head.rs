@@ -281,3 +281,61 @@ fn purged_tombstones_give_their_pages_back() {
     assert!(empty < with_tombstones && with_tombstones < full);
     assert!(head.expired_keys(u64::MAX, usize::MAX).unwrap().is_empty());
 }
+
+/// A rewrite drops branch file ranges nothing references any more — looked for at the
+/// first rewrite of a head and when the ranges grow, not at every rewrite (the walk costs
+/// O(pages), and in cloud mode the manifest is rewritten every few commits).
+#[test]
+fn rewrites_drop_unreferenced_ranges_without_walking_every_time() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut c = cfg();
+    c.manifest_rewrite_bytes = 4 * 4096;
+    let mut head0 =
+        Head::create(files(&mem), c.clone(), main.clone(), 0, None, Vec::new()).unwrap();
+    let keys: Vec<_> = (0..2000u32)
+        .map(|i| put(format!("k{i:05}").as_bytes(), &[b'a'; 100], 1))
+        .collect();
+    head0.commit(&keys, 1).unwrap();
+    let fork = head0.fork_point(2).unwrap();
+    drop(head0);
+    let mut head = Head::create(
+        files(&mem),
+        c.clone(),
+        main.clone(),
+        1,
+        Some(&fork),
+        Vec::new(),
+    )
+    .unwrap();
+    // The new term moves every page out of term 0's files.
+    head.commit(&[put(b"k00000", b"b", 3)], 3).unwrap();
+    let old: Vec<u64> = head
+        .live_pages_per_file()
+        .unwrap()
+        .keys()
+        .copied()
+        .filter(|f| Some(*f) != head.active_file())
+        .collect();
+    head.relocate_files(&old, 4).unwrap();
+    assert!(
+        head.snapshot().ranges.len() > 1,
+        "term 0's range is still listed"
+    );
+    let model = read_all(&head.snapshot());
+    for i in 0..8u64 {
+        head.commit(&[put(b"k00001", &i.to_le_bytes(), 10 + i)], 10 + i)
+            .unwrap();
+    }
+    assert_eq!(
+        head.snapshot().ranges.len(),
+        1,
+        "the first rewrite dropped the range no page references"
+    );
+    drop(head);
+    let head = Head::open(files(&mem), c, main, 1).unwrap();
+    assert_eq!(head.snapshot().ranges.len(), 1);
+    let mut expect = model;
+    expect.insert(b"k00001".to_vec(), 7u64.to_le_bytes().to_vec());
+    assert_eq!(read_all(&head.snapshot()), expect);
+}
