@@ -220,8 +220,7 @@ fn changed_entries(
         let Some(Slot::Page(addr)) = Slot::decode(raw) else {
             continue;
         };
-        let name = s.files.resolve(&s.ranges, addr.file_id())?;
-        let h = s.files.open(&name)?;
+        let h = s.files.handle(&s.ranges, addr.file_id())?;
         let (k, payload, offset) = s.files.read_raw(&h, addr.page_index())?;
         if k != kind::LEAF {
             continue;

@@ -9,7 +9,7 @@ use bough_io::layout::{DataFileHeader, FileSalt, open_page, page_offset};
 use bough_io::{IoError, IoResult, OpenOptions, Storage, StorageFile};
 use bough_manifest::{BranchFileMapping, PageAddr};
 use bough_names::{BranchName, DataFileName, FileId, Term};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::btree::Node;
 use crate::cache::{CachedPage, PageCache};
@@ -45,6 +45,10 @@ pub struct FileTable {
     /// Whether leaf and overflow pages are cached (index and mapping pages always are).
     cache_data_pages: bool,
     handles: Mutex<HashMap<String, Arc<DataFile>>>,
+    /// The same handles by file id, for the read path: a page read finds its file without
+    /// building its name or taking the `handles` lock (kept in step with `handles`, under
+    /// its lock).
+    by_id: RwLock<HashMap<FileId, Vec<Arc<DataFile>>>>,
     /// The file each writer (branch@term) is appending to: GC must keep them.
     writing: Mutex<HashMap<String, String>>,
 }
@@ -65,6 +69,7 @@ impl FileTable {
             cache,
             cache_data_pages,
             handles: Mutex::new(HashMap::new()),
+            by_id: RwLock::new(HashMap::new()),
             writing: Mutex::new(HashMap::new()),
         }
     }
@@ -122,6 +127,20 @@ impl FileTable {
             )
         })?;
         Ok(DataFileName::new(file_id, r.branch.clone(), r.term))
+    }
+
+    /// The open handle of the file `file_id` resolves to in `ranges` (opened, and its
+    /// header checked, on first use).
+    pub fn handle(&self, ranges: &BranchFileMapping, file_id: FileId) -> IoResult<Arc<DataFile>> {
+        if let Some(r) = ranges.resolve(file_id)
+            && let Some(same) = self.by_id.read().get(&file_id)
+            && let Some(h) = same
+                .iter()
+                .find(|h| h.name.term == r.term && h.name.branch == r.branch)
+        {
+            return Ok(h.clone());
+        }
+        self.open(&self.resolve(ranges, file_id)?)
     }
 
     /// An open handle for an existing file, checking its header once.
@@ -205,24 +224,40 @@ impl FileTable {
             salt,
             cache_id: NEXT_HANDLE_ID.fetch_add(1, Ordering::Relaxed),
         });
-        self.handles
-            .lock()
-            .entry(h.name.to_string())
-            .or_insert(h)
-            .clone()
+        let mut handles = self.handles.lock();
+        match handles.entry(h.name.to_string()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                self.by_id
+                    .write()
+                    .entry(h.name.file_id)
+                    .or_default()
+                    .push(h.clone());
+                e.insert(h).clone()
+            }
+        }
     }
 
     /// Drops a handle and its cached pages (the file was deleted or replaced).
     pub fn forget(&self, name: &str) {
-        if let Some(h) = self.handles.lock().remove(name) {
+        let mut handles = self.handles.lock();
+        if let Some(h) = handles.remove(name) {
+            let mut by_id = self.by_id.write();
+            if let Some(same) = by_id.get_mut(&h.name.file_id) {
+                same.retain(|o| !Arc::ptr_eq(o, &h));
+                if same.is_empty() {
+                    by_id.remove(&h.name.file_id);
+                }
+            }
+            drop(by_id);
+            drop(handles);
             self.cache.forget_file(h.cache_id);
         }
     }
 
     /// Reads, verifies and decodes the page at `addr` (through the cache).
     pub fn read(&self, ranges: &BranchFileMapping, addr: PageAddr) -> IoResult<CachedPage> {
-        let name = self.resolve(ranges, addr.file_id())?;
-        let h = self.open(&name)?;
+        let h = self.handle(ranges, addr.file_id())?;
         let key = PageCache::key(h.cache_id, addr.page_index());
         if let Some(p) = self.cache.get(key) {
             return Ok(p);

@@ -126,7 +126,8 @@ enum Job {
 
 #[derive(Debug)]
 pub(crate) struct BranchEntry {
-    label: String,
+    /// Shared with every read view (cloned per read, so not a `String`).
+    label: Arc<str>,
     published: Arc<Published>,
     head: Mutex<Head>,
     shard: usize,
@@ -489,7 +490,7 @@ impl Store {
         let shard = shard_of(&label, self.inner.shards.len());
         let name = head.branch().clone();
         Arc::new(BranchEntry {
-            label,
+            label: label.into(),
             published: head.published(),
             head: Mutex::new(head),
             shard,
@@ -849,8 +850,7 @@ fn compact(
         let page_size = u64::from(head.files().page_size());
         let held = head
             .files()
-            .resolve(&snap.ranges, f)
-            .and_then(|name| head.files().open(&name))
+            .handle(&snap.ranges, f)
             .and_then(|h| h.file.len())
             .map(|len| (len / page_size).saturating_sub(1).max(1) as f64);
         if cloud {
@@ -1610,7 +1610,7 @@ impl Branch {
 pub struct ReadView {
     snap: Arc<TreeSnapshot>,
     now: u64,
-    label: String,
+    label: Arc<str>,
     max_key: usize,
 }
 
