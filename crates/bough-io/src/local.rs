@@ -603,9 +603,8 @@ local_storage!(PreadStorage, BackendKind::Pread);
 /// Options of a [`UringStorage`].
 #[derive(Debug, Clone)]
 pub struct UringOptions {
-    /// Ring threads, each owning one ring (at least 1).
-    pub threads: usize,
-    /// Submission queue entries per ring (rounded up to a power of two by the kernel).
+    /// Submission queue entries of each thread's ring (rounded up to a power of two by the
+    /// kernel).
     pub entries: u32,
     /// Fault injector consulted before every operation.
     pub faults: Option<FaultInjector>,
@@ -614,23 +613,22 @@ pub struct UringOptions {
 impl Default for UringOptions {
     fn default() -> Self {
         UringOptions {
-            threads: 1,
             entries: 128,
             faults: None,
         }
     }
 }
 
-/// Local files whose reads, writes and file syncs go through io_uring rings, each driven by
-/// a dedicated thread; callers block until their request (a whole batch at once) completes.
-/// Metadata goes through std/libc. Buffered I/O (no `O_DIRECT`). Clones share the rings.
+/// Local files whose reads, writes and file syncs go through io_uring: each calling thread
+/// submits its request (a whole batch at once) to its own ring and waits for it there.
+/// Metadata goes through std/libc. Buffered I/O (no `O_DIRECT`).
 #[derive(Debug, Clone)]
 pub struct UringStorage {
     local: Arc<Local>,
 }
 
 impl UringStorage {
-    /// Opens `root` (created if missing) with one ring thread. Fails with `Unsupported` if
+    /// Opens `root` (created if missing). Fails with `Unsupported` if
     /// io_uring is not usable here (see [`UringStorage::probe`]).
     pub fn new(root: impl AsRef<Path>) -> IoResult<Self> {
         Self::with_options(root, UringOptions::default())
@@ -650,10 +648,8 @@ impl UringStorage {
     /// Opens `root` with explicit options.
     pub fn with_options(root: impl AsRef<Path>, opts: UringOptions) -> IoResult<Self> {
         Self::probe().map_err(|what| IoError::Unsupported { what })?;
-        let pool = RingPool::new(opts.threads.max(1), opts.entries.max(8)).map_err(|e| {
-            IoError::Unsupported {
-                what: format!("io_uring ring setup failed: {e}"),
-            }
+        let pool = RingPool::new(opts.entries.max(8)).map_err(|e| IoError::Unsupported {
+            what: format!("io_uring ring setup failed: {e}"),
         })?;
         Ok(UringStorage {
             local: Arc::new(Local::new(root.as_ref(), Engine::Uring(pool), opts.faults)?),
@@ -686,8 +682,6 @@ pub enum BackendChoice {
 pub struct LocalOptions {
     /// Backend selection.
     pub backend: BackendChoice,
-    /// Ring threads of the io_uring backend (0 means the default, 1).
-    pub uring_threads: usize,
     /// Fault injector consulted before every operation.
     pub faults: Option<FaultInjector>,
 }
@@ -710,7 +704,6 @@ pub fn open_local_with(root: impl AsRef<Path>, opts: LocalOptions) -> IoResult<A
         UringStorage::with_options(
             root,
             UringOptions {
-                threads: opts.uring_threads.max(1),
                 faults,
                 ..UringOptions::default()
             },

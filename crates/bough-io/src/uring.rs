@@ -1,35 +1,33 @@
-//! io_uring rings driven by dedicated threads.
+//! io_uring rings, one per calling thread.
 //!
 //! A caller turns its request (one or more reads, writes or an fsync on one file) into raw
-//! operations pointing at its own buffers, queues them for a ring thread, wakes the thread
-//! through an eventfd, and blocks until every operation of the request has completed. The
-//! ring thread pushes the operations as SQEs (a whole batch at once, up to the ring's
-//! capacity), resubmits the remainder of short reads and writes and of `EINTR`/`EAGAIN`
-//! completions, and signals the caller when the request is done.
+//! operations pointing at its own buffers and runs them on its own thread's ring: it pushes
+//! them as SQEs (a whole batch at once, up to the ring's capacity), enters the kernel once to
+//! submit and wait, resubmits the remainder of short reads and writes and of
+//! `EINTR`/`EAGAIN` completions, and returns when every operation has completed. There is
+//! no hand-off to another thread: an earlier design queued requests for ring threads and
+//! woke them through an eventfd, and the two context switches per request made every
+//! workload slower than plain positional I/O (bench: random loads 4× slower).
 //!
-//! Memory safety rests on one rule: a caller does not return from [`RingPool::read`],
-//! [`RingPool::write`] or [`RingPool::fdatasync`] before the ring thread has reaped the last
-//! completion of its request, so the buffers and the file descriptor the kernel uses stay
-//! alive (they are borrowed for the whole call) for as long as the kernel may touch them.
+//! Memory safety rests on one rule: [`RingPool::read`], [`RingPool::write`] and
+//! [`RingPool::fdatasync`] do not return before the last completion of their request has
+//! been reaped, so the buffers and the file descriptor the kernel uses stay alive (they are
+//! borrowed for the whole call) for as long as the kernel may touch them, and no completion
+//! of one request is left for the next one on the same ring.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use io_uring::{IoUring, opcode, types};
-use parking_lot::{Condvar, Mutex};
 
 use crate::faults::ShortRead;
 
 /// Longest single read or write submitted; longer requests continue as short transfers.
 const MAX_CHUNK: usize = 1 << 30;
-/// `user_data` of the eventfd poll that wakes the ring thread.
-const WAKE: u64 = u64::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
@@ -55,125 +53,40 @@ struct RawOp {
     fail_rest: Option<i32>,
 }
 
-/// A caller's request, handed to a ring thread.
-#[derive(Debug)]
-struct Request {
-    fd: RawFd,
-    ops: Vec<RawOp>,
-    completion: Arc<Completion>,
+thread_local! {
+    /// This thread's ring, made on its first request.
+    static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
 }
 
-// SAFETY: the raw buffer pointers in `ops` refer to memory the submitting caller keeps
-// borrowed (and does not touch) until `completion` is signalled, which happens only after the
-// last use of the pointers by the ring thread and the kernel; moving the request to the ring
-// thread therefore creates no aliasing the borrow checker would have rejected.
-unsafe impl Send for Request {}
-
-/// A oneshot: the ring thread stores the result, the caller waits for it.
-#[derive(Debug, Default)]
-struct Completion {
-    result: Mutex<Option<std::io::Result<()>>>,
-    cv: Condvar,
+/// Runs `f` on the calling thread's ring (created with `entries` SQ entries if missing).
+fn with_ring<T>(
+    entries: u32,
+    f: impl FnOnce(&mut IoUring) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    RING.with(|cell| {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| std::io::Error::other("io_uring ring entered twice on one thread"))?;
+        let ring = match &mut *slot {
+            Some(r) => r,
+            empty => empty.insert(IoUring::new(entries)?),
+        };
+        f(ring)
+    })
 }
 
-impl Completion {
-    fn complete(&self, r: std::io::Result<()>) {
-        *self.result.lock() = Some(r);
-        self.cv.notify_one();
-    }
-
-    fn wait(&self) -> std::io::Result<()> {
-        let mut g = self.result.lock();
-        loop {
-            if let Some(r) = g.take() {
-                return r;
-            }
-            self.cv.wait(&mut g);
-        }
-    }
-}
-
-#[derive(Debug)]
-struct WorkerShared {
-    queue: Mutex<VecDeque<Request>>,
-    /// Written by callers, polled by the ring.
-    wake: File,
-    shutdown: AtomicBool,
-    /// Set when the ring itself failed; new requests fail with this message.
-    dead: Mutex<Option<String>>,
-}
-
-impl WorkerShared {
-    fn wake(&self) {
-        // An eventfd write only fails when the counter would overflow, which means a wake-up
-        // is pending anyway.
-        let _ = (&self.wake).write(&1u64.to_ne_bytes());
-    }
-}
-
-#[derive(Debug)]
-struct Worker {
-    shared: Arc<WorkerShared>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// A fixed set of ring threads; requests go round-robin.
+/// The rings of a storage: each calling thread uses its own (see the module docs).
 #[derive(Debug)]
 pub(crate) struct RingPool {
-    workers: Vec<Worker>,
-    next: AtomicUsize,
-}
-
-fn eventfd() -> std::io::Result<File> {
-    // SAFETY: eventfd takes no pointers; the result is checked before use.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    entries: u32,
 }
 
 impl RingPool {
-    pub(crate) fn new(threads: usize, entries: u32) -> std::io::Result<RingPool> {
-        // Built up worker by worker: on an error, dropping the pool stops the started ones.
-        let mut pool = RingPool {
-            workers: Vec::with_capacity(threads),
-            next: AtomicUsize::new(0),
-        };
-        for i in 0..threads {
-            let shared = Arc::new(WorkerShared {
-                queue: Mutex::new(VecDeque::new()),
-                wake: eventfd()?,
-                shutdown: AtomicBool::new(false),
-                dead: Mutex::new(None),
-            });
-            let (tx, rx) = std::sync::mpsc::channel();
-            let thread_shared = shared.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("bough-uring-{i}"))
-                .spawn(move || match IoUring::new(entries) {
-                    Ok(ring) => {
-                        let _ = tx.send(Ok(()));
-                        RingLoop::new(ring, thread_shared).run();
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                    }
-                })?;
-            let started = rx
-                .recv()
-                .unwrap_or_else(|_| Err(std::io::Error::other("ring thread died at start")));
-            if let Err(e) = started {
-                let _ = thread.join();
-                return Err(e);
-            }
-            pool.workers.push(Worker {
-                shared,
-                thread: Some(thread),
-            });
-        }
-        Ok(pool)
+    /// Rings of `entries` SQ entries; makes the calling thread's ring now, so a setup
+    /// failure shows when the storage is opened.
+    pub(crate) fn new(entries: u32) -> std::io::Result<RingPool> {
+        with_ring(entries, |_| Ok(()))?;
+        Ok(RingPool { entries })
     }
 
     /// Runs `ops` on `fd` and waits for all of them. The caller keeps the buffers and the
@@ -182,22 +95,7 @@ impl RingPool {
         if ops.is_empty() {
             return Ok(());
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len().max(1);
-        let Some(worker) = self.workers.get(i) else {
-            return Err(std::io::Error::other("no io_uring worker"));
-        };
-        let shared = &worker.shared;
-        if let Some(why) = shared.dead.lock().as_ref() {
-            return Err(std::io::Error::other(why.clone()));
-        }
-        let completion = Arc::new(Completion::default());
-        shared.queue.lock().push_back(Request {
-            fd,
-            ops,
-            completion: completion.clone(),
-        });
-        shared.wake();
-        completion.wait()
+        with_ring(self.entries, |ring| Batch::new(fd, ops).run(ring))
     }
 
     /// Reads every request exactly; reaching the end of the file early is `UnexpectedEof`.
@@ -262,42 +160,15 @@ impl RingPool {
     }
 }
 
-impl Drop for RingPool {
-    fn drop(&mut self) {
-        // No request is in flight: callers hold a borrow of the pool while they wait.
-        for w in &self.workers {
-            w.shared.shutdown.store(true, Ordering::Release);
-            w.shared.wake();
-        }
-        for w in &mut self.workers {
-            if let Some(t) = w.thread.take() {
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-/// A request being served.
-struct InFlight {
-    req: Request,
+/// One request on a ring: its operations, which wait for an SQE, and the first error.
+struct Batch {
+    fd: RawFd,
+    ops: Vec<RawOp>,
+    /// Operations waiting for an SQE.
+    ready: VecDeque<usize>,
     /// Operations not finished yet.
     remaining: usize,
     error: Option<std::io::Error>,
-}
-
-/// The state of one ring thread.
-struct RingLoop {
-    ring: IoUring,
-    shared: Arc<WorkerShared>,
-    slots: Vec<Option<InFlight>>,
-    free: Vec<usize>,
-    /// (slot, op) pairs waiting for an SQE.
-    ready: VecDeque<(usize, usize)>,
-    /// SQEs of operations in the kernel (the wake poll not counted).
-    in_kernel: usize,
-    capacity: usize,
-    wake_armed: bool,
-    live: usize,
 }
 
 /// Where the untransferred rest of an operation starts, and how much of it to submit.
@@ -317,141 +188,76 @@ fn retryable(errno: i32) -> bool {
     errno == libc::EINTR || errno == libc::EAGAIN
 }
 
-impl RingLoop {
-    fn new(ring: IoUring, shared: Arc<WorkerShared>) -> RingLoop {
-        let capacity = (ring.params().sq_entries() as usize)
-            .saturating_sub(1)
-            .max(1);
-        RingLoop {
-            ring,
-            shared,
-            slots: Vec::new(),
-            free: Vec::new(),
-            ready: VecDeque::new(),
-            in_kernel: 0,
-            capacity,
-            wake_armed: false,
-            live: 0,
+impl Batch {
+    fn new(fd: RawFd, ops: Vec<RawOp>) -> Batch {
+        let n = ops.len();
+        Batch {
+            fd,
+            ops,
+            ready: (0..n).collect(),
+            remaining: n,
+            error: None,
         }
     }
 
-    fn run(mut self) {
-        let mut cqes: Vec<(u64, i32)> = Vec::new();
+    /// Submits and reaps until every operation has completed; never returns earlier (see
+    /// the module docs), whatever the kernel answers.
+    fn run(mut self, ring: &mut IoUring) -> std::io::Result<()> {
+        let capacity = (ring.params().sq_entries() as usize).max(1);
+        let mut in_kernel = 0usize;
         let mut failures = 0u32;
-        loop {
-            self.take_new_requests();
-            if self.live == 0 && self.shared.shutdown.load(Ordering::Acquire) {
-                return;
+        while self.remaining > 0 {
+            while in_kernel < capacity {
+                let Some(i) = self.ready.pop_front() else {
+                    break;
+                };
+                let Some(entry) = self.entry(i) else {
+                    continue;
+                };
+                // SAFETY: the entry points into a buffer of the caller of `RingPool::run`,
+                // which does not return before this operation completes (module docs), at an
+                // offset and length within that buffer (`done < len`, chunk ≤ `len - done`),
+                // and at a descriptor the caller keeps open for the same time.
+                if unsafe { ring.submission().push(&entry) }.is_err() {
+                    self.ready.push_front(i);
+                    break;
+                }
+                in_kernel += 1;
             }
-            let dead = self.shared.dead.lock().is_some();
-            if !dead {
-                self.push_sqes();
-                match self.ring.submit_and_wait(1) {
-                    Ok(_) => failures = 0,
-                    Err(e)
-                        if e.raw_os_error()
-                            .is_some_and(|n| retryable(n) || n == libc::EBUSY) => {}
-                    Err(e) => {
-                        failures += 1;
-                        tracing::error!(error = %e, "io_uring_enter failed");
-                        if failures >= 100 {
-                            *self.shared.dead.lock() = Some(format!("io_uring ring failed: {e}"));
-                            self.fail_unsubmitted();
-                        }
-                        std::thread::sleep(Duration::from_millis(1));
+            match ring.submit_and_wait(1) {
+                Ok(_) => failures = 0,
+                Err(e)
+                    if e.raw_os_error()
+                        .is_some_and(|n| retryable(n) || n == libc::EBUSY) => {}
+                Err(e) => {
+                    // Operations may be in the kernel: returning now would free buffers it
+                    // may still write. Keep entering until they complete.
+                    failures += 1;
+                    if failures.is_power_of_two() {
+                        tracing::error!(error = %e, failures, "io_uring_enter failed");
                     }
-                }
-            } else {
-                // The ring cannot be entered any more; completions of operations already in
-                // the kernel still appear in the completion queue.
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            cqes.clear();
-            cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
-            for &(user_data, res) in &cqes {
-                if user_data == WAKE {
-                    self.wake_armed = false;
-                    let mut counter = [0u8; 8];
-                    // Non-blocking; `EAGAIN` just means another wake-up consumed it.
-                    let _ = (&self.shared.wake).read(&mut counter);
-                } else {
-                    self.in_kernel = self.in_kernel.saturating_sub(1);
-                    self.complete_op(
-                        (user_data >> 32) as usize,
-                        (user_data & 0xffff_ffff) as usize,
-                        res,
-                    );
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             }
+            let done: Vec<(u64, i32)> = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (user_data, res) in done {
+                in_kernel = in_kernel.saturating_sub(1);
+                self.complete(user_data as usize, res);
+            }
+        }
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 
-    fn take_new_requests(&mut self) {
-        let new: Vec<Request> = self.shared.queue.lock().drain(..).collect();
-        let dead = self.shared.dead.lock().clone();
-        for req in new {
-            if let Some(why) = &dead {
-                req.completion
-                    .complete(Err(std::io::Error::other(why.clone())));
-                continue;
-            }
-            let n = req.ops.len();
-            let slot = match self.free.pop() {
-                Some(s) => s,
-                None => {
-                    self.slots.push(None);
-                    self.slots.len() - 1
-                }
-            };
-            self.ready.extend((0..n).map(|i| (slot, i)));
-            if let Some(s) = self.slots.get_mut(slot) {
-                *s = Some(InFlight {
-                    req,
-                    remaining: n,
-                    error: None,
-                });
-            }
-            self.live += 1;
-        }
-    }
-
-    fn push_sqes(&mut self) {
-        if !self.wake_armed {
-            let poll =
-                opcode::PollAdd::new(types::Fd(self.shared.wake.as_raw_fd()), libc::POLLIN as u32)
-                    .build()
-                    .user_data(WAKE);
-            // SAFETY: the poll references only the eventfd, which `self.shared` keeps open
-            // until after the ring is dropped (dropping the ring cancels the poll).
-            if unsafe { self.ring.submission().push(&poll) }.is_ok() {
-                self.wake_armed = true;
-            }
-        }
-        while self.in_kernel < self.capacity {
-            let Some((slot, i)) = self.ready.pop_front() else {
-                break;
-            };
-            let Some(entry) = self.entry(slot, i) else {
-                continue;
-            };
-            // SAFETY: the entry points into a buffer of a caller blocked in `RingPool::run`
-            // until this operation completes (see the module comment), at an offset and length
-            // within that buffer (`done < len`, chunk ≤ `len - done`), and at a descriptor the
-            // caller keeps open for the same time.
-            if unsafe { self.ring.submission().push(&entry) }.is_err() {
-                self.ready.push_front((slot, i));
-                break;
-            }
-            self.in_kernel += 1;
-        }
-    }
-
-    /// The SQE for the rest of operation `i` of `slot`.
-    fn entry(&self, slot: usize, i: usize) -> Option<io_uring::squeue::Entry> {
-        let f = self.slots.get(slot)?.as_ref()?;
-        let op = f.req.ops.get(i)?;
-        let fd = types::Fd(f.req.fd);
-        let user_data = ((slot as u64) << 32) | i as u64;
+    /// The SQE for the rest of operation `i`.
+    fn entry(&self, i: usize) -> Option<io_uring::squeue::Entry> {
+        let op = self.ops.get(i)?;
+        let fd = types::Fd(self.fd);
         let (buf, len, offset) = rest(op);
         let e = match op.kind {
             OpKind::Read => opcode::Read::new(fd, buf, len).offset(offset).build(),
@@ -462,20 +268,19 @@ impl RingLoop {
                 .flags(types::FsyncFlags::DATASYNC)
                 .build(),
         };
-        Some(e.user_data(user_data))
+        Some(e.user_data(i as u64))
     }
 
-    fn complete_op(&mut self, slot: usize, i: usize, res: i32) {
-        let Some(Some(f)) = self.slots.get_mut(slot) else {
-            tracing::error!(slot, "io_uring completion for an unknown request");
-            return;
-        };
-        let Some(op) = f.req.ops.get_mut(i) else {
+    /// Takes the completion `res` of operation `i`: finished, failed, or queued again for
+    /// the rest of a short transfer or after `EINTR`/`EAGAIN`.
+    fn complete(&mut self, i: usize, res: i32) {
+        let Some(op) = self.ops.get_mut(i) else {
+            tracing::error!(op = i, "io_uring completion for an unknown operation");
             return;
         };
         let outcome: Option<std::io::Error> = if res < 0 {
-            if retryable(-res) && f.error.is_none() {
-                self.ready.push_back((slot, i));
+            if retryable(-res) && self.error.is_none() {
+                self.ready.push_back(i);
                 return;
             }
             Some(std::io::Error::from_raw_os_error(-res))
@@ -491,13 +296,13 @@ impl RingLoop {
             })
         } else {
             op.done = op.done.saturating_add(res as usize).min(op.len);
-            if op.done < op.len && f.error.is_none() {
+            if op.done < op.len && self.error.is_none() {
                 if let Some(errno) = op.fail_rest.take() {
                     // Injected: the device gave up after the short first transfer.
                     Some(std::io::Error::from_raw_os_error(errno))
                 } else {
                     // Short transfer: submit the rest.
-                    self.ready.push_back((slot, i));
+                    self.ready.push_back(i);
                     return;
                 }
             } else {
@@ -505,26 +310,9 @@ impl RingLoop {
             }
         };
         if let Some(e) = outcome {
-            f.error.get_or_insert(e);
+            self.error.get_or_insert(e);
         }
-        f.remaining -= 1;
-        if f.remaining == 0
-            && let Some(f) = self.slots.get_mut(slot).and_then(Option::take)
-        {
-            self.free.push(slot);
-            self.live -= 1;
-            f.req.completion.complete(match f.error {
-                Some(e) => Err(e),
-                None => Ok(()),
-            });
-        }
-    }
-
-    /// After the ring failed: fails every operation not handed to the kernel yet.
-    fn fail_unsubmitted(&mut self) {
-        while let Some((slot, i)) = self.ready.pop_front() {
-            self.complete_op(slot, i, -libc::EIO);
-        }
+        self.remaining -= 1;
     }
 }
 
@@ -570,70 +358,53 @@ fn probe_uncached() -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// Feeds synthetic completion results to a ring loop (nothing is submitted to the
-    /// kernel): retries, short transfers and end-of-file.
+    /// Feeds synthetic completion results to a batch (nothing is submitted to the kernel):
+    /// retries, short transfers and end-of-file.
     #[test]
     fn synthetic_completions() {
-        if let Err(why) = probe() {
-            eprintln!("!!! io_uring unavailable ({why}); ring unit test skipped LOUDLY");
-            return;
-        }
-        let shared = Arc::new(WorkerShared {
-            queue: Mutex::new(VecDeque::new()),
-            wake: eventfd().expect("eventfd"),
-            shutdown: AtomicBool::new(false),
-            dead: Mutex::new(None),
-        });
-        let mut rl = RingLoop::new(IoUring::new(8).expect("ring"), shared.clone());
         let mut buf = [0u8; 100];
-        let submit = |kind: OpKind, buf: &mut [u8]| {
-            let completion = Arc::new(Completion::default());
-            shared.queue.lock().push_back(Request {
-                fd: -1,
-                ops: vec![RawOp {
-                    kind,
-                    buf: buf.as_mut_ptr(),
-                    len: buf.len(),
-                    offset: 1000,
-                    done: 0,
-                    first: buf.len(),
-                    fail_rest: None,
-                }],
-                completion: completion.clone(),
-            });
-            completion
+        let op = |kind: OpKind, buf: &mut [u8]| RawOp {
+            kind,
+            buf: buf.as_mut_ptr(),
+            len: buf.len(),
+            offset: 1000,
+            done: 0,
+            first: buf.len(),
+            fail_rest: None,
         };
-
-        let c = submit(OpKind::Read, &mut buf);
-        rl.take_new_requests();
-        assert_eq!(rl.ready.drain(..).collect::<Vec<_>>(), vec![(0, 0)]);
+        let mut b = Batch::new(-1, vec![op(OpKind::Read, &mut buf)]);
+        assert_eq!(b.ready.drain(..).collect::<Vec<_>>(), vec![0]);
         for res in [-libc::EINTR, 40, -libc::EAGAIN] {
-            rl.complete_op(0, 0, res);
-            assert_eq!(rl.ready.drain(..).count(), 1, "requeued after {res}");
+            b.complete(0, res);
+            assert_eq!(b.ready.drain(..).count(), 1, "requeued after {res}");
         }
-        let done = rl.slots[0].as_ref().map(|f| f.req.ops[0].done);
-        assert_eq!(done, Some(40), "short read remembered");
-        let op = &rl.slots[0].as_ref().expect("in flight").req.ops[0];
-        assert_eq!(rest(op), (buf.as_mut_ptr().wrapping_add(40), 60, 1040));
-        assert!(rl.entry(0, 0).is_some());
-        rl.complete_op(0, 0, 60);
-        assert!(rl.ready.is_empty());
-        c.wait().expect("complete");
-        assert_eq!(rl.live, 0);
+        assert_eq!(b.ops[0].done, 40, "short read remembered");
+        assert_eq!(
+            rest(&b.ops[0]),
+            (buf.as_mut_ptr().wrapping_add(40), 60, 1040)
+        );
+        assert!(b.entry(0).is_some());
+        b.complete(0, 60);
+        assert!(b.ready.is_empty());
+        assert_eq!(b.remaining, 0);
+        assert!(b.error.is_none());
 
-        let c = submit(OpKind::Read, &mut buf);
-        rl.take_new_requests();
-        rl.ready.clear();
-        rl.complete_op(0, 0, 0);
-        let e = c.wait().expect_err("EOF");
-        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        let mut b = Batch::new(-1, vec![op(OpKind::Read, &mut buf)]);
+        b.ready.clear();
+        b.complete(0, 0);
+        assert_eq!(
+            b.error.as_ref().map(std::io::Error::kind),
+            Some(std::io::ErrorKind::UnexpectedEof)
+        );
 
-        let c = submit(OpKind::Write, &mut buf);
-        rl.take_new_requests();
-        rl.ready.clear();
-        rl.complete_op(0, 0, -libc::EIO);
-        assert_eq!(c.wait().expect_err("EIO").raw_os_error(), Some(libc::EIO));
-        assert_eq!(rl.live, 0);
+        let mut b = Batch::new(-1, vec![op(OpKind::Write, &mut buf)]);
+        b.ready.clear();
+        b.complete(0, -libc::EIO);
+        assert_eq!(
+            b.error.as_ref().and_then(std::io::Error::raw_os_error),
+            Some(libc::EIO)
+        );
+        assert_eq!(b.remaining, 0);
     }
 
     #[test]
@@ -646,7 +417,7 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, vec![7u8; 10_000]).expect("write");
         let file = File::open(&path).expect("open");
-        let pool = RingPool::new(2, 8).expect("pool");
+        let pool = RingPool::new(8).expect("pool");
         // More requests than ring entries, to exercise queueing.
         let mut bufs = vec![vec![0u8; 1000]; 10];
         let mut reqs: Vec<(u64, &mut [u8])> = bufs
@@ -702,5 +473,41 @@ mod tests {
             .expect("write batch");
         pool.fdatasync(&rw).expect("fdatasync");
         assert_eq!(rw.metadata().expect("stat").len(), 20_003);
+    }
+
+    /// Every thread runs its requests on its own ring; concurrent callers do not see each
+    /// other's completions.
+    #[test]
+    fn threads_use_their_own_rings() {
+        if let Err(why) = probe() {
+            eprintln!("!!! io_uring unavailable ({why}); ring unit test skipped LOUDLY");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..64_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).expect("write");
+        let file = File::open(&path).expect("open");
+        let pool = RingPool::new(4).expect("pool");
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                let (pool, file, bytes) = (&pool, &file, &bytes);
+                s.spawn(move || {
+                    for round in 0..200usize {
+                        let at = (t * 7919 + round * 104_729) % 60_000;
+                        let mut a = vec![0u8; 1000];
+                        let mut b = vec![0u8; 3000];
+                        pool.read(
+                            file,
+                            &mut [(at as u64, &mut a[..]), (at as u64 / 2, &mut b[..])],
+                            &[],
+                        )
+                        .expect("read");
+                        assert_eq!(a, bytes[at..at + 1000]);
+                        assert_eq!(b, bytes[at / 2..at / 2 + 3000]);
+                    }
+                });
+            }
+        });
     }
 }
