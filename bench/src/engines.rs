@@ -90,6 +90,16 @@ pub fn open(name: &str, dir: &Path, cache: u64) -> Res<Box<dyn Engine>> {
 // Bough
 // ---------------------------------------------------------------------------------------
 
+/// The local backend Bough runs on: `BOUGH_BENCH_BACKEND` = `uring`, `pread` or `auto`
+/// (the default: io_uring where the kernel allows it).
+pub fn local_backend() -> bough::Backend {
+    match std::env::var("BOUGH_BENCH_BACKEND").as_deref() {
+        Ok("uring") => bough::Backend::IoUring,
+        Ok("pread") => bough::Backend::Pread,
+        _ => bough::Backend::Auto,
+    }
+}
+
 /// Bough: one store, partition `bench/0`, branch `main`.
 pub struct BoughEngine {
     pub store: bough::Store,
@@ -101,7 +111,7 @@ impl BoughEngine {
     pub fn open(dir: &Path, cache: u64) -> Res<Self> {
         let store = bough::Store::open(
             bough::Options::new(dir)
-                .backend(bough::Backend::Auto)
+                .backend(local_backend())
                 .cache_bytes(cache.max(1 << 20))
                 .cache_data_pages(true)
                 .maintenance_interval_ms(0),
