@@ -100,6 +100,15 @@ pub fn local_backend() -> bough::Backend {
     }
 }
 
+/// The backend the last Bough store of this run opened on (`io_uring`, `pread`), for the
+/// report.
+static BACKEND_USED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Which local backend Bough ran on in this run.
+pub fn backend_used() -> &'static str {
+    BACKEND_USED.get().map_or("not opened", String::as_str)
+}
+
 /// Bough: one store, partition `bench/0`, branch `main`.
 pub struct BoughEngine {
     pub store: bough::Store,
@@ -116,6 +125,7 @@ impl BoughEngine {
                 .cache_data_pages(true)
                 .maintenance_interval_ms(0),
         )?;
+        let _ = BACKEND_USED.set(store.backend().to_string());
         let part = store.partition("bench", 0)?;
         let main = part.branch("main")?;
         Ok(BoughEngine { store, part, main })

@@ -330,6 +330,13 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
     let _ = writeln!(m, "Engines:\n");
     for e in info.engines {
         let _ = writeln!(m, "- `{e}`: {}", engines::describe(e));
+        if *e == "bough" {
+            let _ = writeln!(
+                m,
+                "  (local backend: {}; `BOUGH_BENCH_BACKEND` = uring | pread | auto chooses it)",
+                engines::backend_used()
+            );
+        }
     }
     if let CloudStatus::Ran { engines, .. } = info.cloud {
         for e in engines {
