@@ -663,17 +663,24 @@ fn an_unresolved_manifest_upload_gives_the_term_up() {
     write_data(&s, 2, 1, &data_bytes(2, 1000));
 }
 
+/// A process of `env` owning `manifest_main_0` (holding `b"manifest"`), and the manifest
+/// open for appending.
+fn owned_manifest(env: &Env) -> (CloudStorage, Arc<dyn bough_io::StorageFile>) {
+    let s = env.open();
+    own(&s, 0);
+    let m = s
+        .open("p.0/manifest_main_0", OpenOptions::write_create())
+        .expect("open");
+    (s, m)
+}
+
 /// A manifest commit uploads only what it appended (its zero padding left out), the chain
 /// stays bounded (a FULL version every `MAX_CHAIN` appends, and at every rewrite), and a
 /// cold reader assembles exactly the file the writer holds.
 #[test]
 fn manifest_commits_upload_only_their_own_records() {
     let env = Env::memory(1 << 20);
-    let s = env.open();
-    own(&s, 0);
-    let m = s
-        .open("p.0/manifest_main_0", OpenOptions::write_create())
-        .expect("open");
+    let (s, m) = owned_manifest(&env);
     let mut expect = b"manifest".to_vec();
     let before = s
         .counters()
@@ -733,11 +740,7 @@ fn manifest_commits_upload_only_their_own_records() {
 fn an_append_into_a_hole_is_ignored_and_withdrawn() {
     use bough_object::envelope::{AppendPayload, Envelope, FLAG_APPEND};
     let env = Env::memory(1 << 20);
-    let s = env.open();
-    own(&s, 0);
-    let m = s
-        .open("p.0/manifest_main_0", OpenOptions::write_create())
-        .expect("open");
+    let (_s, m) = owned_manifest(&env);
     m.write_at(8, b"+c1").expect("append");
     m.sync().expect("commit");
     // A stale writer's APPEND two versions up, above a gap at v2.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bough_io::layout::{DataFileHeader, FileSalt, open_page, page_offset};
 use bough_io::{IoError, IoResult, OpenOptions, Storage, StorageFile};
@@ -33,7 +33,22 @@ pub struct DataFile {
     pub salt: FileSalt,
     /// Key prefix of this file's pages in the page cache.
     pub cache_id: u64,
+    /// Set by every use; cleared by the sweep that looks for idle handles to close.
+    used: AtomicBool,
 }
+
+impl DataFile {
+    fn touch(&self) {
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Open data-file handles a partition keeps by default: a partition with thousands of
+/// branches has thousands of files, and one descriptor each would run into the process's
+/// limit (`EMFILE`; the bench's GC with 10,000 branches did).
+pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
 
 /// The data files of one partition directory.
 #[derive(Debug)]
@@ -49,6 +64,11 @@ pub struct FileTable {
     /// building its name or taking the `handles` lock (kept in step with `handles`, under
     /// its lock).
     by_id: RwLock<HashMap<FileId, Vec<Arc<DataFile>>>>,
+    /// Page-cache ids by file name, kept when an idle handle is closed so the reopened file
+    /// finds its cached pages (file names are never reused; a deleted file's id goes).
+    cache_ids: Mutex<HashMap<String, u64>>,
+    /// Handles kept open before idle ones are closed.
+    max_open: usize,
     /// The file each writer (branch@term) is appending to: GC must keep them.
     writing: Mutex<HashMap<String, String>>,
 }
@@ -70,8 +90,22 @@ impl FileTable {
             cache_data_pages,
             handles: Mutex::new(HashMap::new()),
             by_id: RwLock::new(HashMap::new()),
+            cache_ids: Mutex::new(HashMap::new()),
+            max_open: DEFAULT_MAX_OPEN_FILES,
             writing: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Keeps at most about `n` data files open (at least 1): past that, handles unused
+    /// since the last sweep are closed, except files being written (reopened on next use).
+    pub fn with_max_open_files(mut self, n: usize) -> Self {
+        self.max_open = n.max(1);
+        self
+    }
+
+    /// Data files open now.
+    pub fn open_files(&self) -> usize {
+        self.handles.lock().len()
     }
 
     /// Records the file writer `owner` appends to (`None`: none).
@@ -138,6 +172,7 @@ impl FileTable {
                 .iter()
                 .find(|h| h.name.term == r.term && h.name.branch == r.branch)
         {
+            h.touch();
             return Ok(h.clone());
         }
         self.open(&self.resolve(ranges, file_id)?)
@@ -147,6 +182,7 @@ impl FileTable {
     pub fn open(&self, name: &DataFileName) -> IoResult<Arc<DataFile>> {
         let key = name.to_string();
         if let Some(h) = self.handles.lock().get(&key) {
+            h.touch();
             return Ok(h.clone());
         }
         let path = self.path_of(&key);
@@ -217,16 +253,23 @@ impl FileTable {
         file: Arc<dyn StorageFile>,
     ) -> Arc<DataFile> {
         let salt = FileSalt::new(name.file_id, &name.branch, name.term);
+        let key = name.to_string();
+        let cache_id = *self
+            .cache_ids
+            .lock()
+            .entry(key.clone())
+            .or_insert_with(|| NEXT_HANDLE_ID.fetch_add(1, Ordering::Relaxed));
         let h = Arc::new(DataFile {
             name,
             path,
             file,
             salt,
-            cache_id: NEXT_HANDLE_ID.fetch_add(1, Ordering::Relaxed),
+            cache_id,
+            used: AtomicBool::new(true),
         });
         let mut handles = self.handles.lock();
-        match handles.entry(h.name.to_string()) {
-            std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+        let h = match handles.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => return e.get().clone(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 self.by_id
                     .write()
@@ -235,11 +278,51 @@ impl FileTable {
                     .push(h.clone());
                 e.insert(h).clone()
             }
+        };
+        if handles.len() > self.max_open {
+            self.close_idle(&mut handles);
+        }
+        h
+    }
+
+    /// Closes handles unused since the last sweep (CLOCK: a used one loses its mark and
+    /// stays) until about 90 % of `max_open` are left. Files being written stay open: their
+    /// handle is the writable one. A handle in use elsewhere closes when its user drops it.
+    fn close_idle(&self, handles: &mut HashMap<String, Arc<DataFile>>) {
+        let writing: std::collections::HashSet<String> =
+            self.writing.lock().values().cloned().collect();
+        let keep = self.max_open - self.max_open / 10;
+        let mut close = Vec::new();
+        for (name, h) in handles.iter() {
+            if handles.len() - close.len() <= keep {
+                break;
+            }
+            if writing.contains(name) || h.used.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            close.push(name.clone());
+        }
+        if close.is_empty() {
+            return;
+        }
+        let mut by_id = self.by_id.write();
+        for name in close {
+            let Some(h) = handles.remove(&name) else {
+                continue;
+            };
+            if let Some(same) = by_id.get_mut(&h.name.file_id) {
+                same.retain(|o| !Arc::ptr_eq(o, &h));
+                if same.is_empty() {
+                    by_id.remove(&h.name.file_id);
+                }
+            }
         }
     }
 
     /// Drops a handle and its cached pages (the file was deleted or replaced).
     pub fn forget(&self, name: &str) {
+        // Its pages go from the cache even when its handle was closed as idle.
+        let cache_id = self.cache_ids.lock().remove(name);
         let mut handles = self.handles.lock();
         if let Some(h) = handles.remove(name) {
             let mut by_id = self.by_id.write();
@@ -249,9 +332,10 @@ impl FileTable {
                     by_id.remove(&h.name.file_id);
                 }
             }
-            drop(by_id);
-            drop(handles);
-            self.cache.forget_file(h.cache_id);
+        }
+        drop(handles);
+        if let Some(id) = cache_id {
+            self.cache.forget_file(id);
         }
     }
 

@@ -339,3 +339,44 @@ fn rewrites_drop_unreferenced_ranges_without_walking_every_time() {
     expect.insert(b"k00001".to_vec(), 7u64.to_le_bytes().to_vec());
     assert_eq!(read_all(&head.snapshot()), expect);
 }
+
+/// A partition keeps a bounded number of data files open: idle handles close (past the
+/// cap) and reopen on their next use, keeping their cached pages; the file being written
+/// stays open and writable.
+#[test]
+fn idle_data_files_are_closed_past_the_cap() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let s: Arc<dyn Storage> = Arc::new(mem.clone());
+    s.create_dir("t.0").unwrap();
+    let cache = Arc::new(PageCache::new(64 << 20));
+    let files =
+        Arc::new(FileTable::new(s, "t.0".into(), 4096, cache.clone(), true).with_max_open_files(4));
+    let mut c = cfg();
+    c.file_pages = 4;
+    let mut head = Head::create(files.clone(), c, main, 0, None, Vec::new()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..300u32 {
+        let k = format!("k{i:05}").into_bytes();
+        let v = vec![b'v'; 200];
+        head.commit(&[put(&k, &v, u64::from(i))], u64::from(i))
+            .unwrap();
+        model.insert(k, v);
+        assert!(files.open_files() <= 5, "{} files open", files.open_files());
+    }
+    let live = head.live_pages_per_file().unwrap();
+    assert!(live.len() > 10, "the tree spans many files: {}", live.len());
+    assert_eq!(
+        read_all(&head.snapshot()),
+        model,
+        "reads reopen closed files"
+    );
+    let misses = cache.hit_stats().1;
+    assert_eq!(read_all(&head.snapshot()), model);
+    assert_eq!(
+        cache.hit_stats().1,
+        misses,
+        "a reopened file finds its cached pages"
+    );
+    assert!(files.open_files() <= 5);
+}
