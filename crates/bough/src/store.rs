@@ -223,7 +223,6 @@ impl Store {
                     let local = LocalOptions {
                         backend: choice,
                         faults: opts.faults.clone(),
-                        ..LocalOptions::default()
                     };
                     (open_local_with(&path, local)?, Some(lock))
                 }
