@@ -1061,6 +1061,8 @@ impl PartitionHandle {
         let entry = created.lock().take().ok_or_else(|| {
             Error::new(ErrorKind::Io, "branch creation reported no branch").at(&label)
         })?;
+        // A new head counts against `max_open_branches` like an opened one.
+        self.store.evict_idle_branches();
         Ok(Branch {
             store: self.store.clone(),
             entry,
@@ -1426,6 +1428,7 @@ impl Branch {
         };
         let b = self.store.register(head, self.partition_dir());
         entry.branches.lock().insert(bname, b.clone());
+        self.store.evict_idle_branches();
         Ok(Branch {
             store: self.store.clone(),
             entry: b,

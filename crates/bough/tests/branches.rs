@@ -2005,3 +2005,44 @@ fn branch_operations_survive_power_loss() {
     p.gc(false).unwrap();
     check(&models, "gc");
 }
+
+/// Found by the bench (GC with 10,000 branches failed with EMFILE): heads of created
+/// branches never counted against `max_open_branches`, so every created branch kept its
+/// manifest and its data file open. Created heads are closed like opened ones.
+#[test]
+fn regression_created_branches_count_against_max_open_branches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = bough::Store::open(
+        bough::Options::new(dir.path())
+            .max_open_branches(8)
+            .maintenance_interval_ms(0),
+    )
+    .expect("open");
+    let part = store.partition("t", 0).expect("partition");
+    let main = part.branch("main").expect("main");
+    let mut w = bough::WriteBatch::new();
+    w.put("k", "main");
+    main.write_blocking(w).expect("write");
+    for i in 0..40 {
+        let b = part
+            .create_branch(&format!("b{i}"), "main")
+            .expect("create");
+        let mut w = bough::WriteBatch::new();
+        w.put("k", format!("b{i}"));
+        b.write_blocking(w).expect("write");
+        drop(b);
+        assert!(
+            store.open_branch_count() <= 9,
+            "{} heads open after {} branches",
+            store.open_branch_count(),
+            i + 1
+        );
+    }
+    for i in [0, 17, 39] {
+        let b = part.branch(&format!("b{i}")).expect("reopen");
+        assert_eq!(
+            b.get_blocking(b"k").expect("get").expect("present").value,
+            format!("b{i}").into_bytes()
+        );
+    }
+}
