@@ -407,16 +407,25 @@ mod tests {
         assert_eq!(b.remaining, 0);
     }
 
-    #[test]
-    fn short_reads_continue_and_eof_is_reported() {
+    /// A file holding `bytes` in a fresh directory, opened read-only; `None` (said loudly)
+    /// where io_uring is unavailable.
+    fn ring_test_file(bytes: &[u8]) -> Option<(tempfile::TempDir, std::path::PathBuf, File)> {
         if let Err(why) = probe() {
             eprintln!("!!! io_uring unavailable ({why}); ring unit test skipped LOUDLY");
-            return;
+            return None;
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
-        std::fs::write(&path, vec![7u8; 10_000]).expect("write");
+        std::fs::write(&path, bytes).expect("write");
         let file = File::open(&path).expect("open");
+        Some((dir, path, file))
+    }
+
+    #[test]
+    fn short_reads_continue_and_eof_is_reported() {
+        let Some((dir, path, file)) = ring_test_file(&[7u8; 10_000]) else {
+            return;
+        };
         let pool = RingPool::new(8).expect("pool");
         // More requests than ring entries, to exercise queueing.
         let mut bufs = vec![vec![0u8; 1000]; 10];
@@ -479,15 +488,10 @@ mod tests {
     /// other's completions.
     #[test]
     fn threads_use_their_own_rings() {
-        if let Err(why) = probe() {
-            eprintln!("!!! io_uring unavailable ({why}); ring unit test skipped LOUDLY");
-            return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
         let bytes: Vec<u8> = (0..64_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &bytes).expect("write");
-        let file = File::open(&path).expect("open");
+        let Some((_dir, _, file)) = ring_test_file(&bytes) else {
+            return;
+        };
         let pool = RingPool::new(4).expect("pool");
         std::thread::scope(|s| {
             for t in 0..4usize {
