@@ -529,24 +529,9 @@ impl Inner {
             self.docs.lock().insert(path.to_string(), doc.clone());
             return Ok(doc);
         }
-        let mut torn = 0;
-        let (bytes, meta, env) = loop {
-            let (bytes, meta) = self
-                .retry
-                .simple("get", || get_full(self.store.as_ref(), path))
-                .map_err(|e| obj_err(path, e))?;
-            match Envelope::decode(&bytes) {
-                Ok(env) => break (bytes, meta, env),
-                // Without atomic PUTs (the fs service) a read can meet a write in progress:
-                // read again a few times before calling it damage.
-                Err(_) if !self.atomic_put && torn < 8 => {
-                    torn += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-                Err(r) => return Err(IoError::corruption(path, 0, r)),
-            }
-        };
-        self.stats.add_read(bytes.len());
+        let (env, meta) = self
+            .get_envelope(path)?
+            .ok_or_else(|| IoError::NotFound { path: path.into() })?;
         let sealed = env.sealed();
         let doc = Doc {
             etag: meta.etag,
@@ -556,6 +541,34 @@ impl Inner {
         };
         self.docs.lock().insert(path.to_string(), doc.clone());
         Ok(doc)
+    }
+
+    /// The envelope object at `key`, `None` when there is none. Without atomic PUTs (the fs
+    /// service) a read can meet a write in progress: it is read again a few times before
+    /// being called damage.
+    fn get_envelope(&self, key: &str) -> IoResult<Option<(Envelope, crate::object::ObjectMeta)>> {
+        let mut torn = 0;
+        loop {
+            let (bytes, meta) = match self
+                .retry
+                .simple("get", || get_full(self.store.as_ref(), key))
+            {
+                Ok(got) => got,
+                Err(e) if is_not_found(&e) => return Ok(None),
+                Err(e) => return Err(obj_err(key, e)),
+            };
+            match Envelope::decode(&bytes) {
+                Ok(env) => {
+                    self.stats.add_read(bytes.len());
+                    return Ok(Some((env, meta)));
+                }
+                Err(_) if !self.atomic_put && torn < 8 => {
+                    torn += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(r) => return Err(IoError::corruption(key, 0, r)),
+            }
+        }
     }
 
     /// A conditional write of an envelope object: If-Match `etag`, or If-None-Match when

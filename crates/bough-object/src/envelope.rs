@@ -81,11 +81,7 @@ impl Envelope {
         if &bytes[8..12] != MAGIC {
             return Err("bad envelope magic".into());
         }
-        let u64_at = |o: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[o..o + 8]);
-            u64::from_le_bytes(b)
-        };
+        let u64_at = |o: usize| u64_le(bytes, o);
         let stored = u64_at(0);
         let sum = Checksum::new(DOMAIN).update(&bytes[8..]).finish();
         if stored != sum {
@@ -120,6 +116,13 @@ impl Envelope {
             payload: bytes[ENVELOPE_HEADER..].to_vec(),
         })
     }
+}
+
+/// The little-endian u64 at `at` (the caller checked that 8 bytes are there).
+fn u64_le(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
 }
 
 /// The payload of an APPEND manifest version: the bytes one commit appended to the file
@@ -160,11 +163,7 @@ impl<'a> AppendPayload<'a> {
                 payload.len()
             ));
         }
-        let u64_at = |o: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&payload[o..o + 8]);
-            u64::from_le_bytes(b)
-        };
+        let u64_at = |o: usize| u64_le(payload, o);
         let (offset, len) = (u64_at(0), u64_at(8));
         let bytes = &payload[APPEND_HEADER..];
         if bytes.len() as u64 > len {

@@ -50,6 +50,16 @@ impl DataFile {
 /// limit (`EMFILE`; the bench's GC with 10,000 branches did).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
 
+/// Removes `h` from the by-id index of the handles.
+fn unindex(by_id: &mut HashMap<FileId, Vec<Arc<DataFile>>>, h: &Arc<DataFile>) {
+    if let Some(same) = by_id.get_mut(&h.name.file_id) {
+        same.retain(|o| !Arc::ptr_eq(o, h));
+        if same.is_empty() {
+            by_id.remove(&h.name.file_id);
+        }
+    }
+}
+
 /// The data files of one partition directory.
 #[derive(Debug)]
 pub struct FileTable {
@@ -307,14 +317,8 @@ impl FileTable {
         }
         let mut by_id = self.by_id.write();
         for name in close {
-            let Some(h) = handles.remove(&name) else {
-                continue;
-            };
-            if let Some(same) = by_id.get_mut(&h.name.file_id) {
-                same.retain(|o| !Arc::ptr_eq(o, &h));
-                if same.is_empty() {
-                    by_id.remove(&h.name.file_id);
-                }
+            if let Some(h) = handles.remove(&name) {
+                unindex(&mut by_id, &h);
             }
         }
     }
@@ -325,13 +329,7 @@ impl FileTable {
         let cache_id = self.cache_ids.lock().remove(name);
         let mut handles = self.handles.lock();
         if let Some(h) = handles.remove(name) {
-            let mut by_id = self.by_id.write();
-            if let Some(same) = by_id.get_mut(&h.name.file_id) {
-                same.retain(|o| !Arc::ptr_eq(o, &h));
-                if same.is_empty() {
-                    by_id.remove(&h.name.file_id);
-                }
-            }
+            unindex(&mut self.by_id.write(), &h);
         }
         drop(handles);
         if let Some(id) = cache_id {

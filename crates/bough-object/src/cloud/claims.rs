@@ -58,8 +58,9 @@ pub(super) struct Claimed {
     /// The content as one envelope: the whole file, sealed if the chain ends sealed, with
     /// the writer token of its newest version.
     pub env: Envelope,
-    /// The newest version's metadata, keyed by the object's name (`etag` = `v<n>`; `size`
-    /// = envelope header + the whole file).
+    /// Metadata of the whole content, keyed by the object's name: `etag` = `v<n>` of the
+    /// newest version, `size` = envelope header + the whole file; the other fields are the
+    /// newest FULL version's.
     pub meta: ObjectMeta,
     /// APPEND versions above the newest FULL one.
     pub chain: u32,
@@ -114,35 +115,6 @@ impl Inner {
         Ok(out)
     }
 
-    /// One version's envelope, `None` when it does not exist (any more). Without atomic
-    /// PUTs (the fs service) a read can meet a write in progress: it is read again a few
-    /// times before being called damage.
-    fn version_env(&self, path: &str, n: u64) -> IoResult<Option<(Envelope, ObjectMeta)>> {
-        let key = version_key(path, n);
-        let mut torn = 0;
-        loop {
-            let (bytes, meta) = match self
-                .retry
-                .simple("get", || get_full(self.store.as_ref(), &key))
-            {
-                Ok(got) => got,
-                Err(e) if is_not_found(&e) => return Ok(None),
-                Err(e) => return Err(obj_err(path, e)),
-            };
-            match Envelope::decode(&bytes) {
-                Ok(env) => {
-                    self.stats.add_read(bytes.len());
-                    return Ok(Some((env, meta)));
-                }
-                Err(_) if !self.atomic_put && torn < 8 => {
-                    torn += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-                Err(r) => return Err(IoError::corruption(&key, 0, r)),
-            }
-        }
-    }
-
     /// The content of `path`: its newest version, or for a manifest chain the newest FULL
     /// version with the APPEND versions above it applied in order (`etag` = `v<top>`).
     ///
@@ -160,7 +132,7 @@ impl Inner {
             let mut n = top;
             let found = loop {
                 let got = if versions.binary_search(&n).is_ok() {
-                    self.version_env(path, n)?
+                    self.get_envelope(&version_key(path, n))?
                 } else {
                     None
                 };
