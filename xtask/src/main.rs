@@ -1,14 +1,13 @@
 //! Project tooling for Bough: `cargo xtask <command>`.
 //!
-//! Dependency-free on purpose (std only): it must build fast on a cold CI machine, and
-//! what it parses (`cargo metadata` JSON, a few Cargo.toml lines) needs no crates.
+//! Nearly dependency-free on purpose: it must build fast on a cold CI machine. Its one
+//! dependency, `serde_json` (untyped, no derive), reads `cargo metadata`.
 
 use std::process::ExitCode;
 
 mod bench;
 mod ci;
 mod fuzz;
-mod json;
 mod process;
 mod release;
 mod reliability;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::json::{self, Json};
+use serde_json::Value as Json;
 
 /// The root of the Cargo workspace (the parent of `xtask/`).
 pub fn root() -> PathBuf {
@@ -91,21 +91,18 @@ pub fn load(root: &Path) -> Result<Vec<CrateInfo>, String> {
     }
     let text = String::from_utf8(output.stdout)
         .map_err(|_| "cargo metadata printed non-UTF-8 output".to_string())?;
-    let doc = json::parse(&text).map_err(|e| format!("cargo metadata: {e}"))?;
+    let doc: Json = serde_json::from_str(&text).map_err(|e| format!("cargo metadata: {e}"))?;
     from_metadata(&doc)
 }
 
 /// Extracts the members and their dependencies from `cargo metadata` JSON.
 pub fn from_metadata(doc: &Json) -> Result<Vec<CrateInfo>, String> {
-    let members: Vec<&str> = doc
-        .get("workspace_members")
-        .map(Json::as_array)
-        .unwrap_or_default()
+    let members: Vec<&str> = array(doc.get("workspace_members"))
         .iter()
         .filter_map(Json::as_str)
         .collect();
     let mut crates = Vec::new();
-    for pkg in doc.get("packages").map(Json::as_array).unwrap_or_default() {
+    for pkg in array(doc.get("packages")) {
         let field = |key: &str| pkg.get(key).and_then(Json::as_str);
         let (Some(name), Some(id), Some(manifest)) =
             (field("name"), field("id"), field("manifest_path"))
@@ -122,11 +119,7 @@ pub fn from_metadata(doc: &Json) -> Result<Vec<CrateInfo>, String> {
             _ => true,
         };
         let mut deps = Vec::new();
-        for dep in pkg
-            .get("dependencies")
-            .map(Json::as_array)
-            .unwrap_or_default()
-        {
+        for dep in array(pkg.get("dependencies")) {
             let Some(dep_name) = dep.get("name").and_then(Json::as_str) else {
                 return Err(format!(
                     "cargo metadata: a dependency of {name} has no name"
@@ -157,6 +150,14 @@ pub fn from_metadata(doc: &Json) -> Result<Vec<CrateInfo>, String> {
         });
     }
     Ok(crates)
+}
+
+/// The elements of a JSON array, or none when the value is absent or not an array.
+fn array(value: Option<&Json>) -> &[Json] {
+    value
+        .and_then(Json::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 /// Directory names never descended into when walking the tree.
@@ -207,7 +208,7 @@ mod tests {
 
     #[test]
     fn reads_members_and_edges_from_metadata() {
-        let doc = json::parse(
+        let doc: Json = serde_json::from_str(
             r#"{"packages":[
                 {"name":"a","id":"path+file:///w/a#0.1.0","manifest_path":"/w/a/Cargo.toml",
                  "publish":null,"dependencies":[
