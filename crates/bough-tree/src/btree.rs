@@ -11,7 +11,7 @@ use bough_io::{IoError, IoResult};
 use bough_manifest::{NO_PAGE, PageId};
 
 use crate::page::index::IndexNode;
-use crate::page::leaf::{self, Entry, LeafView, ValueLoc};
+use crate::page::leaf::{self, Entry, LeafCursor, LeafView, Piece, ValueRef};
 
 /// A page as the tree sees it.
 #[derive(Debug, Clone)]
@@ -154,12 +154,12 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>
         match t.node(id)? {
             Node::Index(n) => id = n.children[n.child_for(key)],
             Node::Leaf(p) => {
+                // The search borrows from the page; only the entry found is copied out.
                 let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
                 return Ok(view
-                    .seek_floor(key)
+                    .get(key)
                     .map_err(|e| corrupt(e.0))?
-                    .filter(|(_, exact)| *exact)
-                    .map(|(e, _)| e));
+                    .map(|e| e.to_entry()));
             }
         }
     }
@@ -305,24 +305,26 @@ pub fn apply(
         return Ok(root);
     }
     let mut children = if root == NO_PAGE {
-        let mut entries = Vec::new();
-        merge_leaf(t, &mut entries, muts, applied)?;
-        if entries.is_empty() {
+        let mut build = LeafBuild::default();
+        let empty = LeafView::new(EMPTY_LEAF).map_err(|e| corrupt(e.0))?;
+        merge_leaf(t, &mut build, empty, muts, applied)?;
+        if build.is_empty() {
             return Ok(NO_PAGE);
         }
         // A fresh tree is one long append: fill its leaves.
-        write_leaves(t, None, entries, true)?
+        write_leaves(t, None, &build, true)?
     } else {
         apply_node(t, root, muts, applied, 0)?
     };
     // Grow: more than one node at the top becomes a new root level.
     while children.len() > 1 {
         let node = IndexNode {
-            keys: children[1..]
-                .iter()
-                .map(|(k, _)| k.clone().unwrap_or_default())
-                .collect(),
             children: children.iter().map(|(_, c)| *c).collect(),
+            keys: children
+                .drain(..)
+                .skip(1)
+                .map(|(k, _)| k.unwrap_or_default())
+                .collect(),
         };
         children = write_index(t, None, node)?;
     }
@@ -358,38 +360,48 @@ fn apply_node(
     match t.node(id)? {
         Node::Leaf(p) => {
             let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
-            let mut entries = view.entries().map_err(|e| corrupt(e.0))?;
-            let appended = entries
-                .last()
-                .zip(muts.first())
-                .is_some_and(|(last, m)| last.key < m.key);
-            merge_leaf(t, &mut entries, muts, applied)?;
-            if entries.is_empty() {
+            let mut build = LeafBuild::with_capacity(view.len() + muts.len(), p.len());
+            let appended = merge_leaf(t, &mut build, view, muts, applied)?;
+            if build.is_empty() {
                 t.free(id)?;
                 return Ok(Vec::new());
             }
-            write_leaves(t, Some(id), entries, appended)
+            write_leaves(t, Some(id), &build, appended)
         }
         Node::Index(n) => {
-            let mut slots: Vec<(Option<Vec<u8>>, PageId, bool)> = Vec::new();
+            // The replacements of the children that got mutations, by child index.
+            let mut changed: Vec<(usize, Replacement)> = Vec::new();
             let mut rest = muts;
             for (i, &child) in n.children.iter().enumerate() {
-                let low = if i == 0 {
-                    None
-                } else {
-                    Some(n.keys[i - 1].clone())
-                };
                 let take = match n.keys.get(i) {
                     Some(upper) => rest.partition_point(|m| m.key.as_slice() < upper.as_slice()),
                     None => rest.len(),
                 };
                 let (mine, later) = rest.split_at(take);
                 rest = later;
-                if mine.is_empty() {
+                if !mine.is_empty() {
+                    changed.push((i, apply_node(t, child, mine, applied, depth + 1)?));
+                }
+            }
+            // Every changed child was rewritten under its own id and is too large for
+            // `rebalance` to merge: this page stays exactly as it is, so it is neither
+            // rebuilt (no separator copied) nor written.
+            if kept_in_place(t, &n, &changed)? {
+                return Ok(vec![(None, id)]);
+            }
+            let mut slots: Vec<(Option<Vec<u8>>, PageId, bool)> =
+                Vec::with_capacity(n.children.len() + changed.len());
+            let mut changed = changed.into_iter().peekable();
+            for (i, &child) in n.children.iter().enumerate() {
+                let low = if i == 0 {
+                    None
+                } else {
+                    Some(n.keys[i - 1].clone())
+                };
+                let Some((_, repl)) = changed.next_if(|(j, _)| *j == i) else {
                     slots.push((low, child, false));
                     continue;
-                }
-                let repl = apply_node(t, child, mine, applied, depth + 1)?;
+                };
                 for (j, (k, c)) in repl.into_iter().enumerate() {
                     let key = if j == 0 { low.clone() } else { k };
                     slots.push((key, c, true));
@@ -401,11 +413,12 @@ fn apply_node(
             }
             rebalance(t, &mut slots)?;
             let node = IndexNode {
-                keys: slots[1..]
-                    .iter()
-                    .map(|(k, _, _)| k.clone().unwrap_or_default())
-                    .collect(),
                 children: slots.iter().map(|(_, c, _)| *c).collect(),
+                keys: slots
+                    .into_iter()
+                    .skip(1)
+                    .map(|(k, _, _)| k.unwrap_or_default())
+                    .collect(),
             };
             // A rewritten child keeps its logical id (only its mapping slot moves), so when
             // no child split, merged or went away this page holds exactly what it held:
@@ -417,6 +430,24 @@ fn apply_node(
             write_index(t, Some(id), node)
         }
     }
+}
+
+/// Whether an index page keeps every child as it was: each changed child came back as
+/// itself alone (rewritten under its logical id) and is at least the size below which
+/// [`rebalance`] would try to merge it.
+fn kept_in_place(
+    t: &dyn TreeWrite,
+    n: &IndexNode,
+    changed: &[(usize, Replacement)],
+) -> IoResult<bool> {
+    let small = t.payload_capacity() / 4;
+    for (i, repl) in changed {
+        match repl.as_slice() {
+            [(None, c)] if n.children.get(*i) == Some(c) && node_size(t, *c)? >= small => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
 }
 
 /// Merges a changed child that became small with a neighbour when the two fit in one
@@ -448,16 +479,15 @@ fn rebalance(
         let (left, right) = (t.node(slots[l].1)?, t.node(slots[r].1)?);
         let repl = match (left, right) {
             (Node::Leaf(a), Node::Leaf(b)) => {
-                let mut entries = LeafView::new(&a)
-                    .and_then(|v| v.entries())
-                    .map_err(|e| corrupt(e.0))?;
-                entries.extend(
-                    LeafView::new(&b)
-                        .and_then(|v| v.entries())
-                        .map_err(|e| corrupt(e.0))?,
-                );
+                let mut build = LeafBuild::with_capacity(0, a.len() + b.len());
+                for page in [&a, &b] {
+                    let mut c = LeafView::new(page).map_err(|e| corrupt(e.0))?.cursor();
+                    while c.advance().map_err(|e| corrupt(e.0))? {
+                        build.push_old(&c);
+                    }
+                }
                 t.free(slots[r].1)?;
-                write_leaves(t, Some(slots[l].1), entries, false)?
+                write_leaves(t, Some(slots[l].1), &build, false)?
             }
             (Node::Index(a), Node::Index(b)) => {
                 let sep = slots[r].0.clone().unwrap_or_default();
@@ -489,22 +519,142 @@ fn node_size(t: &dyn TreeRead, id: PageId) -> IoResult<usize> {
     })
 }
 
-/// Applies mutations to a leaf's entries in place (last writer wins by timestamp).
-fn merge_leaf(
-    t: &mut dyn TreeWrite,
-    entries: &mut Vec<Entry>,
-    muts: &[Mutation],
-    applied: &mut Applied,
-) -> IoResult<()> {
-    let inline_max = inline_limit(t.payload_capacity());
-    let old = std::mem::take(entries);
-    let mut out = Vec::with_capacity(old.len() + muts.len());
-    let mut old_iter = old.into_iter().peekable();
-    for m in muts {
-        while let Some(e) = old_iter.next_if(|e| e.key < m.key) {
-            out.push(e);
+/// The payload of a leaf without entries.
+const EMPTY_LEAF: &[u8] = &[0, 0, 0, 0];
+
+/// Where the bytes of a piece of a leaf being built are: borrowed (from an older page or
+/// from a mutation), or in the build's scratch buffer, which only grows while the build
+/// runs and is read once it is done.
+#[derive(Debug, Clone, Copy)]
+enum Part<'a> {
+    Borrowed(&'a [u8]),
+    Scratch(usize, usize),
+}
+
+/// One entry of a leaf being built ([`Piece`] once the scratch buffer is done).
+#[derive(Debug, Clone, Copy)]
+struct Staged<'a> {
+    key: Part<'a>,
+    meta: Part<'a>,
+    value: Part<'a>,
+    value_tail: &'a [u8],
+}
+
+/// The entries of the leaves a merge writes, kept as byte ranges: an entry kept from an
+/// older page is copied from it as it is (its flags, timestamp, expiry and value bytes),
+/// and only keys rebuilt from prefix compression and the headers of new entries are
+/// written, into one scratch buffer for the whole build.
+#[derive(Debug, Default)]
+struct LeafBuild<'a> {
+    scratch: Vec<u8>,
+    items: Vec<Staged<'a>>,
+}
+
+impl<'a> LeafBuild<'a> {
+    fn with_capacity(entries: usize, scratch: usize) -> Self {
+        LeafBuild {
+            scratch: Vec::with_capacity(scratch),
+            items: Vec::with_capacity(entries),
         }
-        let existing = old_iter.next_if(|e| e.key == m.key);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn scratch(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Part<'a> {
+        let start = self.scratch.len();
+        write(&mut self.scratch);
+        Part::Scratch(start, self.scratch.len())
+    }
+
+    /// Keeps the cursor's current entry, copied from its page.
+    fn push_old(&mut self, c: &LeafCursor<'a>) {
+        let Some(e) = c.current() else {
+            return;
+        };
+        let (meta, value) = (e.meta_bytes(), e.value_bytes());
+        let key = match c.key_in_page() {
+            Some(k) => Part::Borrowed(k),
+            None => self.scratch(|s| s.extend_from_slice(c.key())),
+        };
+        self.items.push(Staged {
+            key,
+            meta: Part::Borrowed(meta),
+            value: Part::Borrowed(value),
+            value_tail: &[],
+        });
+    }
+
+    /// Adds a new entry; an inline value stays borrowed from the mutation.
+    fn push_new(&mut self, key: &'a [u8], timestamp: u64, expire_at: u64, value: ValueRef<'a>) {
+        let meta = self.scratch(|s| leaf::encode_meta(s, timestamp, expire_at, value));
+        let head = self.scratch(|s| leaf::encode_value_head(s, value));
+        self.items.push(Staged {
+            key: Part::Borrowed(key),
+            meta,
+            value: head,
+            value_tail: leaf::inline_bytes(value),
+        });
+    }
+
+    fn pieces(&self) -> Vec<Piece<'_>> {
+        let part = |p: Part<'a>| -> &[u8] {
+            match p {
+                Part::Borrowed(b) => b,
+                Part::Scratch(s, e) => &self.scratch[s..e],
+            }
+        };
+        self.items
+            .iter()
+            .map(|i| Piece {
+                key: part(i.key),
+                meta: part(i.meta),
+                value: part(i.value),
+                value_tail: i.value_tail,
+            })
+            .collect()
+    }
+}
+
+/// What a merge needs of the entry a mutation meets.
+#[derive(Debug, Clone, Copy)]
+struct Existing<'a> {
+    timestamp: u64,
+    expire_at: u64,
+    value: ValueRef<'a>,
+}
+
+/// Merges mutations into a leaf's entries (last writer wins by timestamp), reading the
+/// leaf with the byte-level cursor and keeping its entries as byte ranges. Returns whether
+/// the leaf had entries and every new key landed after them (a sequential append).
+fn merge_leaf<'a>(
+    t: &mut dyn TreeWrite,
+    build: &mut LeafBuild<'a>,
+    old: LeafView<'a>,
+    muts: &'a [Mutation],
+    applied: &mut Applied,
+) -> IoResult<bool> {
+    let bad = |e: crate::page::CodecError| corrupt(e.0);
+    let inline_max = inline_limit(t.payload_capacity());
+    let mut c = old.cursor();
+    let mut has = c.advance().map_err(bad)?;
+    let had_entries = has;
+    let mut appended = None;
+    for m in muts {
+        while has && c.key() < m.key.as_slice() {
+            build.push_old(&c);
+            has = c.advance().map_err(bad)?;
+        }
+        appended.get_or_insert(had_entries && !has);
+        let existing = c
+            .current()
+            .filter(|e| has && e.key == m.key.as_slice())
+            .map(|e| Existing {
+                timestamp: e.timestamp,
+                expire_at: e.expire_at,
+                value: e.value,
+            });
         let wins = match (&existing, &m.op) {
             (None, _) => true,
             (Some(e), Op::Put { timestamp, .. }) | (Some(e), Op::Delete { timestamp, .. }) => {
@@ -514,13 +664,19 @@ fn merge_leaf(
                 true
             }
         };
+        if existing.is_some() {
+            if !wins {
+                build.push_old(&c);
+            }
+            has = c.advance().map_err(bad)?;
+        }
         if !wins {
-            out.extend(existing);
             continue;
         }
         if let Some(e) = &existing {
-            release(t, e, applied)?;
+            release(t, &m.key, e, applied)?;
         }
+        let was_live = existing.is_some_and(|e| !matches!(e.value, ValueRef::Tombstone));
         match &m.op {
             Op::Put {
                 value,
@@ -533,10 +689,10 @@ fn merge_leaf(
                 expire_at,
             } => {
                 let loc = if m.key.len() + value.len() <= inline_max {
-                    ValueLoc::Inline(value.clone())
+                    ValueRef::Inline(value)
                 } else {
                     let (first, pages) = t.put_overflow(value)?;
-                    ValueLoc::Overflow {
+                    ValueRef::Overflow {
                         len: value.len() as u64,
                         first,
                         pages,
@@ -546,12 +702,7 @@ fn merge_leaf(
                     applied.expiry_added.push((m.key.clone(), *expire_at));
                 }
                 applied.written += 1;
-                out.push(Entry {
-                    key: m.key.clone(),
-                    timestamp: *timestamp,
-                    expire_at: *expire_at,
-                    value: loc,
-                });
+                build.push_new(&m.key, *timestamp, *expire_at, loc);
             }
             Op::Delete {
                 timestamp,
@@ -561,7 +712,7 @@ fn merge_leaf(
                 timestamp,
                 expire_at,
             } => {
-                if existing.as_ref().is_some_and(|e| !e.is_tombstone()) {
+                if was_live {
                     applied.removed += 1;
                 }
                 // The tombstone's expiry goes into the TTL index like any other, so the
@@ -569,32 +720,34 @@ fn merge_leaf(
                 if *expire_at != 0 {
                     applied.expiry_added.push((m.key.clone(), *expire_at));
                 }
-                out.push(Entry {
-                    key: m.key.clone(),
-                    timestamp: *timestamp,
-                    expire_at: *expire_at,
-                    value: ValueLoc::Tombstone,
-                });
+                build.push_new(&m.key, *timestamp, *expire_at, ValueRef::Tombstone);
             }
             Op::ForceDelete => {
-                if existing.as_ref().is_some_and(|e| !e.is_tombstone()) {
+                if was_live {
                     applied.removed += 1;
                 }
             }
         }
     }
-    out.extend(old_iter);
-    *entries = out;
-    Ok(())
+    while has {
+        build.push_old(&c);
+        has = c.advance().map_err(bad)?;
+    }
+    Ok(appended.unwrap_or(false))
 }
 
-/// Frees what an entry owns and notes its expiry for the TTL index.
-fn release(t: &mut dyn TreeWrite, e: &Entry, applied: &mut Applied) -> IoResult<()> {
-    if let ValueLoc::Overflow { first, pages, .. } = e.value {
+/// Frees what a replaced or removed entry owns and notes its expiry for the TTL index.
+fn release(
+    t: &mut dyn TreeWrite,
+    key: &[u8],
+    e: &Existing<'_>,
+    applied: &mut Applied,
+) -> IoResult<()> {
+    if let ValueRef::Overflow { first, pages, .. } = e.value {
         t.free_overflow(first, pages)?;
     }
     if e.expire_at != 0 {
-        applied.expiry_removed.push((e.key.clone(), e.expire_at));
+        applied.expiry_removed.push((key.to_vec(), e.expire_at));
     }
     Ok(())
 }
@@ -606,48 +759,50 @@ pub fn inline_limit(payload_capacity: usize) -> usize {
     payload_capacity / 2 - 64
 }
 
-/// Writes entries as one or more leaves (the first reusing `id`). Leaves are cut by the
-/// entries' exact encoded size, so they fill to the byte: a worst-case estimate (10-byte
-/// varints, no prefix sharing) left leaves about a third full after random overwrites.
-/// `appended`: every new key landed after the leaf's old entries (a sequential load); the
-/// leaves are then left full instead of evened out, which would leave every leaf of an
-/// ascending load half empty.
+/// Writes the built entries as one or more leaves (the first reusing `id`). Leaves are cut
+/// by the entries' exact encoded size, so they fill to the byte: a worst-case estimate
+/// (10-byte varints, no prefix sharing) left leaves about a third full after random
+/// overwrites. `appended`: every new key landed after the leaf's old entries (a sequential
+/// load); the leaves are then left full instead of evened out, which would leave every leaf
+/// of an ascending load half empty.
 fn write_leaves(
     t: &mut dyn TreeWrite,
     id: Option<PageId>,
-    entries: Vec<Entry>,
+    build: &LeafBuild<'_>,
     appended: bool,
 ) -> IoResult<Replacement> {
     let cap = t.payload_capacity();
-    let mut groups: Vec<Vec<Entry>> = vec![Vec::new()];
+    let pieces = build.pieces();
+    // Each leaf is a contiguous range of the pieces.
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
     let mut size = leaf::LEAF_OVERHEAD;
-    for e in entries {
-        let g = groups.last().map_or(0, Vec::len);
-        let prev = groups
-            .last()
-            .and_then(|g| g.last())
-            .filter(|_| !g.is_multiple_of(leaf::RESTART_INTERVAL))
-            .map(|p| p.key.as_slice());
-        let n = leaf::encoded_len_after(prev, &e);
+    for (i, p) in pieces.iter().enumerate() {
+        let g = i - start;
+        let prev = (!g.is_multiple_of(leaf::RESTART_INTERVAL)).then(|| pieces[i - 1].key);
+        let n = p.len_after(prev);
         if size + n > cap && g > 0 {
-            groups.push(Vec::new());
-            size = leaf::LEAF_OVERHEAD + leaf::encoded_len_after(None, &e);
+            groups.push(start..i);
+            start = i;
+            size = leaf::LEAF_OVERHEAD + p.len_after(None);
         } else {
             size += n;
         }
-        if let Some(g) = groups.last_mut() {
-            g.push(e);
-        }
     }
+    groups.push(start..pieces.len());
     if !appended {
-        balance_last(&mut groups, cap);
+        balance_last(&pieces, &mut groups, cap);
     }
     let mut out = Vec::with_capacity(groups.len());
     let mut reuse = id;
     for g in groups {
-        let low = g.first().map(|e| e.key.clone());
-        let pid = t.put_leaf(reuse.take(), leaf::encode(&g))?;
-        out.push((if out.is_empty() { None } else { low }, pid));
+        let group = &pieces[g];
+        let low = match group.first() {
+            Some(p) if !out.is_empty() => Some(p.key.to_vec()),
+            _ => None,
+        };
+        let pid = t.put_leaf(reuse.take(), leaf::encode_pieces(group))?;
+        out.push((low, pid));
     }
     Ok(out)
 }
@@ -655,38 +810,35 @@ fn write_leaves(
 /// Avoids a tiny last group after a split by evening out the last two by bytes. Entries
 /// move only while the last group still fits in `cap` (moving entries shifts restart
 /// points, so the fit is checked on the exact encoding).
-fn balance_last(groups: &mut [Vec<Entry>], cap: usize) {
+fn balance_last(pieces: &[Piece<'_>], groups: &mut [std::ops::Range<usize>], cap: usize) {
     let n = groups.len();
     if n < 2 {
         return;
     }
+    let (prev, last) = (groups[n - 2].clone(), groups[n - 1].clone());
     let (a, b) = (
-        leaf::encoded_len(&groups[n - 2]),
-        leaf::encoded_len(&groups[n - 1]),
+        leaf::encoded_len_pieces(&pieces[prev.clone()]),
+        leaf::encoded_len_pieces(&pieces[last.clone()]),
     );
     if b * 2 >= a {
         return;
     }
     // Move entries off the end of the second-to-last group until the two are about even.
-    let prev = &groups[n - 2];
     let mut moved = 0;
     let mut moved_bytes = 0;
     while moved + 1 < prev.len() {
-        let e = &prev[prev.len() - 1 - moved];
-        let n_bytes = leaf::encoded_len_after(None, e);
-        if b + moved_bytes + n_bytes > a - moved_bytes - n_bytes {
+        let n_bytes = pieces[prev.end - 1 - moved].len_after(None);
+        if b + moved_bytes + n_bytes > a.saturating_sub(moved_bytes + n_bytes) {
             break;
         }
         moved_bytes += n_bytes;
         moved += 1;
     }
     while moved > 0 {
-        let start = groups[n - 2].len() - moved;
-        let mut merged: Vec<Entry> = groups[n - 2][start..].to_vec();
-        merged.extend(groups[n - 1].iter().cloned());
-        if leaf::encoded_len(&merged) <= cap {
-            groups[n - 2].truncate(start);
-            groups[n - 1] = merged;
+        let start = prev.end - moved;
+        if leaf::encoded_len_pieces(&pieces[start..last.end]) <= cap {
+            groups[n - 2].end = start;
+            groups[n - 1].start = start;
             return;
         }
         moved -= 1;
@@ -732,6 +884,7 @@ fn write_index(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::leaf::ValueLoc;
     use std::collections::{BTreeMap, HashMap};
 
     /// Pages in a map: enough to test the tree's logic without I/O.
@@ -778,6 +931,14 @@ mod tests {
                 "leaf {} > {}",
                 payload.len(),
                 self.cap
+            );
+            // Leaves built from byte ranges are exactly what encoding their entries gives.
+            let entries = LeafView::new(&payload)
+                .and_then(|v| v.entries())
+                .expect("a leaf the tree wrote decodes");
+            assert!(
+                leaf::encode(&entries) == payload,
+                "leaf encoded canonically"
             );
             let id = self.alloc(id);
             self.pages.insert(id, Node::Leaf(payload.into()));

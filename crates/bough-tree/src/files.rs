@@ -113,6 +113,11 @@ impl FileTable {
         self
     }
 
+    /// Whether leaf and overflow pages are cached.
+    pub fn caches_data_pages(&self) -> bool {
+        self.cache_data_pages
+    }
+
     /// Data files open now.
     pub fn open_files(&self) -> usize {
         self.handles.lock().len()

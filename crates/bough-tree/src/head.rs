@@ -545,6 +545,16 @@ impl TreeWrite for Txn<'_> {
     }
 }
 
+/// The addresses of the leaves (key tree and TTL index) among staged pages, when data
+/// pages are cached at all.
+fn leaf_addrs(pages: &[StagedPage], cache_data_pages: bool) -> std::collections::HashSet<PageAddr> {
+    pages
+        .iter()
+        .filter(|p| cache_data_pages && matches!(p.kind, kind::LEAF | kind::TTL_LEAF))
+        .map(|p| p.addr)
+        .collect()
+}
+
 /// Key of a TTL-index entry: expiry (big-endian, so entries sort by time) then the key.
 pub fn ttl_key(expire_at: u64, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(8 + key.len());
@@ -1012,13 +1022,16 @@ impl Head {
         for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
-        // Pages of index and mapping nodes just written are likely read next.
+        // Pages of index and mapping nodes just written are likely read next, and so are
+        // the leaves (the next commit to the same keys would otherwise read them back from
+        // the file). Overflow pages are read in runs past the cache: not kept.
+        let leaves = leaf_addrs(&pages, self.files.caches_data_pages());
         for (addr, page) in staged {
-            if matches!(
-                page,
-                CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_))
-            ) && let Ok(h) = self.files.handle(&self.state.ranges, addr.file_id())
-            {
+            let keep = match page {
+                CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_)) => true,
+                CachedPage::Tree(Node::Leaf(_)) => leaves.contains(&addr),
+            };
+            if keep && let Ok(h) = self.files.handle(&self.state.ranges, addr.file_id()) {
                 self.files.cache().insert(
                     crate::cache::PageCache::key(h.cache_id, addr.page_index()),
                     page,

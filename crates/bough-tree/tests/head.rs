@@ -380,3 +380,43 @@ fn idle_data_files_are_closed_past_the_cap() {
     );
     assert!(files.open_files() <= 5);
 }
+
+/// Commits 2,000 keys, then the same keys again with new values; returns the page-cache
+/// misses of the second commit.
+fn misses_of_a_second_commit(cache_data_pages: bool) -> u64 {
+    let mem = MemoryStorage::new();
+    let s: Arc<dyn Storage> = Arc::new(mem.clone());
+    s.create_dir("t.0").unwrap();
+    let cache = Arc::new(PageCache::new(16 << 20));
+    let files = Arc::new(FileTable::new(
+        s,
+        "t.0".into(),
+        4096,
+        cache.clone(),
+        cache_data_pages,
+    ));
+    let mut head = Head::create(files, cfg(), BranchName::main(), 0, None, Vec::new()).unwrap();
+    let batch = |v: &[u8], ts| -> Vec<Mutation> {
+        (0..2000)
+            .map(|i| put(format!("key{i:05}").as_bytes(), v, ts))
+            .collect()
+    };
+    head.commit(&batch(b"first", 1), 0).unwrap();
+    let (_, before) = cache.hit_stats();
+    head.commit(&batch(b"second", 2), 0).unwrap();
+    let snap = head.snapshot();
+    let got = read_all(&snap);
+    assert_eq!(got.len(), 2000);
+    assert!(got.values().all(|v| v == b"second"));
+    cache.hit_stats().1 - before
+}
+
+/// A commit caches the leaves it has just written (as it does index and mapping pages),
+/// so the next commit to the same keys reads none of them back from the files. Before,
+/// only index and mapping pages were cached and every leaf was read again.
+#[test]
+fn regression_a_commit_caches_the_leaves_it_wrote() {
+    assert_eq!(misses_of_a_second_commit(true), 0);
+    // Unless data pages are not to be cached at all.
+    assert!(misses_of_a_second_commit(false) > 0);
+}

@@ -58,6 +58,75 @@ impl ValueLoc {
     }
 }
 
+/// Where an entry's value lives, borrowed from the page it was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    /// Stored in the leaf.
+    Inline(&'a [u8]),
+    /// Stored in `pages` overflow pages with consecutive logical ids from `first`.
+    Overflow { len: u64, first: PageId, pages: u32 },
+    /// A delete remembered by its timestamp (see [`ValueLoc::Tombstone`]).
+    Tombstone,
+}
+
+impl ValueRef<'_> {
+    /// An owned copy.
+    pub fn to_loc(self) -> ValueLoc {
+        match self {
+            ValueRef::Inline(v) => ValueLoc::Inline(v.to_vec()),
+            ValueRef::Overflow { len, first, pages } => ValueLoc::Overflow { len, first, pages },
+            ValueRef::Tombstone => ValueLoc::Tombstone,
+        }
+    }
+}
+
+/// One entry as the byte-level [`LeafCursor`] reads it: the key (`'k`) and everything
+/// else (`'a`, the page) are borrowed, nothing is copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'k, 'a> {
+    pub key: &'k [u8],
+    /// User timestamp (last writer wins by it).
+    pub timestamp: u64,
+    /// Expiry time in ms since the epoch; 0 = never.
+    pub expire_at: u64,
+    pub value: ValueRef<'a>,
+    meta: &'a [u8],
+    value_bytes: &'a [u8],
+}
+
+impl<'a> EntryRef<'_, 'a> {
+    /// Flags, timestamp and expiry as they are encoded in the page: they do not depend on
+    /// where the entry sits, so a merge copies them as they are.
+    pub fn meta_bytes(&self) -> &'a [u8] {
+        self.meta
+    }
+
+    /// The value's encoding as it lies in the page (length and bytes, or overflow pages).
+    pub fn value_bytes(&self) -> &'a [u8] {
+        self.value_bytes
+    }
+
+    /// Whether the entry records a delete rather than a value.
+    pub fn is_tombstone(&self) -> bool {
+        matches!(self.value, ValueRef::Tombstone)
+    }
+
+    /// The visibility rule of [`Entry::is_live_at`].
+    pub fn is_live_at(&self, now_ms: u64) -> bool {
+        !self.is_tombstone() && (self.expire_at == 0 || self.expire_at > now_ms)
+    }
+
+    /// An owned copy (one allocation for the key, one for an inline value).
+    pub fn to_entry(&self) -> Entry {
+        Entry {
+            key: self.key.to_vec(),
+            timestamp: self.timestamp,
+            expire_at: self.expire_at,
+            value: self.value.to_loc(),
+        }
+    }
+}
+
 /// One key with its value and metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -82,6 +151,19 @@ impl Entry {
     /// Whether the entry records a delete rather than a value.
     pub fn is_tombstone(&self) -> bool {
         matches!(self.value, ValueLoc::Tombstone)
+    }
+
+    /// The value as a borrowed [`ValueRef`].
+    pub fn value_ref(&self) -> ValueRef<'_> {
+        match &self.value {
+            ValueLoc::Inline(v) => ValueRef::Inline(v),
+            ValueLoc::Overflow { len, first, pages } => ValueRef::Overflow {
+                len: *len,
+                first: *first,
+                pages: *pages,
+            },
+            ValueLoc::Tombstone => ValueRef::Tombstone,
+        }
     }
 
     /// Upper bound of this entry's encoded size (without prefix compression).
@@ -148,58 +230,155 @@ pub fn encoded_len(entries: &[Entry]) -> usize {
     size
 }
 
-/// Encodes sorted, distinct entries into a leaf payload.
+/// Encodes sorted, distinct entries into a leaf payload, in one buffer of the exact size.
 pub fn encode(entries: &[Entry]) -> Vec<u8> {
-    let mut body = Vec::new();
-    let mut restarts: Vec<usize> = Vec::new();
+    let restarts = entries.len().div_ceil(RESTART_INTERVAL);
+    let mut out = Vec::with_capacity(encoded_len(entries));
+    put_header(&mut out, entries.len(), restarts);
+    let mut meta = Vec::with_capacity(1 + 2 * varint::MAX_LEN);
+    let mut head = Vec::with_capacity(varint::MAX_LEN + 4 + varint::MAX_LEN);
     let mut prev: &[u8] = &[];
     for (i, e) in entries.iter().enumerate() {
-        let shared = if i % RESTART_INTERVAL == 0 {
-            restarts.push(body.len());
-            0
-        } else {
-            common_prefix(prev, &e.key)
+        let value = e.value_ref();
+        meta.clear();
+        encode_meta(&mut meta, e.timestamp, e.expire_at, value);
+        head.clear();
+        encode_value_head(&mut head, value);
+        let piece = Piece {
+            key: &e.key,
+            meta: &meta,
+            value: &head,
+            value_tail: inline_bytes(value),
         };
-        varint::put(&mut body, shared as u64);
-        varint::put(&mut body, (e.key.len() - shared) as u64);
-        let mut flags = 0;
-        if matches!(e.value, ValueLoc::Overflow { .. }) {
-            flags |= FLAG_OVERFLOW;
-        }
-        if e.expire_at != 0 {
-            flags |= FLAG_EXPIRY;
-        }
-        if e.is_tombstone() {
-            flags |= FLAG_TOMBSTONE;
-        }
-        body.push(flags);
-        varint::put(&mut body, e.timestamp);
-        if e.expire_at != 0 {
-            varint::put(&mut body, e.expire_at);
-        }
-        body.extend_from_slice(&e.key[shared..]);
-        match &e.value {
-            ValueLoc::Inline(v) => {
-                varint::put(&mut body, v.len() as u64);
-                body.extend_from_slice(v);
-            }
-            ValueLoc::Overflow { len, first, pages } => {
-                varint::put(&mut body, *len);
-                body.extend_from_slice(&first.to_le_bytes());
-                varint::put(&mut body, u64::from(*pages));
-            }
-            ValueLoc::Tombstone => {}
-        }
+        put_piece(&mut out, i, prev, &piece);
         prev = &e.key;
     }
-    let header = LEAF_OVERHEAD + 2 * restarts.len();
-    let mut out = Vec::with_capacity(header + body.len());
-    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(restarts.len() as u16).to_le_bytes());
-    for r in &restarts {
-        out.extend_from_slice(&((header + r) as u16).to_le_bytes());
+    out
+}
+
+/// Writes the count, the restart count and zeroed restart slots ([`put_piece`] fills them).
+fn put_header(out: &mut Vec<u8>, count: usize, restarts: usize) {
+    out.extend_from_slice(&(count as u16).to_le_bytes());
+    out.extend_from_slice(&(restarts as u16).to_le_bytes());
+    out.resize(out.len() + 2 * restarts, 0);
+}
+
+/// Appends entry `i` of a leaf (its predecessor's key is `prev`), recording its offset in
+/// its restart slot when it starts a restart run.
+fn put_piece(out: &mut Vec<u8>, i: usize, prev: &[u8], p: &Piece<'_>) {
+    let shared = if i.is_multiple_of(RESTART_INTERVAL) {
+        let slot = LEAF_OVERHEAD + 2 * (i / RESTART_INTERVAL);
+        let at = (out.len() as u16).to_le_bytes();
+        out[slot..slot + 2].copy_from_slice(&at);
+        0
+    } else {
+        common_prefix(prev, p.key)
+    };
+    varint::put(out, shared as u64);
+    varint::put(out, (p.key.len() - shared) as u64);
+    out.extend_from_slice(p.meta);
+    out.extend_from_slice(&p.key[shared..]);
+    out.extend_from_slice(p.value);
+    out.extend_from_slice(p.value_tail);
+}
+
+/// Appends an entry's position-independent metadata: flags, timestamp, expiry.
+pub fn encode_meta(out: &mut Vec<u8>, timestamp: u64, expire_at: u64, value: ValueRef<'_>) {
+    let mut flags = 0;
+    match value {
+        ValueRef::Overflow { .. } => flags |= FLAG_OVERFLOW,
+        ValueRef::Tombstone => flags |= FLAG_TOMBSTONE,
+        ValueRef::Inline(_) => {}
     }
-    out.extend_from_slice(&body);
+    if expire_at != 0 {
+        flags |= FLAG_EXPIRY;
+    }
+    out.push(flags);
+    varint::put(out, timestamp);
+    if expire_at != 0 {
+        varint::put(out, expire_at);
+    }
+}
+
+/// Appends the head of a value's encoding: an inline value's length (its bytes follow,
+/// see [`inline_bytes`]), an overflow value's length and pages, nothing for a tombstone.
+pub fn encode_value_head(out: &mut Vec<u8>, value: ValueRef<'_>) {
+    match value {
+        ValueRef::Inline(v) => varint::put(out, v.len() as u64),
+        ValueRef::Overflow { len, first, pages } => {
+            varint::put(out, len);
+            out.extend_from_slice(&first.to_le_bytes());
+            varint::put(out, u64::from(pages));
+        }
+        ValueRef::Tombstone => {}
+    }
+}
+
+/// The bytes of an inline value (empty for the other kinds).
+pub fn inline_bytes(value: ValueRef<'_>) -> &[u8] {
+    match value {
+        ValueRef::Inline(v) => v,
+        _ => &[],
+    }
+}
+
+/// One entry to write into a leaf, as byte pieces: an entry kept from an older page is
+/// copied as two byte ranges of that page (`meta` and `value`) plus its key, never decoded
+/// into an owned [`Entry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece<'a> {
+    /// The whole key.
+    pub key: &'a [u8],
+    /// Flags, timestamp and expiry as encoded ([`encode_meta`]).
+    pub meta: &'a [u8],
+    /// The value's encoding, or its head ([`encode_value_head`]).
+    pub value: &'a [u8],
+    /// Bytes that follow `value` (an inline value's bytes when `value` is only its head).
+    pub value_tail: &'a [u8],
+}
+
+impl Piece<'_> {
+    /// The exact bytes this entry adds to a leaf after `prev` — `None` when it starts a
+    /// restart run (which also costs a 2-byte restart slot). Mirrors [`encode_pieces`].
+    pub fn len_after(&self, prev: Option<&[u8]>) -> usize {
+        let (shared, restart_slot) = match prev {
+            Some(p) => (common_prefix(p, self.key), 0),
+            None => (0, 2),
+        };
+        let unshared = self.key.len() - shared;
+        restart_slot
+            + varint::encoded_len(shared as u64)
+            + varint::encoded_len(unshared as u64)
+            + self.meta.len()
+            + unshared
+            + self.value.len()
+            + self.value_tail.len()
+    }
+}
+
+/// The exact payload size [`encode_pieces`] produces.
+pub fn encoded_len_pieces(pieces: &[Piece<'_>]) -> usize {
+    let mut size = LEAF_OVERHEAD;
+    let mut prev: Option<&[u8]> = None;
+    for (i, p) in pieces.iter().enumerate() {
+        let after = prev.filter(|_| !i.is_multiple_of(RESTART_INTERVAL));
+        size += p.len_after(after);
+        prev = Some(p.key);
+    }
+    size
+}
+
+/// Encodes sorted, distinct pieces into a leaf payload — byte for byte what [`encode`]
+/// makes of the same entries — in one buffer of the exact size.
+pub fn encode_pieces(pieces: &[Piece<'_>]) -> Vec<u8> {
+    let restarts = pieces.len().div_ceil(RESTART_INTERVAL);
+    let mut out = Vec::with_capacity(encoded_len_pieces(pieces));
+    put_header(&mut out, pieces.len(), restarts);
+    let mut prev: &[u8] = &[];
+    for (i, p) in pieces.iter().enumerate() {
+        put_piece(&mut out, i, prev, p);
+        prev = p.key;
+    }
     out
 }
 
@@ -279,44 +458,289 @@ impl<'a> LeafView<'a> {
     }
 
     /// Finds the entry with the greatest key ≤ `key` (`exact` = it equals `key`).
-    /// Reads one restart block, not the whole leaf.
+    /// Reads one restart block, not the whole leaf, and copies only the entry it returns.
     pub fn seek_floor(&self, key: &[u8]) -> Result<Option<(Entry, bool)>, CodecError> {
+        Ok(self.floor(key)?.and_then(|c| {
+            let e = c.current()?;
+            Some((e.to_entry(), e.key == key))
+        }))
+    }
+
+    /// The entry with key `key`, borrowed from the page: the search allocates nothing per
+    /// entry (at most one key buffer, when keys share prefixes).
+    pub fn get<'k>(&self, key: &'k [u8]) -> Result<Option<EntryRef<'k, 'a>>, CodecError> {
+        let Some(c) = self.floor(key)? else {
+            return Ok(None);
+        };
+        Ok(c.current().filter(|e| e.key == key).map(|e| EntryRef {
+            key,
+            timestamp: e.timestamp,
+            expire_at: e.expire_at,
+            value: e.value,
+            meta: e.meta,
+            value_bytes: e.value_bytes,
+        }))
+    }
+
+    /// A cursor over every entry, in order.
+    pub fn cursor(&self) -> LeafCursor<'a> {
+        LeafCursor {
+            view: *self,
+            r: Reader {
+                bytes: self.payload,
+                pos: LEAF_OVERHEAD + 2 * self.restarts,
+            },
+            next: 0,
+            key: KeyAt::Page(&[]),
+            buf: Vec::new(),
+            cur: None,
+        }
+    }
+
+    /// A cursor on the entry with the greatest key ≤ `key` (`None`: every key is above it).
+    /// Binary-searches the restart keys (borrowed from the page), then reads one restart
+    /// block; the cursor can go on from there to the end of the leaf.
+    pub fn floor(&self, key: &[u8]) -> Result<Option<LeafCursor<'a>>, CodecError> {
         if self.count == 0 {
             return Ok(None);
         }
-        // Binary search: the last restart whose key is ≤ key.
+        // The last restart whose key is ≤ key.
         let (mut lo, mut hi) = (0usize, self.restarts);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
             let mut r = Reader::at(self.payload, self.restart_offset(mid)?)?;
-            let e = read_entry(&mut r, &[], true)?;
-            if e.key.as_slice() <= key {
+            let e = parse_entry(&mut r, 0, true)?;
+            if e.suffix <= key {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        let mut r = Reader::at(self.payload, self.restart_offset(lo)?)?;
-        let first = lo * RESTART_INTERVAL;
-        let end = (first + RESTART_INTERVAL).min(self.count);
-        let mut best: Option<Entry> = None;
-        let mut prev: Vec<u8> = Vec::new();
-        for i in first..end {
-            let e = read_entry(&mut r, &prev, i == first)?;
-            if i > first && e.key <= prev {
-                return Err(CodecError("leaf keys out of order"));
-            }
-            if e.key.as_slice() > key {
+        let mut c = LeafCursor {
+            view: *self,
+            r: Reader::at(self.payload, self.restart_offset(lo)?)?,
+            next: lo * RESTART_INTERVAL,
+            key: KeyAt::Page(&[]),
+            buf: Vec::new(),
+            cur: None,
+        };
+        let end = (c.next + RESTART_INTERVAL).min(self.count);
+        while c.next < end {
+            if !c.step(Some(key))? {
                 break;
             }
-            prev.clone_from(&e.key);
-            best = Some(e);
         }
-        Ok(best.map(|e| {
-            let exact = e.key == key;
-            (e, exact)
-        }))
+        Ok(c.cur.is_some().then_some(c))
     }
+}
+
+/// Where the cursor's current key is: in the page (an entry that shares no prefix with
+/// its predecessor), or rebuilt in the cursor's buffer.
+#[derive(Debug, Clone, Copy)]
+enum KeyAt<'a> {
+    Page(&'a [u8]),
+    Buf,
+}
+
+/// The current entry's fields (its key is in [`KeyAt`]).
+#[derive(Debug, Clone, Copy)]
+struct Current<'a> {
+    timestamp: u64,
+    expire_at: u64,
+    value: ValueRef<'a>,
+    meta: &'a [u8],
+    value_bytes: &'a [u8],
+}
+
+/// A byte-level cursor over a leaf's entries, shared by lookups and the leaf merge: it
+/// checks what [`LeafView::entries`] checks (restart offsets, prefix lengths, flags, key
+/// order, trailing bytes) but decodes into borrowed fields, keeping only the current key
+/// (in the page, or rebuilt in one reused buffer) — no owned [`Entry`] per key.
+#[derive(Debug, Clone)]
+pub struct LeafCursor<'a> {
+    view: LeafView<'a>,
+    /// Positioned at the next entry.
+    r: Reader<'a>,
+    /// Index of the next entry.
+    next: usize,
+    key: KeyAt<'a>,
+    buf: Vec<u8>,
+    cur: Option<Current<'a>>,
+}
+
+impl<'a> LeafCursor<'a> {
+    /// Moves to the next entry; `false` past the last one (then the leaf is checked to end
+    /// where its last entry does).
+    pub fn advance(&mut self) -> Result<bool, CodecError> {
+        if self.next >= self.view.count {
+            self.cur = None;
+            if self.r.remaining() != 0 {
+                return Err(CodecError("trailing bytes after leaf entries"));
+            }
+            return Ok(false);
+        }
+        self.step(None)
+    }
+
+    /// The current key (valid after `advance` returned `true`).
+    pub fn key(&self) -> &[u8] {
+        match self.key {
+            KeyAt::Page(k) => k,
+            KeyAt::Buf => &self.buf,
+        }
+    }
+
+    /// The current key when it lies whole in the page (the entry shares no prefix with its
+    /// predecessor), so it can be borrowed for as long as the page.
+    pub fn key_in_page(&self) -> Option<&'a [u8]> {
+        match self.key {
+            KeyAt::Page(k) => Some(k),
+            KeyAt::Buf => None,
+        }
+    }
+
+    /// The current entry, or `None` before the first `advance` and past the end.
+    pub fn current(&self) -> Option<EntryRef<'_, 'a>> {
+        self.cur.map(|c| EntryRef {
+            key: self.key(),
+            timestamp: c.timestamp,
+            expire_at: c.expire_at,
+            value: c.value,
+            meta: c.meta,
+            value_bytes: c.value_bytes,
+        })
+    }
+
+    /// Reads entry `self.next` (which must exist). With `stop_above`, an entry whose key is
+    /// above it is checked but not taken: the cursor stays where it was and `false` comes
+    /// back.
+    fn step(&mut self, stop_above: Option<&[u8]>) -> Result<bool, CodecError> {
+        let i = self.next;
+        let restart = i.is_multiple_of(RESTART_INTERVAL);
+        if restart && self.view.restart_offset(i / RESTART_INTERVAL)? != self.r.pos() {
+            return Err(CodecError(
+                "leaf restart offset does not point at its entry",
+            ));
+        }
+        let mut r = self.r.clone();
+        let prev = match self.key {
+            KeyAt::Page(k) => k,
+            KeyAt::Buf => &self.buf,
+        };
+        let e = parse_entry(&mut r, prev.len(), restart)?;
+        // The key is prev[..shared] ++ suffix: above prev iff the suffix is above the rest
+        // of prev. Nothing before the first entry read.
+        if self.cur.is_some() && e.suffix <= &prev[e.shared..] {
+            return Err(CodecError("leaf keys out of order"));
+        }
+        if let Some(q) = stop_above
+            && cmp_joined(&prev[..e.shared], e.suffix, q).is_gt()
+        {
+            return Ok(false);
+        }
+        if e.shared == 0 {
+            self.key = KeyAt::Page(e.suffix);
+        } else {
+            if let KeyAt::Page(k) = self.key {
+                self.buf.clear();
+                self.buf.extend_from_slice(&k[..e.shared]);
+            } else {
+                self.buf.truncate(e.shared);
+            }
+            self.buf.extend_from_slice(e.suffix);
+            self.key = KeyAt::Buf;
+        }
+        self.cur = Some(Current {
+            timestamp: e.timestamp,
+            expire_at: e.expire_at,
+            value: e.value,
+            meta: e.meta,
+            value_bytes: e.value_bytes,
+        });
+        self.r = r;
+        self.next += 1;
+        Ok(true)
+    }
+}
+
+/// Compares the key `head ++ tail` with `q` without building it.
+fn cmp_joined(head: &[u8], tail: &[u8], q: &[u8]) -> std::cmp::Ordering {
+    let n = head.len().min(q.len());
+    match head[..n].cmp(&q[..n]) {
+        std::cmp::Ordering::Equal if head.len() > q.len() => std::cmp::Ordering::Greater,
+        std::cmp::Ordering::Equal => tail.cmp(&q[n..]),
+        o => o,
+    }
+}
+
+/// An entry's fields as they lie in the page.
+struct RawEntry<'a> {
+    shared: usize,
+    suffix: &'a [u8],
+    timestamp: u64,
+    expire_at: u64,
+    value: ValueRef<'a>,
+    meta: &'a [u8],
+    value_bytes: &'a [u8],
+}
+
+/// Parses one entry in place with the checks of [`read_entry`]; allocates nothing.
+fn parse_entry<'a>(
+    r: &mut Reader<'a>,
+    prev_len: usize,
+    restart: bool,
+) -> Result<RawEntry<'a>, CodecError> {
+    let shared = r.len(prev_len)?;
+    if restart && shared != 0 {
+        return Err(CodecError("restart entry shares a prefix"));
+    }
+    let unshared = r.len(r.remaining())?;
+    let meta_at = r.pos();
+    let flags = r.u8()?;
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(CodecError("unknown leaf entry flags"));
+    }
+    if flags & FLAG_TOMBSTONE != 0 && flags & FLAG_OVERFLOW != 0 {
+        return Err(CodecError("tombstone with an overflow value"));
+    }
+    let timestamp = r.varint()?;
+    let expire_at = if flags & FLAG_EXPIRY != 0 {
+        let e = r.varint()?;
+        if e == 0 {
+            return Err(CodecError("expiry flag with zero expiry"));
+        }
+        e
+    } else {
+        0
+    };
+    let meta = r.since(meta_at);
+    let suffix = r.bytes(unshared)?;
+    let value_at = r.pos();
+    let value = if flags & FLAG_TOMBSTONE != 0 {
+        ValueRef::Tombstone
+    } else if flags & FLAG_OVERFLOW != 0 {
+        let len = r.varint()?;
+        let first = r.u32()?;
+        let pages = r.varint()?;
+        let pages =
+            u32::try_from(pages).map_err(|_| CodecError("overflow page count too large"))?;
+        if pages == 0 || first.checked_add(pages - 1).is_none() {
+            return Err(CodecError("overflow page range invalid"));
+        }
+        ValueRef::Overflow { len, first, pages }
+    } else {
+        let len = r.len(r.remaining())?;
+        ValueRef::Inline(r.bytes(len)?)
+    };
+    Ok(RawEntry {
+        shared,
+        suffix,
+        timestamp,
+        expire_at,
+        value,
+        meta,
+        value_bytes: r.since(value_at),
+    })
 }
 
 fn read_entry(r: &mut Reader<'_>, prev: &[u8], restart: bool) -> Result<Entry, CodecError> {
@@ -491,6 +915,246 @@ mod tests {
                 }
             }
             let _ = LeafView::new(&payload[..i]).map(|v| v.entries());
+        }
+    }
+
+    /// The walk of the byte-level cursor, as owned entries.
+    fn cursor_entries(view: &LeafView<'_>) -> Result<Vec<Entry>, CodecError> {
+        let mut c = view.cursor();
+        let mut out = Vec::new();
+        while c.advance()? {
+            out.push(
+                c.current()
+                    .map(|e| e.to_entry())
+                    .ok_or(CodecError("no entry"))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The lookup this module had before the cursor (owned entries per step), kept as the
+    /// reference the cursor must agree with, errors included.
+    fn reference_seek_floor(
+        view: &LeafView<'_>,
+        key: &[u8],
+    ) -> Result<Option<(Entry, bool)>, CodecError> {
+        if view.count == 0 {
+            return Ok(None);
+        }
+        let (mut lo, mut hi) = (0usize, view.restarts);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            let mut r = Reader::at(view.payload, view.restart_offset(mid)?)?;
+            let e = read_entry(&mut r, &[], true)?;
+            if e.key.as_slice() <= key {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut r = Reader::at(view.payload, view.restart_offset(lo)?)?;
+        let first = lo * RESTART_INTERVAL;
+        let end = (first + RESTART_INTERVAL).min(view.count);
+        let mut best: Option<Entry> = None;
+        let mut prev: Vec<u8> = Vec::new();
+        for i in first..end {
+            let e = read_entry(&mut r, &prev, i == first)?;
+            if i > first && e.key <= prev {
+                return Err(CodecError("leaf keys out of order"));
+            }
+            if e.key.as_slice() > key {
+                break;
+            }
+            prev.clone_from(&e.key);
+            best = Some(e);
+        }
+        Ok(best.map(|e| {
+            let exact = e.key == key;
+            (e, exact)
+        }))
+    }
+
+    /// Every kind of entry: shared prefixes of every length, empty and long values,
+    /// overflow values, tombstones, expiries, timestamps of every varint length.
+    fn arb_entries() -> impl proptest::strategy::Strategy<Value = Vec<Entry>> {
+        use proptest::prelude::*;
+        let key = prop::collection::vec(prop::sample::select(vec![b'a', b'b', 0, 0xff]), 1..12);
+        let value = prop_oneof![
+            6 => prop::collection::vec(any::<u8>(), 0..40).prop_map(ValueLoc::Inline),
+            1 => (any::<u64>(), 0..u32::MAX / 2, 1..1000u32)
+                .prop_map(|(len, first, pages)| ValueLoc::Overflow { len, first, pages }),
+            2 => Just(ValueLoc::Tombstone),
+        ];
+        let expiry = prop_oneof![3 => Just(0u64), 1 => 1..u64::MAX];
+        let entry =
+            (key, any::<u64>(), expiry, value).prop_map(|(key, ts, expire_at, value)| Entry {
+                key,
+                timestamp: ts >> (ts % 64),
+                expire_at,
+                value,
+            });
+        prop::collection::vec(entry, 0..80).prop_map(|mut v| {
+            v.sort_by(|a, b| a.key.cmp(&b.key));
+            v.dedup_by(|a, b| a.key == b.key);
+            v
+        })
+    }
+
+    /// The pieces a merge makes of a leaf's entries: keys copied, everything else borrowed.
+    fn copied_pieces(view: &LeafView<'_>) -> Vec<u8> {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut parts = Vec::new();
+        let mut c = view.cursor();
+        while c.advance().unwrap() {
+            let e = c.current().unwrap();
+            keys.push(e.key.to_vec());
+            parts.push((e.meta_bytes(), e.value_bytes()));
+        }
+        let pieces: Vec<Piece<'_>> = keys
+            .iter()
+            .zip(&parts)
+            .map(|(k, (meta, value))| Piece {
+                key: k,
+                meta,
+                value,
+                value_tail: &[],
+            })
+            .collect();
+        assert_eq!(encoded_len_pieces(&pieces), view.payload.len());
+        encode_pieces(&pieces)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn cursor_agrees_with_the_owned_decoder(
+            entries in arb_entries(),
+            probes in proptest::collection::vec(
+                proptest::collection::vec(proptest::sample::select(vec![b'a', b'b', 0, 0xff]), 0..13),
+                0..40,
+            ),
+        ) {
+            let payload = encode(&entries);
+            proptest::prop_assert_eq!(payload.len(), encoded_len(&entries));
+            let view = LeafView::new(&payload).unwrap();
+            proptest::prop_assert_eq!(&cursor_entries(&view).unwrap(), &entries);
+            proptest::prop_assert_eq!(&view.entries().unwrap(), &entries);
+            // Copying the entries as byte ranges rebuilds the page byte for byte.
+            proptest::prop_assert_eq!(&copied_pieces(&view), &payload);
+            for probe in probes.iter().chain(entries.iter().map(|e| &e.key)) {
+                let want = reference_seek_floor(&view, probe);
+                proptest::prop_assert_eq!(&view.seek_floor(probe), &want);
+                let floor = entries.iter().rev().find(|e| e.key <= *probe);
+                proptest::prop_assert_eq!(
+                    want.unwrap().map(|(e, _)| e),
+                    floor.cloned()
+                );
+                let got = view.get(probe).unwrap().map(|e| e.to_entry());
+                proptest::prop_assert_eq!(got, entries.iter().find(|e| e.key == *probe).cloned());
+                // A floor cursor goes on to the end of the leaf.
+                if let Some(mut c) = view.floor(probe).unwrap() {
+                    let at = entries.iter().position(|e| e.key.as_slice() == c.key()).unwrap();
+                    let mut rest = vec![c.current().unwrap().to_entry()];
+                    while c.advance().unwrap() {
+                        rest.push(c.current().unwrap().to_entry());
+                    }
+                    proptest::prop_assert_eq!(&rest[..], &entries[at..]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_of_new_entries_encode_like_entries() {
+        let mut entries: Vec<Entry> = (0..50)
+            .map(|i| entry(&format!("key{i:04}"), &"x".repeat(i)))
+            .collect();
+        entries[4].value = ValueLoc::Tombstone;
+        entries[9].expire_at = 12345;
+        entries[20].value = ValueLoc::Overflow {
+            len: 1 << 40,
+            first: 77,
+            pages: 3,
+        };
+        let mut scratch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for e in &entries {
+            let (mut meta, mut head) = (Vec::new(), Vec::new());
+            encode_meta(&mut meta, e.timestamp, e.expire_at, e.value_ref());
+            encode_value_head(&mut head, e.value_ref());
+            scratch.push((meta, head));
+        }
+        let pieces: Vec<Piece<'_>> = entries
+            .iter()
+            .zip(&scratch)
+            .map(|(e, (meta, head))| Piece {
+                key: &e.key,
+                meta,
+                value: head,
+                value_tail: inline_bytes(e.value_ref()),
+            })
+            .collect();
+        for n in 0..pieces.len() {
+            assert_eq!(encode_pieces(&pieces[..n]), encode(&entries[..n]), "{n}");
+            assert_eq!(encoded_len_pieces(&pieces[..n]), encoded_len(&entries[..n]));
+        }
+    }
+
+    /// Flipped bits and cut pages: the cursor never panics and reaches the verdict of the
+    /// owned decoder (the same entries, or the same error), and lookups that of the
+    /// reference lookup.
+    #[test]
+    fn hostile_bytes_cursor_agrees_with_the_owned_decoder() {
+        let seed = 0x1eaf_c0de_u64;
+        eprintln!("seed {seed:#x}");
+        let mut x = seed;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut entries: Vec<Entry> = (0..40)
+            .map(|i| entry(&format!("k{:03}", i * 7), &"v".repeat(i % 5)))
+            .collect();
+        for e in entries.iter_mut().step_by(3) {
+            e.value = ValueLoc::Tombstone;
+        }
+        entries[5].expire_at = 1 << 50;
+        entries[8].value = ValueLoc::Overflow {
+            len: 9000,
+            first: 4,
+            pages: 3,
+        };
+        let payload = encode(&entries);
+        let probes: Vec<&[u8]> = vec![b"", b"k", b"k000", b"k07", b"k140", b"k2", b"zz"];
+        let check = |p: &[u8]| {
+            let Ok(view) = LeafView::new(p) else {
+                return;
+            };
+            assert_eq!(cursor_entries(&view), view.entries(), "{p:?}");
+            for probe in &probes {
+                let want = reference_seek_floor(&view, probe);
+                assert_eq!(view.seek_floor(probe), want, "{p:?} {probe:?}");
+                let exact = want.map(|f| f.filter(|(_, x)| *x).map(|(e, _)| e));
+                assert_eq!(view.get(probe).map(|e| e.map(|e| e.to_entry())), exact);
+            }
+        };
+        for i in 0..payload.len() {
+            for bit in 0..8 {
+                let mut p = payload.clone();
+                p[i] ^= 1 << bit;
+                check(&p);
+            }
+            check(&payload[..i]);
+        }
+        for _ in 0..5_000 {
+            let mut p = payload.clone();
+            for _ in 0..1 + rnd() % 4 {
+                let at = (rnd() % p.len() as u64) as usize;
+                p[at] = rnd() as u8;
+            }
+            check(&p);
+            let garbage: Vec<u8> = (0..rnd() % 300).map(|_| rnd() as u8).collect();
+            check(&garbage);
         }
     }
 }

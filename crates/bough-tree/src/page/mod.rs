@@ -91,9 +91,10 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(a))
     }
 
+    /// One canonical LEB128 varint, decoded in one pass over its bytes (the hot path of
+    /// every leaf search). Accepts exactly what [`varint::get`] accepts.
     pub(crate) fn varint(&mut self) -> Result<u64, CodecError> {
-        let (v, n) =
-            varint::get(&self.bytes[self.pos..]).map_err(|_| CodecError("bad varint in page"))?;
+        let (v, n) = decode_varint(&self.bytes[self.pos..])?;
         self.pos += n;
         Ok(v)
     }
@@ -107,6 +108,11 @@ impl<'a> Reader<'a> {
         Ok(v as usize)
     }
 
+    /// The bytes from `start` to the current position (`start` ≤ the position).
+    pub(crate) fn since(&self, start: usize) -> &'a [u8] {
+        &self.bytes[start.min(self.pos)..self.pos]
+    }
+
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
         let end = self
             .pos
@@ -116,5 +122,82 @@ impl<'a> Reader<'a> {
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
+    }
+}
+
+/// Decodes one canonical varint from the start of `input` in a single pass: the value and
+/// the bytes it took. Refuses what `bough_manifest::varint::get` refuses — a truncated
+/// encoding, one past 64 bits, and an overlong one (a zero final byte after the first).
+pub(crate) fn decode_varint(input: &[u8]) -> Result<(u64, usize), CodecError> {
+    const BAD: CodecError = CodecError("bad varint in page");
+    let mut value = 0u64;
+    for (i, &b) in input.iter().take(varint::MAX_LEN).enumerate() {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            // The 10th byte may carry only the top bit; a zero last byte has a shorter form.
+            if (i == varint::MAX_LEN - 1 && b > 1) || (i > 0 && b == 0) {
+                return Err(BAD);
+            }
+            return Ok((value, i + 1));
+        }
+    }
+    Err(BAD)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(input: &[u8]) -> Option<(u64, usize)> {
+        varint::get(input).ok()
+    }
+
+    #[test]
+    fn one_pass_varint_agrees_with_the_manifest_decoder() {
+        // Every input of up to two bytes, and a continuation byte before each of them.
+        for a in 0..=255u8 {
+            for input in [vec![a], vec![a, 0x80]] {
+                assert_eq!(decode_varint(&input).ok(), reference(&input), "{input:?}");
+            }
+            for b in 0..=255u8 {
+                for input in [vec![a, b], vec![0x80, a, b], vec![0xff, a, b]] {
+                    assert_eq!(decode_varint(&input).ok(), reference(&input), "{input:?}");
+                }
+            }
+        }
+        // Canonical encodings round-trip; edges of every length, and long hostile runs.
+        let mut x = 0x243f_6a88_85a3_08d3u64;
+        for shift in 0..64 {
+            for v in [1u64 << shift, (1u64 << shift) - 1, u64::MAX >> shift] {
+                let mut buf = Vec::new();
+                varint::put(&mut buf, v);
+                assert_eq!(decode_varint(&buf), Ok((v, buf.len())));
+                buf.push(0x55);
+                assert_eq!(decode_varint(&buf), Ok((v, buf.len() - 1)));
+            }
+        }
+        eprintln!("seed {x:#x}");
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 12) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| {
+                    let b = (x >> (i * 5)) as u8;
+                    if i + 1 < len { b | 0x80 } else { b }
+                })
+                .collect();
+            assert_eq!(decode_varint(&bytes).ok(), reference(&bytes), "{bytes:?}");
+        }
+        assert!(decode_varint(&[]).is_err());
+        assert!(decode_varint(&[0xff; 11]).is_err());
+        assert!(
+            decode_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err()
+        );
+        assert_eq!(
+            decode_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]),
+            Ok((u64::MAX, 10))
+        );
     }
 }
