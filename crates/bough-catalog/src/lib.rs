@@ -21,7 +21,12 @@ use bough_tree::head::{ForkPoint, Head, HeadConfig, MAX_MANIFEST_BYTES};
 use parking_lot::Mutex;
 
 mod merge;
+mod read_only;
+mod repair;
+mod staging;
 pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport};
+pub use repair::Damaged;
+pub use staging::{STAGING_PREFIXES, is_staging_name};
 
 /// One partition directory and its branches.
 #[derive(Debug)]
@@ -40,6 +45,8 @@ pub struct Partition {
     take_over: Option<TakeOver>,
     /// (branch, term) pairs whose manifest this instance created: it may write them.
     owned: Mutex<std::collections::HashSet<(BranchName, Term)>>,
+    /// Opened with [`open_read_only`](Self::open_read_only): heads only read.
+    read_only: bool,
 }
 
 /// The clock of takeovers (milliseconds since the epoch).
@@ -68,6 +75,9 @@ pub struct BranchInfo {
     pub origin: Option<BranchOrigin>,
     /// Its archives, oldest first.
     pub archives: Vec<ArchiveName>,
+    /// What it stages, if it is a staging branch (`bough_manifest::STAGING`): the work of an
+    /// interrupted command when no command is running.
+    pub staging: Option<String>,
 }
 
 impl Partition {
@@ -104,6 +114,7 @@ impl Partition {
             terms: Mutex::new(TermCache::default()),
             take_over: None,
             owned: Mutex::default(),
+            read_only: false,
         };
         p.recover()?;
         let main = BranchName::main();
@@ -320,6 +331,9 @@ impl Partition {
     /// from storage again, and a takeover that raced a commit of the previous owner
     /// (`Busy`) starts over, a few times.
     pub fn open_head(&self, branch: &BranchName) -> IoResult<Head> {
+        if self.read_only {
+            return self.open_head_read_only(branch);
+        }
         if let Some(TakeOver(clock)) = &self.take_over {
             let mut attempt = 0;
             loop {
@@ -515,7 +529,7 @@ impl Partition {
             fork_version: parent.version(),
             created_at_ms: now_ms,
         };
-        self.create_from(fork, name, term, origin)
+        self.create_from(fork, name, term, origin, None)
     }
 
     fn create_from(
@@ -524,9 +538,13 @@ impl Partition {
         name: &BranchName,
         term: Term,
         origin: BranchOrigin,
+        staging: Option<&str>,
     ) -> IoResult<Head> {
         let mut exts = Vec::new();
         origin.store(&mut exts);
+        if let Some(purpose) = staging {
+            bough_manifest::set_staging(&mut exts, purpose);
+        }
         // The branch starts at the version of the state it starts from (the parent's at the
         // fork, or the archive's), so its versions continue that history.
         let version = bough_manifest::commit_version(&fork.snapshot.extensions)
@@ -702,7 +720,7 @@ impl Partition {
             fork_version: 0,
             created_at_ms: now_ms,
         };
-        self.create_from(ForkPoint { snapshot }, name, term, origin)
+        self.create_from(ForkPoint { snapshot }, name, term, origin, None)
     }
 
     /// Restores `head`'s branch to an archive in place: the current state is kept as branch
@@ -772,13 +790,17 @@ impl Partition {
         let state = replay(&bytes)
             .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?
             .state;
-        let origin = BranchOrigin::from_extensions(&state.extensions)
-            .map_err(|r| IoError::corruption(path, 0, format!("origin extension: {r:?}")))?;
+        let origin = BranchOrigin::from_extensions(&state.extensions).map_err(|r| {
+            IoError::corruption(path.clone(), 0, format!("origin extension: {r:?}"))
+        })?;
+        let staging = bough_manifest::staging_purpose(&state.extensions)
+            .map_err(|r| IoError::corruption(path, 0, r))?;
         Ok(BranchInfo {
             name: name.clone(),
             term,
             origin,
             archives: self.archives(name)?,
+            staging,
         })
     }
 }

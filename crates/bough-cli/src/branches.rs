@@ -284,7 +284,7 @@ fn handle(store: &Store, p: &PartitionDir) -> CliResult<PartitionHandle> {
 
 /// `bough ls`.
 pub fn ls(ctx: &Ctx) -> CliResult<()> {
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let root = ctx.root()?;
     let mut rows = Vec::new();
     let mut docs = Vec::new();
@@ -439,7 +439,18 @@ fn describe_all(store: &Store, root: &Path, p: &PartitionDir) -> CliResult<Vec<D
     let files = own_files(root, &p.to_string());
     let mut out = Vec::new();
     for name in part.branches()? {
-        let info = part.describe(&name)?;
+        // One damaged branch must not hide the others: it is named, and skipped.
+        let info = match part.describe(&name) {
+            Ok(info) => info,
+            Err(e) if e.kind() == bough::ErrorKind::Corruption => {
+                eprintln!(
+                    "warning: {p}@{name} is damaged ({e}); `bough repair {p}@{name}` brings it back \
+                     from its newest intact archive"
+                );
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let version = part
             .branch(&name)
             .and_then(|b| b.read_view())
@@ -477,17 +488,31 @@ fn described_json(p: &PartitionDir, d: &Described) -> Json {
         "archives": d.info.archives.iter().map(|a| json!({"name": a.to_string(), "term": a.term, "timestamp_ms": a.timestamp})).collect::<Vec<_>>(),
         "data_files": d.files,
         "bytes": d.bytes,
+        "staging": d.info.staging,
+    })
+}
+
+/// The line `branch list` prints under the table for a staging branch.
+fn staging_note(p: &PartitionDir, d: &Described) -> Option<String> {
+    d.info.staging.as_ref().map(|purpose| {
+        format!(
+            "note: {p}@{} is the staging branch of an interrupted `{purpose}`; the next command \
+             that writes to {p} (or `bough gc`) removes it",
+            d.info.name
+        )
     })
 }
 
 fn list(ctx: &Ctx, scope: Option<&str>) -> CliResult<()> {
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let root = ctx.root()?;
     let parts = partitions_of_scope(ctx, &store, scope)?;
     let mut rows = Vec::new();
     let mut docs = Vec::new();
+    let mut notes = Vec::new();
     for p in &parts {
         for d in describe_all(&store, &root, p)? {
+            notes.extend(staging_note(p, &d));
             let o = d.info.origin.as_ref();
             rows.push(vec![
                 p.to_string(),
@@ -524,14 +549,24 @@ fn list(ctx: &Ctx, scope: Option<&str>) -> CliResult<()> {
             &rows
         )
     );
+    for n in notes {
+        println!("{n}");
+    }
     Ok(())
 }
 
 fn info(ctx: &Ctx, a: &TargetArgs) -> CliResult<()> {
     let t = resolve(&a.target, a.branch.as_deref(), &[])?;
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let root = ctx.root()?;
-    let (part, branch) = open_target(&store, &t, false)?;
+    let part = ctx::partition(&store, &t.table, t.partition, false)?;
+    let branch = match ctx::branch(&part, &t.branch) {
+        Ok(b) => b,
+        Err(e) if e.code == crate::error::code::CORRUPT => {
+            return Err(crate::repair::damaged_info(ctx, &part, &t, e)?);
+        }
+        Err(e) => return Err(e),
+    };
     let p = part.dir().clone();
     let info = part.describe(&t.branch)?;
     let version = branch.read_view()?.version();
@@ -576,7 +611,7 @@ fn info(ctx: &Ctx, a: &TargetArgs) -> CliResult<()> {
 /// `bough branch tree`: the hierarchy drawn from each branch's origin.
 fn tree(ctx: &Ctx, partition: &str) -> CliResult<()> {
     let p = target::plain_partition(partition, "branch tree")?;
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let root = ctx.root()?;
     ctx::partition(&store, p.table.as_str(), p.partition, false)?;
     let all = describe_all(&store, &root, &p)?;
@@ -711,7 +746,15 @@ impl Drawing<'_> {
 
 /// Finds an archive by file name or timestamp.
 fn find_archive(branch: &Branch, arg: &str) -> CliResult<ArchiveName> {
-    let archives = branch.archives()?;
+    find_archive_in(branch.archives()?, branch.label(), arg)
+}
+
+/// The archive `arg` names (file name or timestamp) among `archives` of `label`.
+pub(crate) fn find_archive_in(
+    archives: Vec<ArchiveName>,
+    label: &str,
+    arg: &str,
+) -> CliResult<ArchiveName> {
     let found = match ArchiveName::parse(arg) {
         Ok(a) => archives.into_iter().find(|x| *x == a),
         Err(_) => match arg.parse::<u64>() {
@@ -724,10 +767,8 @@ fn find_archive(branch: &Branch, arg: &str) -> CliResult<ArchiveName> {
         },
     };
     found.ok_or_else(|| {
-        CliError::not_found(format!("{} has no archive `{arg}`", branch.label())).hint(format!(
-            "list them with `bough archive list {}`",
-            branch.label()
-        ))
+        CliError::not_found(format!("{label} has no archive `{arg}`"))
+            .hint(format!("list them with `bough archive list {label}`"))
     })
 }
 
@@ -771,9 +812,13 @@ pub fn archive(ctx: &Ctx, cmd: ArchiveCmd) -> CliResult<()> {
         }
         ArchiveCmd::List(a) => {
             let t = resolve(&a.target, a.branch.as_deref(), &[])?;
-            let store = ctx.open(false)?;
-            let (_, b) = open_target(&store, &t, false)?;
-            let archives = b.archives()?;
+            let store = ctx.open_read_only()?;
+            // Through the partition, not a head: a damaged branch's archives still list.
+            let part = ctx::partition(&store, &t.table, t.partition, false)?;
+            let archives = part.archives(&t.branch)?;
+            if archives.is_empty() && !part.branches()?.contains(&t.branch) {
+                return Err(ctx::missing_branch(&part, &t.branch));
+            }
             if ctx.json {
                 let list: Vec<Json> = archives.iter().map(|a| json!({"name": a.to_string(), "term": a.term, "timestamp_ms": a.timestamp})).collect();
                 return output::print_json(&json!({"branch": t.label(), "archives": list}));
@@ -805,7 +850,18 @@ pub fn archive(ctx: &Ctx, cmd: ArchiveCmd) -> CliResult<()> {
                 backup.unwrap_or_else(|| format!("{}-backup-{}", t.branch, output::now_ms()));
             target::branch_name(&backup, "--backup")?;
             let store = ctx.open(false)?;
-            let (_, b) = open_target(&store, &t, false)?;
+            let part = ctx::partition(&store, &t.table, t.partition, false)?;
+            let b = match ctx::branch(&part, &t.branch) {
+                Ok(b) => b,
+                // Its manifest is damaged: bring it back from the archive without a head.
+                Err(e) if e.code == crate::error::code::CORRUPT => {
+                    let a = find_archive_in(part.archives(&t.branch)?, &t.label(), &archive)?;
+                    let report = part.repair_from_archive(&t.branch, Some(&a))?;
+                    store.close()?;
+                    return crate::repair::print_report(ctx, &t.label(), &report);
+                }
+                Err(e) => return Err(e),
+            };
             let a = find_archive(&b, &archive)?;
             b.restore(&a, &backup)?;
             store.close()?;
@@ -826,9 +882,10 @@ pub fn archive(ctx: &Ctx, cmd: ArchiveCmd) -> CliResult<()> {
             let t = resolve(&target.target, target.branch.as_deref(), &[])?;
             target::branch_name(&name, "NAME")?;
             let store = ctx.open(false)?;
-            let (_, b) = open_target(&store, &t, false)?;
-            let a = find_archive(&b, &archive)?;
-            let nb = b.branch_from_archive(&a, &name)?;
+            // Through the partition: the archived branch may be damaged.
+            let part = ctx::partition(&store, &t.table, t.partition, false)?;
+            let a = find_archive_in(part.archives(&t.branch)?, &t.label(), &archive)?;
+            let nb = part.branch_from_archive(&a, &name)?;
             let label = nb.label().to_string();
             store.close()?;
             done(
@@ -887,7 +944,10 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
     let (mut total_files, mut total_bytes) = (0usize, 0u64);
     for p in &parts {
         let dir = p.to_string();
-        let report: GcReport = handle(&store, p)?.gc(a.dry_run)?;
+        let part = handle(&store, p)?;
+        let report: GcReport = part.gc(a.dry_run)?;
+        // Opening the partition for writing removed what interrupted commands left.
+        let staging_removed = part.staging_removed()?;
         total_files += report.deleted.len();
         total_bytes += report.bytes_freed;
         let kept_bytes: u64 = report
@@ -910,8 +970,14 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
                 "bytes_freed": report.bytes_freed,
                 "manifests_read": report.manifests_read,
                 "mapping_pages_visited": report.mapping_pages_visited,
+                "staging_removed": staging_removed.iter().map(|(b, what)| json!({"branch": b, "staged": what})).collect::<Vec<_>>(),
             }));
             continue;
+        }
+        for (b, what) in &staging_removed {
+            out.push_str(&format!(
+                "{dir}: removed branch {b}, the staging branch of an interrupted `{what}`\n"
+            ));
         }
         let verb = if a.dry_run { "would delete" } else { "deleted" };
         out.push_str(&format!(
@@ -989,7 +1055,7 @@ pub fn diff(ctx: &Ctx, a: DiffArgs) -> CliResult<()> {
     let p = target::plain_partition(&a.partition, "diff")?;
     target::branch_name(&a.a, "A")?;
     target::branch_name(&a.b, "B")?;
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let part = ctx::partition(&store, p.table.as_str(), p.partition, false)?;
     ctx::branch(&part, &a.a)?;
     ctx::branch(&part, &a.b)?;

@@ -25,7 +25,13 @@ pub struct Ctx {
     pub json: bool,
     /// Progress lines allowed (stderr is a terminal and `--no-progress` is absent).
     pub progress: bool,
+    /// `--wait SECONDS`: how long a writing command waits for the store lock.
+    pub wait: Option<f64>,
 }
+
+/// How long a writing command waits for the store lock when neither `--wait` nor the config
+/// file says: long enough for another short command (a `bough put`) to finish.
+pub const DEFAULT_LOCK_WAIT_MS: u64 = 10_000;
 
 impl Ctx {
     /// The options: the config file (if any), then `--store` and `--backend` on top. The
@@ -41,10 +47,23 @@ impl Ctx {
                 if !text.contains("maintenance_interval_ms") {
                     o.maintenance_interval_ms = 0;
                 }
+                if !text.contains("lock_wait_ms") {
+                    o.lock_wait_ms = DEFAULT_LOCK_WAIT_MS;
+                }
                 o
             }
-            None => Options::default().maintenance_interval_ms(0),
+            None => Options::default()
+                .maintenance_interval_ms(0)
+                .lock_wait_ms(DEFAULT_LOCK_WAIT_MS),
         };
+        if let Some(secs) = self.wait {
+            if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
+                return Err(CliError::usage(format!(
+                    "--wait {secs}: give seconds from 0 to 86400"
+                )));
+            }
+            opts.lock_wait_ms = (secs * 1000.0).round() as u64;
+        }
         if let Some(s) = &self.store {
             opts.path = Some(s.clone());
         } else if opts.path.is_none() {
@@ -87,17 +106,35 @@ impl Ctx {
             .path
             .as_deref()
             .map_or_else(|| "memory".to_string(), |p| p.display().to_string());
+        let waited = opts.lock_wait_ms;
         Store::open(opts).map_err(|e| {
             let busy = e.kind() == ErrorKind::Busy;
             let err = CliError::from(e);
             if busy {
                 err.hint(format!(
-                    "another process has {shown} open; wait for it to finish or use another --store"
+                    "another process has {shown} open for writing (waited {:.1} s); wait longer \
+                     with --wait SECONDS, or use another --store. Reading commands (get, scan, \
+                     ls, diff, verify, ...) work beside it",
+                    waited as f64 / 1000.0
                 ))
             } else {
                 err
             }
         })
+    }
+
+    /// Opens the existing store for reading only: beside a writer in another process, never
+    /// waiting for it and never changing a byte (`Store::open_read_only`).
+    pub fn open_read_only(&self) -> CliResult<Store> {
+        let opts = self.options()?;
+        // The object tier has no read-only mode: there a reading command opens as before.
+        if opts.backend == Backend::Object {
+            return self.open(false);
+        }
+        if opts.backend != Backend::Memory {
+            self.require_store()?;
+        }
+        Ok(Store::open_read_only(opts)?)
     }
 
     /// Every partition directory in the local store, sorted.

@@ -130,6 +130,27 @@ pub struct LoadArgs {
     /// Expire every loaded entry after this many ms (unless the line says otherwise).
     #[arg(long, value_name = "MS")]
     ttl: Option<u64>,
+    /// All or nothing: load into a staging branch and merge it into the target at the end.
+    /// Without it, an interrupted load keeps the batches committed so far.
+    #[arg(long)]
+    atomic: bool,
+}
+
+/// Deletes an atomic load's staging branch when the load stops before merging it (an
+/// error; a kill leaves it for the next writer's open, which removes it).
+struct Staging<'a> {
+    part: &'a bough::PartitionHandle,
+    name: String,
+    branch: Branch,
+    merged: bool,
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        if !self.merged {
+            let _ = self.part.delete_branch(&self.name);
+        }
+    }
 }
 
 fn arg_bytes(s: &OsString, hex: bool, what: &str) -> CliResult<Vec<u8>> {
@@ -196,7 +217,7 @@ fn read_input_all(path: &PathBuf) -> CliResult<Vec<u8>> {
 pub fn get(ctx: &Ctx, a: GetArgs) -> CliResult<()> {
     let t = target_of(&a.target)?;
     let key = arg_bytes(&a.key, a.hex, "KEY")?;
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let (_, branch) = open_target(&store, &t, false)?;
     let Some(v) = branch.get_blocking(&key)? else {
         return Err(CliError::not_found(format!(
@@ -268,7 +289,7 @@ pub fn scan(ctx: &Ctx, a: ScanArgs) -> CliResult<()> {
         a.to.as_ref()
             .map(|k| arg_bytes(k, a.hex, "--to"))
             .transpose()?;
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let (_, branch) = open_target(&store, &t, false)?;
     let view = branch.read_view()?;
     let mut begin = match from {
@@ -375,7 +396,20 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
         (Box::new(std::io::BufReader::with_capacity(1 << 20, f)), len)
     };
     let store = ctx.open(true)?;
-    let (_, branch) = open_target(&store, &t, true)?;
+    let (part, target) = open_target(&store, &t, true)?;
+    let mut staging = if a.atomic {
+        let name = format!("load-{}-{}", std::process::id(), output::now_ms());
+        let purpose = format!("load --atomic into {}", t.label());
+        Some(Staging {
+            branch: part.create_staging_branch(&name, &t.branch, &purpose)?,
+            part: &part,
+            name,
+            merged: false,
+        })
+    } else {
+        None
+    };
+    let branch = staging.as_ref().map_or(&target, |s| &s.branch).clone();
     let mut progress = Progress::new(format!("load {}", t.label()), ctx.progress, total);
     let mut format = a.format;
     let mut batch = WriteBatch::new();
@@ -419,9 +453,13 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
             _ => parse_tsv(text),
         };
         let mut line = parsed.map_err(|e| {
-            CliError::usage(format!("{}:{line_no}: {e}", a.input.display())).hint(format!(
-                "{loaded} entries before this line were loaded; fix the line and load the rest"
-            ))
+            CliError::usage(format!("{}:{line_no}: {e}", a.input.display())).hint(if a.atomic {
+                "nothing was loaded (--atomic); fix the line and load the file again".to_string()
+            } else {
+                format!(
+                    "{loaded} entries before this line were loaded; fix the line and load the rest"
+                )
+            })
         })?;
         if line.opts.ttl_ms.is_none() && line.opts.expire_at.is_none() {
             line.opts.ttl_ms = a.ttl;
@@ -429,7 +467,8 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
         // A batch holds each key once: a repeated key starts a new batch (the later wins).
         if keys.contains(&line.key) || batch.len() >= a.batch || batch_bytes >= 8 << 20 {
             let n = batch.len() as u64;
-            write(&branch, std::mem::take(&mut batch)).map_err(|e| load_hint(e, loaded))?;
+            write(&branch, std::mem::take(&mut batch))
+                .map_err(|e| load_hint(e, loaded, a.atomic))?;
             loaded += n;
             keys.clear();
             batch_bytes = 0;
@@ -441,9 +480,25 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
     }
     if !batch.is_empty() {
         let n = batch.len() as u64;
-        write(&branch, batch).map_err(|e| load_hint(e, loaded))?;
+        write(&branch, batch).map_err(|e| load_hint(e, loaded, a.atomic))?;
         loaded += n;
     }
+    if let Some(stage) = staging.as_mut() {
+        part.merge(
+            &stage.name,
+            &t.branch,
+            bough::MergeOptions {
+                policy: bough::ConflictPolicy::Theirs,
+                dry_run: false,
+                fast_forward: true,
+            },
+        )
+        .map_err(|e| load_hint(e.into(), 0, true))?;
+        stage.merged = true;
+        // Merged: a failed cleanup loses nothing (the next writer's open removes it).
+        let _ = part.delete_branch(&stage.name);
+    }
+    drop(staging);
     progress.finish();
     let elapsed = progress.elapsed();
     store.close()?;
@@ -467,7 +522,10 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
     Ok(())
 }
 
-fn load_hint(e: CliError, loaded_before: u64) -> CliError {
+fn load_hint(e: CliError, loaded_before: u64, atomic: bool) -> CliError {
+    if atomic {
+        return e.or_hint("nothing was loaded (--atomic); load the file again");
+    }
     e.or_hint(format!(
         "the {loaded_before} entries before the failing batch were loaded"
     ))

@@ -74,7 +74,7 @@ pub fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
             Box::new(io::stdout().lock())
         }
     };
-    let store = ctx.open(false)?;
+    let store = ctx.open_read_only()?;
     let (_, branch) = open_target(&store, &t, false)?;
     let view = branch.read_view()?;
     let header = ExportHeader {
@@ -170,7 +170,8 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let part = ctx::partition(&store, &t.table, t.partition, true)?;
     ctx::branch(&part, &t.branch)?;
     let staging = format!("import-{}-{}", std::process::id(), output::now_ms());
-    let stage = part.create_branch(&staging, &t.branch)?;
+    let stage =
+        part.create_staging_branch(&staging, &t.branch, &format!("import into {}", t.label()))?;
     let mut progress = Progress::new(format!("import {}", t.label()), ctx.progress, None);
     let result: CliResult<u64> = (|| {
         let mut batch = WriteBatch::new();

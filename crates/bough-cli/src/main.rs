@@ -21,6 +21,7 @@ mod error;
 mod export;
 mod inspect;
 mod output;
+mod repair;
 mod target;
 mod verify;
 mod walk;
@@ -93,6 +94,16 @@ struct Cli {
     /// No progress line on stderr.
     #[arg(long, global = true, help_heading = "Global options")]
     no_progress: bool,
+    /// Commands that write wait up to this long for another process that has the store open
+    /// for writing (default 10; 0 fails at once). Read-only commands never wait: they read
+    /// beside a writer.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "SECONDS"
+    )]
+    wait: Option<f64>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -141,7 +152,7 @@ enum Cmd {
     Scan(data::ScanArgs),
     /// Bulk-load KEY<TAB>VALUE lines or JSON lines from a file or stdin.
     #[command(
-        after_help = "Input: KEY<TAB>VALUE lines (with the escapes scan prints: \\\\ \\t \\n \\r \\xNN),\nor JSON lines {\"key\": .., \"value\": .., \"ttl_ms\": .., \"expire_at\": .., \"timestamp\": ..}\n(key_hex/value_hex for binary; `scan --json` output loads back as is).\n\nExamples:\n  bough load orders.0 orders.tsv\n  bough scan old.0 --json | bough load orders.0 -"
+        after_help = "Input: KEY<TAB>VALUE lines (with the escapes scan prints: \\\\ \\t \\n \\r \\xNN),\nor JSON lines {\"key\": .., \"value\": .., \"ttl_ms\": .., \"expire_at\": .., \"timestamp\": ..}\n(key_hex/value_hex for binary; `scan --json` output loads back as is).\n\nAn interrupted load keeps the batches it committed (`bough scan` shows them; loading\nthe whole file again is safe: the later write of a key wins). With --atomic it loads all or\nnothing.\n\nExamples:\n  bough load orders.0 orders.tsv\n  bough load orders.0 orders.tsv --atomic\n  bough scan old.0 --json | bough load orders.0 -"
     )]
     Load(data::LoadArgs),
     /// List the partitions of the store with their branches and sizes.
@@ -170,6 +181,11 @@ enum Cmd {
     /// Reset a branch to another branch's current state (by reference, no copy).
     #[command(after_help = "Example:\n  bough reset orders.0@feature --to main")]
     Reset(branches::ResetArgs),
+    /// Bring a branch whose manifest is damaged back from its newest intact archive.
+    #[command(
+        after_help = "Reports exactly what is lost: the key changes since the archive that can still be\nread, and the commits after the damage.\n\nExamples:\n  bough repair orders.0@main\n  bough repair orders.0@main --archive 1714564800000"
+    )]
+    Repair(repair::RepairArgs),
     /// Copy into a branch's own files every page it borrows from other branches.
     #[command(
         after_help = "Afterwards the branches it was forked from can be deleted and collected.\n\nExample:\n  bough rehome orders.0@feature"
@@ -230,6 +246,7 @@ fn main() -> ExitCode {
         }),
         json: cli.json,
         progress: !cli.no_progress,
+        wait: cli.wait,
     };
     match run(&ctx, cli.cmd) {
         Ok(code) => ExitCode::from(code),
@@ -275,6 +292,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
         Cmd::Diff(a) => branches::diff(ctx, a).map(|_| 0),
         Cmd::Merge(a) => branches::merge(ctx, a),
         Cmd::Reset(a) => branches::reset(ctx, a).map(|_| 0),
+        Cmd::Repair(a) => repair::repair(ctx, a).map(|_| 0),
         Cmd::Rehome(a) => branches::rehome(ctx, a).map(|_| 0),
         Cmd::Inspect(c) => inspect::inspect(ctx, c),
         Cmd::Verify(a) => verify::verify(ctx, a),

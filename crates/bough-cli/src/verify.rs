@@ -1,6 +1,7 @@
 //! `bough verify`: reads everything a partition holds and reports every problem.
 //!
-//! Per partition, with the store lock held so no writer changes it meanwhile:
+//! Per partition, without the store lock (a writer may run beside it; see
+//! [`verify_settled`]):
 //! 1. every `CURRENT_TERM` record decodes, and every live branch has its current manifest;
 //! 2. every manifest and archive replays (checksums, sequence, decoding);
 //! 3. from every snapshot they hold — each branch head, each archive, each recorded merge
@@ -88,24 +89,67 @@ impl PartReport {
     fn count(&self, s: Severity) -> usize {
         self.problems.iter().filter(|p| p.severity == s).count()
     }
+    /// What was found, to compare two runs.
+    fn findings(&self) -> Vec<(Severity, &str, &str)> {
+        self.problems
+            .iter()
+            .map(|p| (p.severity, p.file.as_str(), p.detail.as_str()))
+            .collect()
+    }
+}
+
+/// Why a tree could not be read: an I/O error (which may name a page of a data file), or
+/// keys out of order.
+#[derive(Debug)]
+enum WalkError {
+    Io(bough_io::IoError),
+    Value(String, bough_io::IoError),
+    Order(String),
+}
+
+impl std::fmt::Display for WalkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WalkError::Io(e) => write!(f, "{e}"),
+            WalkError::Value(key, e) => write!(f, "value of key {key}: {e}"),
+            WalkError::Order(key) => write!(f, "keys out of order at {key}"),
+        }
+    }
+}
+
+impl WalkError {
+    /// The data file of partition `dir` and the page the error is about, if it is a
+    /// corruption inside one.
+    fn page(&self, dir: &str, page_size: u64) -> Option<(String, u32)> {
+        let (WalkError::Io(bough_io::IoError::Corruption { path, offset, .. })
+        | WalkError::Value(_, bough_io::IoError::Corruption { path, offset, .. })) = self
+        else {
+            return None;
+        };
+        let name = path.strip_prefix(dir)?.strip_prefix('/')?;
+        if !matches!(bough_names::classify(name), FileKind::Data(_)) || page_size == 0 {
+            return None;
+        }
+        Some((name.to_string(), u32::try_from(offset / page_size).ok()?))
+    }
 }
 
 /// Reads every key (and value) of one tree in order; returns the number of entries
 /// (tombstones, remembered deletes, are not entries to a user, so they do not count).
-fn walk_tree(t: &TreeSnapshot, root: u32) -> Result<u64, String> {
+fn walk_tree(t: &TreeSnapshot, root: u32) -> Result<u64, WalkError> {
     if root == NO_PAGE {
         return Ok(0);
     }
-    let mut c = Cursor::seek(t, root, None).map_err(|e| e.to_string())?;
+    let mut c = Cursor::seek(t, root, None).map_err(WalkError::Io)?;
     let mut n = 0u64;
     let mut prev: Option<Vec<u8>> = None;
-    while let Some(e) = c.next_entry(t).map_err(|e| e.to_string())? {
+    while let Some(e) = c.next_entry(t).map_err(WalkError::Io)? {
         if prev.as_ref().is_some_and(|p| *p >= e.key) {
-            return Err(format!("keys out of order at {}", output::escape(&e.key)));
+            return Err(WalkError::Order(output::escape(&e.key)));
         }
         if let ValueLoc::Overflow { first, pages, len } = e.value {
             t.read_overflow(first, pages, len)
-                .map_err(|err| format!("value of key {}: {err}", output::escape(&e.key)))?;
+                .map_err(|err| WalkError::Value(output::escape(&e.key), err))?;
         }
         if !matches!(e.value, ValueLoc::Tombstone) {
             n += 1;
@@ -113,6 +157,77 @@ fn walk_tree(t: &TreeSnapshot, root: u32) -> Result<u64, String> {
         prev = Some(e.key);
     }
     Ok(n)
+}
+
+/// What holds a snapshot, as a user names it: `branch main`, `archive of main taken …`,
+/// `merge base of main with feature`.
+fn referent(h: &walk::Held) -> String {
+    match bough_names::classify(&h.file) {
+        FileKind::Manifest(m) if h.label == h.file => format!("branch {}", m.branch),
+        FileKind::Manifest(m) => match h.label.rsplit_once("(merge base with ") {
+            Some((_, other)) => format!(
+                "merge base of branch {} with {}",
+                m.branch,
+                other.trim_end_matches(')')
+            ),
+            None => format!("branch {} ({})", m.branch, h.label),
+        },
+        FileKind::Archive(a) => format!(
+            "archive {} of {} (taken {})",
+            a.timestamp,
+            a.branch,
+            output::time(a.timestamp)
+        ),
+        _ => h.label.clone(),
+    }
+}
+
+/// `a, b and c`.
+fn join_referents(whos: &BTreeSet<String>) -> String {
+    let v: Vec<&str> = whos.iter().map(String::as_str).collect();
+    match v.as_slice() {
+        [] => "nothing that could be read".into(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// What to do about a bad page the referents `whos` reach: each affected branch goes back
+/// to its newest archive that does not reach the page (what changed since is lost), or,
+/// without one, keeps what still reads.
+fn remedy(dir: &str, whos: &BTreeSet<String>, held: &[walk::Held]) -> String {
+    let mut steps = Vec::new();
+    for who in whos {
+        let Some(branch) = who.strip_prefix("branch ") else {
+            continue;
+        };
+        let intact = held
+            .iter()
+            .filter_map(|h| match bough_names::classify(&h.file) {
+                FileKind::Archive(a) if a.branch.as_str() == branch => Some((a, referent(h))),
+                _ => None,
+            })
+            .filter(|(_, w)| !whos.contains(w))
+            .map(|(a, _)| a)
+            .max_by_key(|a| a.timestamp);
+        steps.push(match intact {
+            Some(a) => format!(
+                "`bough archive restore {dir}@{branch} {}` brings {branch} back to its newest \
+                 intact archive (the changes since {} are lost)",
+                a.timestamp,
+                output::time(a.timestamp)
+            ),
+            None => format!(
+                "{branch} has no intact archive: `bough export` or `bough scan` it to keep \
+                 what still reads"
+            ),
+        });
+    }
+    if steps.is_empty() {
+        "Remedy: only archives or merge bases reach it; restore nothing from them".into()
+    } else {
+        format!("Remedy: {}", steps.join("; "))
+    }
 }
 
 fn verify_partition(
@@ -171,6 +286,25 @@ fn verify_partition(
                 format!("branch {b} is at term {term} but {m} is missing"),
             );
         }
+        let staged = pf
+            .manifests
+            .iter()
+            .find(|(n, _)| *n == m)
+            .and_then(|(_, st)| st.as_ref().ok())
+            .and_then(|st| {
+                bough_manifest::staging_purpose(&st.extensions)
+                    .ok()
+                    .flatten()
+            });
+        if let Some(purpose) = staged {
+            r.warn(
+                &m,
+                format!(
+                    "branch {b} is the staging branch of an interrupted `{purpose}`; the next \
+                     command that writes to {dir} (or `bough gc`) removes it"
+                ),
+            );
+        }
     }
     // 2. Manifests and archives.
     for (name, res) in &pf.manifests {
@@ -183,19 +317,28 @@ fn verify_partition(
     for (file, e) in errors {
         r.error(file, e);
     }
+    let page_size = u64::from(pf.files.page_size());
     let mut referenced: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
+    // A bad page breaks the read of every snapshot that reaches it: one finding per page,
+    // naming them all, instead of one per snapshot.
+    let mut hits: BTreeMap<(String, u32), (String, BTreeSet<String>)> = BTreeMap::new();
     for h in &held {
         r.snapshots += 1;
-        // "manifest_x: " is already the problem's file; merge bases say which one they are.
-        let what = if h.label == h.file {
-            String::new()
-        } else {
-            format!("{}: ", h.label)
+        let who = referent(h);
+        let mut report = |r: &mut PartReport, part: &str, e: WalkError| match e.page(dir, page_size)
+        {
+            Some(at) => {
+                hits.entry(at)
+                    .or_insert_with(|| (e.to_string(), BTreeSet::new()))
+                    .1
+                    .insert(who.clone());
+            }
+            None => r.error(&h.file, format!("{who}: {part}: {e}")),
         };
         let tree = match pf.tree(&h.snapshot) {
             Ok(t) => t,
             Err(e) => {
-                r.error(&h.file, format!("{what}mapping table unreadable: {e}"));
+                report(&mut r, "mapping table unreadable", WalkError::Io(e));
                 continue;
             }
         };
@@ -207,10 +350,10 @@ fn verify_partition(
                     r.keys += n;
                 }
             }
-            Err(e) => r.error(&h.file, format!("{what}key tree: {e}")),
+            Err(e) => report(&mut r, "key tree", e),
         }
         if let Err(e) = walk_tree(&tree, tree.ttl_root) {
-            r.error(&h.file, format!("{what}TTL index: {e}"));
+            report(&mut r, "TTL index", e);
         }
         match pf.pages_of(&h.snapshot) {
             Ok(pages) => {
@@ -221,7 +364,7 @@ fn verify_partition(
                     }
                 }
             }
-            Err(e) => r.error(&h.file, format!("{what}mapping table: {e}")),
+            Err(e) => report(&mut r, "mapping table", WalkError::Io(e)),
         }
         progress.tick(r.snapshots as u64, 0);
     }
@@ -235,6 +378,7 @@ fn verify_partition(
         })
         .collect();
     let mut pages_in: BTreeMap<String, u64> = BTreeMap::new();
+    let mut bad_referenced: Vec<(String, u32, u64, String)> = Vec::new();
     for (name, d) in &data {
         r.data_files += 1;
         let check = check_data_file(&root.join(dir).join(name), d);
@@ -247,10 +391,7 @@ fn verify_partition(
         let refs = referenced.get(name);
         for (idx, offset, why) in &check.bad {
             match refs.and_then(|m| m.get(idx)) {
-                Some(by) => r.error(
-                    name,
-                    format!("page {idx} (offset {offset}), referenced by {by}: {why}"),
-                ),
+                Some(_) => bad_referenced.push((name.clone(), *idx, *offset, why.clone())),
                 None => r.warn(
                     name,
                     format!("page {idx} (offset {offset}), referenced by nothing: {why}"),
@@ -264,6 +405,54 @@ fn verify_partition(
             );
         }
         progress.tick(r.snapshots as u64, r.pages);
+    }
+    // One line per bad page: every branch, archive and merge base that references it (the
+    // page walk again, for the snapshots only: it runs only when a page is bad), and what
+    // to do about it.
+    if !bad_referenced.is_empty() {
+        let bad: BTreeSet<(String, u32)> = bad_referenced
+            .iter()
+            .map(|(f, i, _, _)| (f.clone(), *i))
+            .collect();
+        for h in &held {
+            let Ok(pages) = pf.pages_of(&h.snapshot) else {
+                continue;
+            };
+            for (file, idx) in pages {
+                for i in idx {
+                    if bad.contains(&(file.clone(), i)) {
+                        hits.entry((file.clone(), i))
+                            .or_insert_with(|| (String::new(), BTreeSet::new()))
+                            .1
+                            .insert(referent(h));
+                    }
+                }
+            }
+        }
+    }
+    for (name, idx, offset, why) in &bad_referenced {
+        let whos = hits
+            .remove(&(name.clone(), *idx))
+            .map(|(_, w)| w)
+            .unwrap_or_default();
+        r.error(
+            name,
+            format!(
+                "page {idx} (offset {offset}): {why}; referenced by {}. {}",
+                join_referents(&whos),
+                remedy(dir, &whos, &held)
+            ),
+        );
+    }
+    for ((name, idx), (detail, whos)) in &hits {
+        r.error(
+            name,
+            format!(
+                "page {idx}: {detail}; read by {}. {}",
+                join_referents(whos),
+                remedy(dir, whos, &held)
+            ),
+        );
     }
     // Referenced pages must exist.
     for (file, pages) in &referenced {
@@ -289,12 +478,39 @@ fn verify_partition(
     Ok(r)
 }
 
+/// Most runs of one partition's check while a writer beside it keeps changing what it
+/// finds.
+const VERIFY_RUNS: usize = 3;
+
+/// Verifies a partition without the store lock, so a writer in another process may be
+/// running (verify reads only; it never makes the writer wait). A writer's progress during
+/// a run — a manifest handed to a new term, a file collected after the state naming it was
+/// superseded — can look like damage, so a run that finds problems is repeated until two
+/// runs agree (or [`VERIFY_RUNS`] ran): damage stays, a writer's progress does not.
+fn verify_settled(
+    storage: &Arc<dyn Storage>,
+    root: &Path,
+    dir: &str,
+    progress: &mut Progress,
+) -> CliResult<PartReport> {
+    let mut report = verify_partition(storage, root, dir, progress)?;
+    for _ in 1..VERIFY_RUNS {
+        if report.count(Severity::Error) == 0 {
+            break;
+        }
+        let again = verify_partition(storage, root, dir, progress)?;
+        let same = again.findings() == report.findings();
+        report = again;
+        if same {
+            break;
+        }
+    }
+    Ok(report)
+}
+
 /// `bough verify`; the exit code is 5 when problems were found.
 pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
     let root = ctx.require_store()?;
-    let _lock = bough_io::lock_dir(&root).map_err(|e| {
-        CliError::from(e).hint("another process has the store open; verify when it is done")
-    })?;
     let all = partitions_in(&root)?;
     let parts: Vec<String> = match a.scope.as_deref().map(target::scope).transpose()? {
         None => all.iter().map(ToString::to_string).collect(),
@@ -327,7 +543,7 @@ pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
     let mut reports = Vec::new();
     for dir in &parts {
         let mut progress = Progress::new(format!("verify {dir}"), ctx.progress, None);
-        reports.push(verify_partition(&storage, &root, dir, &mut progress)?);
+        reports.push(verify_settled(&storage, &root, dir, &mut progress)?);
         progress.finish();
     }
     let errors: usize = reports.iter().map(|r| r.count(Severity::Error)).sum();

@@ -57,7 +57,10 @@ pub struct Held {
 
 /// The read-only storage of a local store.
 pub fn storage(root: &Path) -> CliResult<Arc<dyn Storage>> {
-    Ok(Arc::new(PreadStorage::new(root)?))
+    // `verify` and `inspect` read beside a writer: refuse every change at the storage layer.
+    Ok(Arc::new(bough_io::ReadOnlyStorage::new(Arc::new(
+        PreadStorage::new(root)?,
+    ))))
 }
 
 impl PartitionFiles {

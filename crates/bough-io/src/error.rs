@@ -76,6 +76,10 @@ pub enum IoError {
     Poisoned { cause: String },
     /// Another open handle (in this process or another) holds the store directory.
     Locked { path: String },
+    /// The store lock was still held by another handle after waiting `waited_ms`.
+    LockTimeout { path: String, waited_ms: u64 },
+    /// A read-only storage instance was asked to change something.
+    ReadOnly { op: &'static str, path: String },
     /// The caller asked for something the backend cannot do.
     Unsupported { what: String },
     /// An argument was invalid.
@@ -101,7 +105,8 @@ impl IoError {
             IoError::NotFound { .. } => ErrorKind::NotFound,
             IoError::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             IoError::Poisoned { .. } => ErrorKind::Poisoned,
-            IoError::Locked { .. } => ErrorKind::Busy,
+            IoError::Locked { .. } | IoError::LockTimeout { .. } => ErrorKind::Busy,
+            IoError::ReadOnly { .. } => ErrorKind::InvalidArgument,
             IoError::Unsupported { .. } | IoError::InvalidArgument { .. } => {
                 ErrorKind::InvalidArgument
             }
@@ -175,6 +180,14 @@ impl fmt::Display for IoError {
             ),
             IoError::Locked { path } => {
                 write!(f, "{path} is locked: the store is open elsewhere")
+            }
+            IoError::LockTimeout { path, waited_ms } => write!(
+                f,
+                "{path} is still locked after waiting {waited_ms} ms: another process has \
+                 the store open for writing"
+            ),
+            IoError::ReadOnly { op, path } => {
+                write!(f, "cannot {op} {path}: the store is open read-only")
             }
             IoError::Unsupported { what } => write!(f, "unsupported: {what}"),
             IoError::InvalidArgument { what } => write!(f, "invalid argument: {what}"),

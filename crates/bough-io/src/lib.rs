@@ -8,7 +8,7 @@
 //! - [`layout`]: the data-file header and the page frame (pure functions on bytes).
 //! - [`FaultInjector`]: per-instance error injection, short writes and reads, and sync
 //!   stalls for tests.
-//! - [`lock_dir`]: the store lock.
+//! - [`lock_dir`]: the store lock; [`ReadOnlyStorage`]: a backend that refuses every change.
 //!
 //! The on-disk format and the durability rules are described in `docs/format.md ("Data files")`.
 #![allow(unsafe_code)]
@@ -20,6 +20,7 @@ mod local;
 pub mod lock;
 pub mod memory;
 mod path;
+mod readonly;
 pub mod stats;
 pub mod storage;
 mod uring;
@@ -34,7 +35,8 @@ pub use local::{
     BackendChoice, LocalOptions, PreadStorage, UringOptions, UringStorage, open_local,
     open_local_with,
 };
-pub use lock::{DirLock, lock_dir};
+pub use lock::{DirLock, lock_dir, lock_dir_wait};
 pub use memory::{CrashPolicy, CrashReport, MemoryStorage, RandomCrash};
+pub use readonly::ReadOnlyStorage;
 pub use stats::{IoStats, IoStatsSnapshot};
 pub use storage::{BackendKind, OpenOptions, Storage, StorageFile};

@@ -13,7 +13,7 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION];
+pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION, STAGING];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
 pub const ORIGIN: u64 = 1;
@@ -26,6 +26,10 @@ pub const MERGE_BASES: u64 = 3;
 /// manifest without it and restart the branch's versions at 0, so it must be understood).
 /// Snapshot records only. See `crate::version`.
 pub const VERSION: u64 = 5;
+
+/// Tag of the staging mark (even: a reader that drops it sees an ordinary branch, and no
+/// data is lost). See `bough_manifest::staging_purpose`.
+pub const STAGING: u64 = 6;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

@@ -23,6 +23,8 @@ mod page;
 mod ranges;
 mod record;
 mod replay;
+mod salvage;
+mod staging;
 pub mod varint;
 mod version;
 
@@ -44,4 +46,6 @@ pub use record::{
     Snapshot, decode_record, encode_log, encode_snapshot, record_len,
 };
 pub use replay::{ManifestState, Replayed, replay};
+pub use salvage::{Salvaged, salvage};
+pub use staging::{MAX_STAGING_LEN, STAGING, set_staging, staging_purpose};
 pub use version::{VERSION, commit_version, decode_version, encode_version, set_commit_version};

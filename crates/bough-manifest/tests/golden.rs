@@ -39,6 +39,15 @@ fn snapshot_record_with_version() {
     insta::assert_snapshot!(hex_record(&encode_snapshot(&s).expect("encodes")));
 }
 
+/// The sample snapshot marked as a staging branch (`STAGING`, tag 6): the extension list
+/// `00` becomes `01 06 19` and the 25 bytes of `import into orders.0@main`.
+#[test]
+fn snapshot_record_with_staging() {
+    let mut s = sample_snapshot();
+    bough_manifest::set_staging(&mut s.extensions, "import into orders.0@main");
+    insta::assert_snapshot!(hex_record(&encode_snapshot(&s).expect("encodes")));
+}
+
 /// The `VERSION` payload alone: one canonical LEB128 varint.
 #[test]
 fn version_extension_payload() {

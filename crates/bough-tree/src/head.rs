@@ -27,6 +27,8 @@ use crate::page::index::IndexNode;
 use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
+mod read_only;
+
 /// Largest manifest file read back into memory (a guard against hostile lengths).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 32;
 

@@ -29,7 +29,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, MAX_VALUE_LEN, Options};
 pub use store::{
     Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView,
-    ScanOptions, ScanPage, Store, Value,
+    RepairReport, ScanOptions, ScanPage, Store, Value,
 };
 
 pub use bough_catalog::{

@@ -68,6 +68,11 @@ pub struct Options {
     /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
     /// replayed again on next use.
     pub max_open_branches: usize,
+    /// How long opening for writing waits, in ms, for another process that has the store
+    /// open for writing to close it; 0 fails at once (`Busy`). Read-only opens
+    /// ([`Store::open_read_only`](crate::Store::open_read_only)) never wait: they take no
+    /// lock.
+    pub lock_wait_ms: u64,
     /// Time source (tests inject a manual clock).
     #[serde(skip, default = "default_clock")]
     pub clock: Arc<dyn Clock>,
@@ -106,6 +111,7 @@ impl Default for Options {
             tombstone_retention_ms: 24 * 60 * 60 * 1000,
             max_group_commit: 1024,
             max_open_branches: 4096,
+            lock_wait_ms: 0,
             clock: default_clock(),
             faults: None,
             memory: None,
@@ -178,6 +184,12 @@ impl Options {
         self.shards = n;
         self
     }
+    /// Sets how long opening for writing waits for the store lock (0 = not at all).
+    pub fn lock_wait_ms(mut self, ms: u64) -> Self {
+        self.lock_wait_ms = ms;
+        self
+    }
+
     /// Sets the background interval (0 = off).
     pub fn maintenance_interval_ms(mut self, ms: u64) -> Self {
         self.maintenance_interval_ms = ms;

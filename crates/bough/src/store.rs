@@ -12,7 +12,7 @@ use std::time::Duration;
 use bough_catalog::{BranchInfo, MergeOptions, MergeReport, Partition, RehomeReport};
 use bough_gc::{GcReport, Pins, Usage};
 use bough_io::{
-    BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir, open_local_with,
+    BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir_wait, open_local_with,
 };
 use bough_names::ArchiveName;
 use bough_names::{BranchName, PartitionDir, PartitionId, TableName, classify_dir};
@@ -28,6 +28,11 @@ use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::oneshot;
 use crate::options::{Backend, Options};
+pub use repair::RepairReport;
+
+mod read_only;
+mod repair;
+mod staging;
 
 /// A key's value and metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +157,9 @@ struct PartitionEntry {
     epoch: AtomicU64,
     /// The last measured usage and the epoch it was measured at (see [`usage_of`]).
     usage: Mutex<Option<(u64, Arc<Usage>)>>,
+    /// Staging branches of interrupted commands removed when the partition was opened:
+    /// (branch, what it staged).
+    staging_removed: Vec<(String, String)>,
 }
 
 impl PartitionEntry {
@@ -179,6 +187,8 @@ struct Inner {
     closed: AtomicBool,
     lock: Mutex<Option<DirLock>>,
     maintenance_stop: Mutex<Option<mpsc::Sender<()>>>,
+    /// Opened with [`Store::open_read_only`]: nothing is written, every change is refused.
+    read_only: bool,
 }
 
 /// An open store. Cheap to clone; every clone is the same store.
@@ -208,8 +218,11 @@ impl Store {
                         format!("cannot create {}: {e}", path.display()),
                     )
                 })?;
-                // A second process on the same directory would corrupt it: refuse clearly.
-                let lock = lock_dir(&path).map_err(|e| Error::from(e).at(path.display()))?;
+                // A second writing process on the same directory would corrupt it: wait for
+                // the first to close it (as long as the options allow), then refuse clearly.
+                let wait = Duration::from_millis(opts.lock_wait_ms);
+                let lock =
+                    lock_dir_wait(&path, wait).map_err(|e| Error::from(e).at(path.display()))?;
                 if b == Backend::Object {
                     let (storage, c) = crate::cloud::open_storage(&opts, &path)?;
                     cloud = Some(c);
@@ -228,7 +241,19 @@ impl Store {
                 }
             }
         };
-        tracing::info!(backend = %storage.kind(), "store opened");
+        Store::start(opts, storage, cloud, lock, false)
+    }
+
+    /// Starts the store over opened storage: shard threads, and the maintenance thread
+    /// unless `read_only`.
+    pub(crate) fn start(
+        opts: Options,
+        storage: Arc<dyn Storage>,
+        cloud: Option<bough_object::CloudStorage>,
+        lock: Option<DirLock>,
+        read_only: bool,
+    ) -> Result<Store> {
+        tracing::info!(backend = %storage.kind(), read_only, "store opened");
         let head_cfg = HeadConfig {
             page_size: opts.page_size,
             file_pages: (opts.data_file_size / u64::from(opts.page_size)) as u32,
@@ -264,9 +289,10 @@ impl Store {
             closed: AtomicBool::new(false),
             lock: Mutex::new(lock),
             maintenance_stop: Mutex::new(None),
+            read_only,
             opts,
         });
-        if inner.opts.maintenance_interval_ms > 0 {
+        if inner.opts.maintenance_interval_ms > 0 && !read_only {
             start_maintenance(&inner);
         }
         Ok(Store { inner })
@@ -374,19 +400,35 @@ impl Store {
         if let Some(p) = parts.get(&key) {
             return Ok(p.clone());
         }
-        let mut part = Partition::open(
-            self.inner.storage.clone(),
-            dir.clone(),
-            self.inner.head_cfg.clone(),
-            self.inner.cache.clone(),
-            self.inner.opts.cache_data_pages,
-            create,
-        )
+        let mut part = if self.inner.read_only {
+            Partition::open_read_only(
+                self.inner.storage.clone(),
+                dir.clone(),
+                self.inner.head_cfg.clone(),
+                self.inner.cache.clone(),
+                self.inner.opts.cache_data_pages,
+            )
+        } else {
+            Partition::open(
+                self.inner.storage.clone(),
+                dir.clone(),
+                self.inner.head_cfg.clone(),
+                self.inner.cache.clone(),
+                self.inner.opts.cache_data_pages,
+                create,
+            )
+        }
         .map_err(|e| Error::from(e).at(dir))?;
         if self.inner.opts.backend == Backend::Object {
             let clock = self.inner.clock.clone();
             part.set_take_over_on_open(Arc::new(move || clock.now_ms()));
         }
+        let staging_removed = if self.inner.read_only || self.inner.opts.backend == Backend::Object
+        {
+            Vec::new()
+        } else {
+            staging::remove_interrupted(&part)
+        };
         let entry = Arc::new(PartitionEntry {
             part,
             branches: Mutex::new(HashMap::new()),
@@ -394,6 +436,7 @@ impl Store {
             retired: Mutex::new(Vec::new()),
             epoch: AtomicU64::new(0),
             usage: Mutex::new(None),
+            staging_removed,
         });
         parts.insert(key, entry.clone());
         Ok(entry)
@@ -424,9 +467,12 @@ impl Store {
         // Bases of deleted branches are normally dropped when the branch is deleted; one a
         // crash (or a failure) left behind goes the first time its head opens again, before
         // any merge can see it or the name can be reused by a branch this base is not about.
-        p.part
-            .prune_merge_bases(&mut head, self.inner.clock.now_ms())
-            .map_err(|e| Error::from(e).at(&label))?;
+        // (A reader leaves that to the writer: merges, which use bases, are writes.)
+        if !self.inner.read_only {
+            p.part
+                .prune_merge_bases(&mut head, self.inner.clock.now_ms())
+                .map_err(|e| Error::from(e).at(&label))?;
+        }
         let entry = self.register(head, dir);
         branches.insert(branch.clone(), entry.clone());
         drop(branches);
@@ -501,6 +547,7 @@ impl Store {
 
     fn submit(&self, job: Job, shard: usize) -> Result<()> {
         self.check_open()?;
+        self.check_writable()?;
         self.inner.shards[shard]
             .lock()
             .send(job)
@@ -510,6 +557,7 @@ impl Store {
     /// Runs the background work once now (expiry, compaction, GC); what the maintenance
     /// thread does on each tick.
     pub fn run_maintenance(&self) -> Result<()> {
+        self.check_writable()?;
         self.inner.maintain()
     }
 
@@ -517,6 +565,7 @@ impl Store {
     /// cloud mode a partition whose GC lease another process holds is skipped this time
     /// (it is being collected there).
     pub fn gc(&self) -> Result<Vec<(String, GcReport)>> {
+        self.check_writable()?;
         let parts: Vec<Arc<PartitionEntry>> =
             self.inner.partitions.lock().values().cloned().collect();
         let mut out = Vec::with_capacity(parts.len());
@@ -1036,6 +1085,17 @@ impl PartitionHandle {
     /// queue, so a busy parent is fine: the branch sees exactly the parent's commits that
     /// were queued before it. No data is copied.
     pub fn create_branch(&self, name: &str, from: &str) -> Result<Branch> {
+        self.create_branch_marked(name, from, None)
+    }
+
+    /// [`create_branch`](Self::create_branch), as a staging branch marked with `staging`
+    /// when given (see `bough_catalog::STAGING_PREFIXES`).
+    fn create_branch_marked(
+        &self,
+        name: &str,
+        from: &str,
+        staging: Option<String>,
+    ) -> Result<Branch> {
         let label = format!("{}@{name}", self.dir);
         let name = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
         let parent = self.branch(from)?;
@@ -1048,10 +1108,13 @@ impl PartitionHandle {
         parent
             .run(Box::new(move |head, now| {
                 let _catalog = entry.catalog_change();
-                let new_head = entry
-                    .part
-                    .create_branch(head, &task_name, now)
-                    .map_err(|e| Error::from(e).at(format!("{dir}@{task_name}")))?;
+                let new_head = match &staging {
+                    Some(purpose) => entry
+                        .part
+                        .create_staging_branch(head, &task_name, purpose, now),
+                    None => entry.part.create_branch(head, &task_name, now),
+                }
+                .map_err(|e| Error::from(e).at(format!("{dir}@{task_name}")))?;
                 let b = store.register(new_head, &dir);
                 entry.branches.lock().insert(task_name, b.clone());
                 *out.lock() = Some(b);
@@ -1312,6 +1375,9 @@ impl PartitionHandle {
 
     /// Garbage-collects this partition (`dry_run`: report only).
     pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        if !dry_run {
+            self.store.check_writable()?;
+        }
         gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), dry_run)
     }
 }
