@@ -250,7 +250,7 @@ fn file_size(root: &Path, dir: &str, name: &str) -> Option<u64> {
 }
 
 /// The partitions a scope covers (all of the store when absent).
-fn partitions_of_scope(
+pub(crate) fn partitions_of_scope(
     ctx: &Ctx,
     store: &Store,
     scope: Option<&str>,
@@ -278,7 +278,7 @@ fn partitions_of_scope(
     }
 }
 
-fn handle(store: &Store, p: &PartitionDir) -> CliResult<PartitionHandle> {
+pub(crate) fn handle(store: &Store, p: &PartitionDir) -> CliResult<PartitionHandle> {
     Ok(store.partition(p.table.as_str(), p.partition)?)
 }
 
@@ -438,8 +438,8 @@ fn describe_all(store: &Store, root: &Path, p: &PartitionDir) -> CliResult<Vec<D
     let part = handle(store, p)?;
     let files = own_files(root, &p.to_string());
     let mut out = Vec::new();
-    for name in part.branches()? {
-        let info = part.describe(&name)?;
+    for info in part.describe_branches()? {
+        let name = info.name.to_string();
         let version = part
             .branch(&name)
             .and_then(|b| b.read_view())
@@ -477,6 +477,7 @@ fn described_json(p: &PartitionDir, d: &Described) -> Json {
         "archives": d.info.archives.iter().map(|a| json!({"name": a.to_string(), "term": a.term, "timestamp_ms": a.timestamp})).collect::<Vec<_>>(),
         "data_files": d.files,
         "bytes": d.bytes,
+        "space": crate::space::space_json(d.info.space.as_ref()),
     })
 }
 
@@ -566,6 +567,7 @@ fn info(ctx: &Ctx, a: &TargetArgs) -> CliResult<()> {
         plural(files, "data file", "data files"),
         output::size(bytes)
     );
+    crate::space::print_space(d.info.space.as_ref());
     println!("archives   {}", d.info.archives.len());
     for a in &d.info.archives {
         println!("  {a}  term {}  {}", a.term, output::time(a.timestamp));

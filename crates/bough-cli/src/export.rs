@@ -169,6 +169,7 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let store = ctx.open(true)?;
     let part = ctx::partition(&store, &t.table, t.partition, true)?;
     ctx::branch(&part, &t.branch)?;
+    let replaced = crate::space::holds_entries(&part, &t.branch)?;
     let staging = format!("import-{}-{}", std::process::id(), output::now_ms());
     let stage = part.create_branch(&staging, &t.branch)?;
     let mut progress = Progress::new(format!("import {}", t.label()), ctx.progress, None);
@@ -227,6 +228,7 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             "target": t.label(), "entries": count, "source_partition": header.partition,
             "source_branch": header.branch, "source_version": header.source_version,
             "exported_at_ms": header.exported_at_ms, "fast_forward": report.fast_forward,
+            "hint": replaced.then_some(crate::space::REIMPORT_HINT),
         }))?;
     } else {
         println!(
@@ -238,6 +240,9 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             output::time(header.exported_at_ms),
             elapsed
         );
+        if replaced {
+            println!("hint: {}", crate::space::REIMPORT_HINT);
+        }
     }
     Ok(())
 }
