@@ -78,6 +78,26 @@ pub struct BranchInfo {
     /// What it stages, if it is a staging branch (`bough_manifest::STAGING`): the work of an
     /// interrupted command when no command is running.
     pub staging: Option<String>,
+    /// What it costs on storage, when measured (the catalog alone does not measure: the
+    /// store fills this in from GC's walk; `None` when the partition could not be walked).
+    pub space: Option<BranchSpace>,
+}
+
+/// What a branch costs on storage, from GC's measuring walk (`bough_gc::branch_space`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BranchSpace {
+    /// Bytes of the data files only this branch holds (its heads, archives and the merge
+    /// bases naming it) and of its own files nothing references yet: what deleting the
+    /// branch now and running GC frees.
+    pub exclusive_bytes: u64,
+    /// How many files that is.
+    pub exclusive_files: u64,
+    /// Bytes of the data files it holds together with other branches (kept if it goes).
+    pub shared_bytes: u64,
+    /// How many files that is.
+    pub shared_files: u64,
+    /// Per other branch, the bytes of the files this branch shares with it, by name.
+    pub shared_with: Vec<(BranchName, u64)>,
 }
 
 impl Partition {
@@ -366,6 +386,7 @@ impl Partition {
         let term = self.live_term(branch)?;
         let mut head = Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)?;
         head.set_fence(self.fence(branch, term));
+        head.release_previous_file();
         Ok(head)
     }
 
@@ -801,6 +822,7 @@ impl Partition {
             origin,
             archives: self.archives(name)?,
             staging,
+            space: None,
         })
     }
 }

@@ -250,7 +250,7 @@ fn file_size(root: &Path, dir: &str, name: &str) -> Option<u64> {
 }
 
 /// The partitions a scope covers (all of the store when absent).
-fn partitions_of_scope(
+pub(crate) fn partitions_of_scope(
     ctx: &Ctx,
     store: &Store,
     scope: Option<&str>,
@@ -278,7 +278,7 @@ fn partitions_of_scope(
     }
 }
 
-fn handle(store: &Store, p: &PartitionDir) -> CliResult<PartitionHandle> {
+pub(crate) fn handle(store: &Store, p: &PartitionDir) -> CliResult<PartitionHandle> {
     Ok(store.partition(p.table.as_str(), p.partition)?)
 }
 
@@ -438,9 +438,25 @@ fn describe_all(store: &Store, root: &Path, p: &PartitionDir) -> CliResult<Vec<D
     let part = handle(store, p)?;
     let files = own_files(root, &p.to_string());
     let mut out = Vec::new();
-    for name in part.branches()? {
+    let described: Vec<(String, bough::Result<BranchInfo>)> = match part.describe_branches() {
+        Ok(all) => all
+            .into_iter()
+            .map(|i| (i.name.to_string(), Ok(i)))
+            .collect(),
+        // One damaged branch fails the one-walk description: each is described on its own.
+        Err(e) if e.kind() == bough::ErrorKind::Corruption => part
+            .branches()?
+            .into_iter()
+            .map(|name| {
+                let info = part.describe(&name);
+                (name, info)
+            })
+            .collect(),
+        Err(e) => return Err(e.into()),
+    };
+    for (name, info) in described {
         // One damaged branch must not hide the others: it is named, and skipped.
-        let info = match part.describe(&name) {
+        let info = match info {
             Ok(info) => info,
             Err(e) if e.kind() == bough::ErrorKind::Corruption => {
                 eprintln!(
@@ -489,6 +505,7 @@ fn described_json(p: &PartitionDir, d: &Described) -> Json {
         "data_files": d.files,
         "bytes": d.bytes,
         "staging": d.info.staging,
+        "space": crate::space::space_json(d.info.space.as_ref()),
     })
 }
 
@@ -601,6 +618,7 @@ fn info(ctx: &Ctx, a: &TargetArgs) -> CliResult<()> {
         plural(files, "data file", "data files"),
         output::size(bytes)
     );
+    crate::space::print_space(d.info.space.as_ref());
     println!("archives   {}", d.info.archives.len());
     for a in &d.info.archives {
         println!("  {a}  term {}  {}", a.term, output::time(a.timestamp));

@@ -169,6 +169,7 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let store = ctx.open(true)?;
     let part = ctx::partition(&store, &t.table, t.partition, true)?;
     ctx::branch(&part, &t.branch)?;
+    let replaced = crate::space::holds_entries(&part, &t.branch)?;
     let staging = format!("import-{}-{}", std::process::id(), output::now_ms());
     let stage =
         part.create_staging_branch(&staging, &t.branch, &format!("import into {}", t.label()))?;
@@ -228,6 +229,7 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             "target": t.label(), "entries": count, "source_partition": header.partition,
             "source_branch": header.branch, "source_version": header.source_version,
             "exported_at_ms": header.exported_at_ms, "fast_forward": report.fast_forward,
+            "hint": replaced.then_some(crate::space::REIMPORT_HINT),
         }))?;
     } else {
         println!(
@@ -239,6 +241,9 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             output::time(header.exported_at_ms),
             elapsed
         );
+        if replaced {
+            println!("hint: {}", crate::space::REIMPORT_HINT);
+        }
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ mod export;
 mod inspect;
 mod output;
 mod repair;
+mod space;
 mod target;
 mod verify;
 mod walk;
@@ -191,6 +192,11 @@ enum Cmd {
         after_help = "Afterwards the branches it was forked from can be deleted and collected.\n\nExample:\n  bough rehome orders.0@feature"
     )]
     Rehome(TargetArgs),
+    /// Compact now: move live pages out of mostly-garbage files, then GC.
+    #[command(
+        after_help = "What a long-lived process does on its maintenance tick. A file another branch,\narchive or merge base still uses is left alone (it frees once the sharing ends).\n\nExamples:\n  bough compact\n  bough compact orders.0@main --json"
+    )]
+    Compact(space::CompactArgs),
     /// Look inside store files.
     #[command(subcommand)]
     Inspect(inspect::InspectCmd),
@@ -294,6 +300,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
         Cmd::Reset(a) => branches::reset(ctx, a).map(|_| 0),
         Cmd::Repair(a) => repair::repair(ctx, a).map(|_| 0),
         Cmd::Rehome(a) => branches::rehome(ctx, a).map(|_| 0),
+        Cmd::Compact(a) => space::compact(ctx, a).map(|_| 0),
         Cmd::Inspect(c) => inspect::inspect(ctx, c),
         Cmd::Verify(a) => verify::verify(ctx, a),
         Cmd::Export(a) => export::export(ctx, a).map(|_| 0),

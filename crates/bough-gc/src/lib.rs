@@ -32,6 +32,9 @@ use bough_tree::files::FileTable;
 use bough_tree::head::{MAX_MANIFEST_BYTES, TreeSnapshot};
 use bough_tree::mapping::Slot;
 
+mod space;
+pub use space::branch_space;
+
 /// Why a file was kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeepReason {
@@ -113,6 +116,19 @@ pub struct FileUsage {
     pub holders: Holders,
     /// Whether a reader snapshot references a page of it.
     pub read_by_snapshot: bool,
+    /// Every durable referent that references a page of it: indexes into
+    /// [`Usage::holders`], in walk order.
+    pub held_by: Vec<u32>,
+}
+
+/// A durable referent the walk met, and the branches whose deletion removes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The state.
+    pub referent: Referent,
+    /// The branch whose manifest or archive holds it first; for a merge base, also the
+    /// other branch of the pair (deleting either drops the base).
+    pub owners: Vec<BranchName>,
 }
 
 /// Per data file, what is live and who holds it: the result of [`measure`].
@@ -127,6 +143,8 @@ pub struct Usage {
     pub manifests_read: usize,
     /// Distinct mapping pages visited.
     pub mapping_pages_visited: usize,
+    /// The durable referents [`FileUsage::held_by`] points into.
+    pub holders: Vec<Holder>,
 }
 
 impl Usage {
@@ -148,20 +166,13 @@ impl Usage {
 }
 
 /// Who holds a file, while the walk runs: indexes into [`Track::referents`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Held {
-    None,
-    One(u32),
-    Many,
-}
-
 /// Page-level bookkeeping of a measuring walk.
 #[derive(Debug, Default)]
 struct Track {
     /// Data file name → index into `files`.
     ids: HashMap<String, u32>,
     files: Vec<FileAcc>,
-    referents: Vec<Referent>,
+    referents: Vec<Holder>,
     /// The durable referent being walked (`None` while walking reader snapshots).
     current: Option<u32>,
 }
@@ -172,7 +183,8 @@ struct FileAcc {
     /// One bit per page index: referenced by something.
     pages: Vec<u64>,
     live: u64,
-    held: Held,
+    /// Indexes into `referents`, ascending (referents are walked one after the other).
+    held: Vec<u32>,
     read: bool,
 }
 
@@ -186,7 +198,7 @@ impl Track {
             name: name.to_string(),
             pages: Vec::new(),
             live: 0,
-            held: Held::None,
+            held: Vec::new(),
             read: false,
         });
         self.ids.insert(name.to_string(), i);
@@ -199,10 +211,8 @@ impl Track {
         match self.current {
             None => acc.read = true,
             Some(r) => {
-                acc.held = match acc.held {
-                    Held::None => Held::One(r),
-                    Held::One(x) if x == r => Held::One(x),
-                    _ => Held::Many,
+                if acc.held.last() != Some(&r) {
+                    acc.held.push(r);
                 }
             }
         }
@@ -224,25 +234,30 @@ impl Track {
         f
     }
 
-    fn finish(self, page_size: u32) -> BTreeMap<String, FileUsage> {
+    fn finish(self, page_size: u32) -> (BTreeMap<String, FileUsage>, Vec<Holder>) {
         let referents = self.referents;
-        self.files
+        let files = self
+            .files
             .into_iter()
             .map(|acc| {
-                let holders = match acc.held {
-                    Held::None => Holders::None,
-                    Held::One(r) => Holders::One(referents[r as usize].clone()),
-                    Held::Many => Holders::Many,
+                let holders = match acc.held.as_slice() {
+                    [] => Holders::None,
+                    [r] => referents
+                        .get(*r as usize)
+                        .map_or(Holders::Many, |h| Holders::One(h.referent.clone())),
+                    _ => Holders::Many,
                 };
                 let usage = FileUsage {
                     live_pages: acc.live,
                     live_bytes: acc.live * u64::from(page_size),
                     holders,
                     read_by_snapshot: acc.read,
+                    held_by: acc.held,
                 };
                 (acc.name, usage)
             })
-            .collect()
+            .collect();
+        (files, referents)
     }
 }
 
@@ -307,7 +322,7 @@ impl Walk<'_> {
     }
 
     /// Starts walking the states of `referent` (`None`: a reader snapshot).
-    fn begin(&mut self, referent: Option<Referent>) {
+    fn begin(&mut self, referent: Option<Holder>) {
         if let Some(t) = &mut self.track {
             t.current = referent.map(|r| {
                 t.referents.push(r);
@@ -541,16 +556,18 @@ struct Marked<'a> {
 
 impl Marked<'_> {
     fn usage(&mut self, files: &FileTable, report: &GcReport) -> Usage {
+        let (files_used, holders) = self
+            .walk
+            .track
+            .take()
+            .map(|t| t.finish(files.page_size()))
+            .unwrap_or_default();
         Usage {
             page_size: files.page_size(),
-            files: self
-                .walk
-                .track
-                .take()
-                .map(|t| t.finish(files.page_size()))
-                .unwrap_or_default(),
+            files: files_used,
             manifests_read: report.manifests_read,
             mapping_pages_visited: report.mapping_pages_visited,
+            holders,
         }
     }
 }
@@ -611,12 +628,20 @@ fn mark<'a>(
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
         let kind = classify(m);
-        walk.begin(Some(match &kind {
-            FileKind::Manifest(mn) => Referent::Head {
-                branch: mn.branch.clone(),
-                term: mn.term,
+        let owner = match &kind {
+            FileKind::Manifest(mn) => Some(mn.branch.clone()),
+            FileKind::Archive(a) => Some(a.branch.clone()),
+            _ => None,
+        };
+        walk.begin(Some(Holder {
+            referent: match &kind {
+                FileKind::Manifest(mn) => Referent::Head {
+                    branch: mn.branch.clone(),
+                    term: mn.term,
+                },
+                _ => Referent::Pinned(m.clone()),
             },
-            _ => Referent::Pinned(m.clone()),
+            owners: owner.iter().cloned().collect(),
         }));
         let ranges = &state.meta.branch_file_ranges;
         let shadow = Shadow::from_overlay(state.overlay.keys().copied(), fanout);
@@ -628,10 +653,10 @@ fn mark<'a>(
         let bases = merge_bases(&state.extensions)
             .map_err(|r| IoError::corruption(path.clone(), 0, format!("merge bases: {r:?}")))?;
         for b in bases {
-            walk.begin(Some(Referent::Pinned(format!(
-                "{m} (merge base with {})",
-                b.branch
-            ))));
+            walk.begin(Some(Holder {
+                referent: Referent::Pinned(format!("{m} (merge base with {})", b.branch)),
+                owners: owner.iter().chain([&b.branch]).cloned().collect(),
+            }));
             let br = &b.state.meta.branch_file_ranges;
             let shadow = Shadow::from_overlay(b.state.overlay.iter().map(|(id, _)| *id), fanout);
             walk.radix(br, b.state.mapping_root, &shadow, m, &why)?;

@@ -861,6 +861,7 @@ impl Head {
     /// Stops writing: the head's open file is no longer protected as "being written" (its
     /// branch was deleted or handed to a new term).
     pub fn retire(&mut self) {
+        self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);
         self.state.active = None;
         self.poisoned = Some("the branch was deleted".into());
@@ -1069,6 +1070,8 @@ impl Head {
             return Ok(());
         }
         let ps = self.cfg.page_size as usize;
+        // A new file seals the one appended to so far (once this commit's pages are in it).
+        let sealed = (!new_files.is_empty()).then_some(self.reserved);
         for &id in new_files {
             let first = FIRST_RESERVATION.min(self.cfg.preallocate);
             let f = self
@@ -1135,7 +1138,73 @@ impl Head {
             ));
             return Err(e);
         }
+        if let Some(old) = sealed {
+            self.release(old);
+        }
         Ok(())
+    }
+
+    /// Gives back the space preallocated past the written end of the file this head
+    /// appends to, which it will not append to again: called when the head stops (close,
+    /// eviction, new term, deletion). Without it every short-lived writer would leave its
+    /// whole first reservation allocated on disk.
+    pub fn release_reservation(&mut self) {
+        if self.poisoned.is_none() {
+            let r = std::mem::take(&mut self.reserved);
+            self.release(r);
+        }
+    }
+
+    /// Gives back the preallocation of the last file this (branch, term) wrote before the
+    /// head opened: a writer that was killed never sealed it, and no head appends to a file
+    /// written before its open. For the writing open only (it changes the file's allocation,
+    /// never its bytes). Best effort, as every release.
+    pub fn release_previous_file(&self) {
+        let id = self.state.max_file_id;
+        let own = self
+            .state
+            .ranges
+            .resolve(id)
+            .is_some_and(|r| r.branch == self.branch && r.term == self.term);
+        if self.cfg.preallocate == 0 || !own {
+            return;
+        }
+        let name = bough_names::DataFileName::new(id, self.branch.clone(), self.term);
+        let path = self.files.path_of(&name.to_string());
+        let write = OpenOptions {
+            write: true,
+            ..OpenOptions::default()
+        };
+        let released = self
+            .files
+            .storage()
+            .open(&path, write)
+            .and_then(|f| f.set_len(f.len()?));
+        if let Err(e) = released {
+            tracing::debug!(file = %name, error = %e, "preallocation not released");
+        }
+    }
+
+    /// Releases the blocks reserved past the length of file `id` (`reserved` bytes from
+    /// offset 0): truncating to the file's own length keeps every byte written — nothing
+    /// is overwritten or cut, and no durability order changes (a crash before the size
+    /// change reaches the disk only leaves the reservation in place). Best effort: a
+    /// failure costs space, never data.
+    fn release(&self, (id, reserved): (FileId, u64)) {
+        if reserved == 0 || self.cfg.preallocate == 0 {
+            return;
+        }
+        let name = bough_names::DataFileName::new(id, self.branch.clone(), self.term);
+        let released = self.files.open(&name).and_then(|h| {
+            let len = h.file.len()?;
+            if len < reserved {
+                h.file.set_len(len)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = released {
+            tracing::debug!(file = %name, error = %e, "preallocation not released");
+        }
     }
 
     fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
@@ -1364,6 +1433,7 @@ impl Head {
 
 impl Drop for Head {
     fn drop(&mut self) {
+        self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);
     }
 }

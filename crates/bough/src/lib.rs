@@ -33,7 +33,7 @@ pub use store::{
 };
 
 pub use bough_catalog::{
-    BranchInfo, Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport,
+    BranchInfo, BranchSpace, Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport,
 };
 pub use bough_gc::{GcReport, KeepReason};
 pub use bough_manifest::BranchOrigin;

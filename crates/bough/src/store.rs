@@ -739,6 +739,37 @@ fn usage_of(p: &PartitionEntry) -> Result<Arc<Usage>> {
     Ok(usage)
 }
 
+/// The partition's usage measured now (under the catalog lock, as GC walks), and cached
+/// for the next compactions as [`usage_of`] would.
+fn measure_now(p: &PartitionEntry) -> Result<Arc<Usage>> {
+    let _catalog = p.catalog.lock();
+    let epoch = p.epoch.load(Ordering::Acquire);
+    let usage = bough_gc::measure(p.part.files(), || pins_of(p))
+        .map_err(|e| Error::from(e).at(p.part.dir()))?;
+    let usage = Arc::new(usage);
+    *p.usage.lock() = Some((epoch, usage.clone()));
+    Ok(usage)
+}
+
+/// [`measure_now`] for a description: a partition another branch's damage keeps from being
+/// walked still describes its branches, only their cost is unknown (GC and verify report
+/// the damage).
+fn measure_or_warn(p: &PartitionEntry) -> Option<Arc<Usage>> {
+    measure_now(p)
+        .inspect_err(|e| tracing::warn!(error = %e, "cannot measure the partition's space"))
+        .ok()
+}
+
+fn space_or_warn(
+    p: &PartitionEntry,
+    usage: &Usage,
+    branch: &BranchName,
+) -> Option<bough_catalog::BranchSpace> {
+    bough_gc::branch_space(p.part.files(), usage, branch)
+        .inspect_err(|e| tracing::warn!(error = %e, %branch, "cannot measure the branch's space"))
+        .ok()
+}
+
 impl Inner {
     fn shutdown(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
@@ -752,6 +783,13 @@ impl Inner {
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        // Give back the files' unused preallocation while the directory is still ours (a
+        // handle still held would do it only when dropped, after the lock is gone).
+        for p in self.partitions.lock().values() {
+            for b in p.branches.lock().values() {
+                b.head.lock().release_reservation();
+            }
         }
         self.partitions.lock().clear();
         self.lock.lock().take();
@@ -1220,14 +1258,41 @@ impl PartitionHandle {
             .collect())
     }
 
-    /// Parent, fork point, term, creation time and archives of a branch.
+    /// Parent, fork point, term, creation time and archives of a branch, and what it costs
+    /// on storage ([`BranchInfo::space`]: its exclusive and shared bytes, from GC's
+    /// measuring walk of the partition — one walk per call).
     pub fn describe(&self, name: &str) -> Result<BranchInfo> {
         let label = format!("{}@{name}", self.dir);
         let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
-        self.entry()?
+        let entry = self.entry()?;
+        let mut info = entry
             .part
             .describe(&bname)
-            .map_err(|e| Error::from(e).at(&label))
+            .map_err(|e| Error::from(e).at(&label))?;
+        info.space = measure_or_warn(&entry).and_then(|u| space_or_warn(&entry, &u, &bname));
+        Ok(info)
+    }
+
+    /// [`describe`](Self::describe) of every live branch of the partition, measured by one
+    /// walk for all of them.
+    pub fn describe_branches(&self) -> Result<Vec<BranchInfo>> {
+        let entry = self.entry()?;
+        let names = entry
+            .part
+            .branches()
+            .map_err(|e| Error::from(e).at(&self.dir))?;
+        let usage = measure_or_warn(&entry);
+        names
+            .iter()
+            .map(|name| {
+                let mut info = entry
+                    .part
+                    .describe(name)
+                    .map_err(|e| Error::from(e).at(format!("{}@{name}", self.dir)))?;
+                info.space = usage.as_ref().and_then(|u| space_or_warn(&entry, u, name));
+                Ok(info)
+            })
+            .collect()
     }
 
     /// Hands branch `name` to a new term (a new owner): a new manifest, then
