@@ -945,7 +945,7 @@ pub fn charts(dir: &Path, res: &Results) -> Res<Vec<String>> {
             "diff_merge.svg",
             "diff / merge vs divergence",
             "changed keys",
-            &["bough diff", "bough merge"][..],
+            &["bough diff", "bough merge", "bough fast-forward"][..],
             false,
         ),
     ] {

@@ -923,11 +923,35 @@ pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Result
         let t = Instant::now();
         e.part.merge(&b, &a, bough::MergeOptions::default())?;
         let merge_ms = ms(t.elapsed());
+        // A fast-forward: the target did not change since the fork, so the merge adopts
+        // the source's state by reference; its time must not follow the divergence (it
+        // counts the keys it brings only when asked).
+        let target = format!("ff{round}");
+        let source = format!("fs{round}");
+        e.part.create_branch(&target, "main")?;
+        let bs = e.part.create_branch(&source, &target)?;
+        let mut w = bough::WriteBatch::new();
+        for k in 0..changed {
+            w.put(sorted_key(k * 7 % s.diff_base), format!("ff {round}"));
+        }
+        bs.write_blocking(w)?;
+        let t = Instant::now();
+        let ff = e
+            .part
+            .merge(&source, &target, bough::MergeOptions::default())?;
+        let ff_ms = ms(t.elapsed());
+        if !ff.fast_forward {
+            return Err(format!("the merge of {source} into {target} was not a fast-forward").into());
+        }
         eprintln!(
-            "  divergence {changed:>7}: diff {diff_ms:.1} ms ({} entries), merge {merge_ms:.1} ms",
+            "  divergence {changed:>7}: diff {diff_ms:.1} ms ({} entries), merge {merge_ms:.1} ms, fast-forward {ff_ms:.1} ms",
             d.len()
         );
-        for (series, v) in [("bough diff", diff_ms), ("bough merge", merge_ms)] {
+        for (series, v) in [
+            ("bough diff", diff_ms),
+            ("bough merge", merge_ms),
+            ("bough fast-forward", ff_ms),
+        ] {
             out.points.push(Point {
                 series: series.into(),
                 x: changed as f64,

@@ -15,9 +15,18 @@
 //! merge never brings back an expired value.
 //!
 //! **Tombstones.** A deleted key is absent to a merge, like an expired one: a tombstone on
-//! one side and nothing on the other is no difference. When the merge takes the source's
-//! delete, it writes the source's tombstone (timestamp and expiry) on the target, so the
-//! delete still beats older writes there.
+//! one side and nothing on the other is no difference. But a delete is a write with a
+//! timestamp, and the merge keeps it: [`ConflictPolicy::NewestTimestamp`] compares a
+//! delete's tombstone timestamp like an entry's (the write path's rule, so an older update
+//! never brings a deleted key back, in either direction), a [`Conflict`] reports the
+//! tombstone, and when the merge takes the source's delete it writes the source's tombstone
+//! (timestamp and expiry) on the target, so the delete still beats older writes there.
+//!
+//! **Fast-forward cost.** A fast-forward adopts the source's mapping root and file ranges
+//! in one log record; finding that the target did not change is a diff of the target
+//! against the base, which costs the target's divergence (none). Counting the keys the
+//! source brings would cost the source's divergence, so it is done only when
+//! [`MergeOptions::count_fast_forward`] asks.
 //!
 //! **Incarnations.** A merge base names the other branch, and a name can be reused after
 //! deletion. A base's state carries the other branch's term at the time it was recorded;
@@ -29,7 +38,7 @@ use bough_io::{IoError, IoResult};
 use bough_manifest::{MERGE_BASES, MergeBase, Snapshot, encode_merge_bases, merge_bases};
 use bough_names::{BranchName, FileId};
 use bough_tree::btree::{Mutation, Op};
-use bough_tree::diff::{Change, diff, same_entry, visible_at};
+use bough_tree::diff::{Change, diff, same_entry, visible_at, visible_changes_at};
 use bough_tree::head::{Head, TreeSnapshot};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 
@@ -45,8 +54,11 @@ pub enum ConflictPolicy {
     Ours,
     /// Take the source's version.
     Theirs,
-    /// The entry with the newer user timestamp wins; a deletion carries no timestamp, so it
-    /// loses against an entry.
+    /// The newer user timestamp wins, by the write path's rule (last writer wins, the
+    /// incoming source on a tie): a delete counts with its tombstone's timestamp, so an
+    /// older write never brings a deleted key back and an older delete never removes a
+    /// newer write. A key absent without a tombstone (expired, truncated) has no timestamp
+    /// and loses against an entry or a delete.
     NewestTimestamp,
 }
 
@@ -59,6 +71,11 @@ pub struct MergeOptions {
     pub dry_run: bool,
     /// Adopt the source by reference when the target has not changed since the base.
     pub fast_forward: bool,
+    /// On a fast-forward, also count the keys the adopted state changes on the target
+    /// ([`MergeReport::applied`]): a diff of the source against the base, whose cost follows
+    /// how far they diverged. Off by default, so a fast-forward costs the same however many
+    /// keys it brings (it reads no data pages).
+    pub count_fast_forward: bool,
 }
 
 impl Default for MergeOptions {
@@ -67,6 +84,7 @@ impl Default for MergeOptions {
             policy: ConflictPolicy::Fail,
             dry_run: false,
             fast_forward: true,
+            count_fast_forward: false,
         }
     }
 }
@@ -76,9 +94,11 @@ impl Default for MergeOptions {
 pub struct Conflict {
     /// The key.
     pub key: Vec<u8>,
-    /// The target's entry (`None`: deleted there).
+    /// The target's entry: a live one, or the tombstone of its delete (with the delete's
+    /// timestamp, [`Entry::is_tombstone`]); `None` when the key is absent there without a
+    /// tombstone (expired, truncated).
     pub ours: Option<Entry>,
-    /// The source's entry (`None`: deleted there).
+    /// The source's entry, likewise.
     pub theirs: Option<Entry>,
 }
 
@@ -87,7 +107,8 @@ pub struct Conflict {
 pub struct MergeReport {
     /// The target adopted the source's state by reference.
     pub fast_forward: bool,
-    /// Keys written or deleted on the target.
+    /// Keys written or deleted on the target. On a fast-forward: the keys the adopted state
+    /// changes, counted only when [`MergeOptions::count_fast_forward`] asks (0 otherwise).
     pub applied: usize,
     /// Conflicts found (with `Fail`, the merge did not commit).
     pub conflicts: Vec<Conflict>,
@@ -127,6 +148,18 @@ fn same(
         (None, None) => Ok(true),
         (Some(x), Some(y)) => same_entry(ours, x, theirs, y),
         _ => Ok(false),
+    }
+}
+
+/// Whether the source's side wins under [`ConflictPolicy::NewestTimestamp`]: the write
+/// path's rule, as if the source's entry (or tombstone) arrived at the target — it wins
+/// when its timestamp is at least the target's. A side absent without a tombstone has no
+/// timestamp: it loses against anything (both absent cannot conflict).
+fn newest_is_theirs(ours: Option<&Entry>, theirs: Option<&Entry>) -> bool {
+    match (ours, theirs) {
+        (Some(o), Some(t)) => t.timestamp >= o.timestamp,
+        (None, Some(_)) => true,
+        (_, None) => false,
     }
 }
 
@@ -259,13 +292,17 @@ impl Partition {
         let base_snap = TreeSnapshot::from_record(files.clone(), &base.state)?;
         let src_snap = TreeSnapshot::from_record(files, source)?;
         let tgt_snap = target.snapshot();
-        let t_changes = visible_at(diff(&base_snap, &tgt_snap)?.0, now_ms);
+        let t_changes = visible_changes_at(diff(&base_snap, &tgt_snap)?.0, now_ms);
         let mut report = MergeReport::default();
         if t_changes.is_empty() && opts.fast_forward {
             // Nothing visible changed on the target: the source's state is the merge result
-            // (what the target holds beyond it is expired, so invisible either way).
+            // (what the target holds beyond it is expired, so invisible either way). Its
+            // cost must not follow the divergence: the keys it brings are counted (a diff)
+            // only when asked.
             report.fast_forward = true;
-            report.applied = visible_at(diff(&base_snap, &src_snap)?.0, now_ms).len();
+            if opts.count_fast_forward {
+                report.applied = visible_at(diff(&base_snap, &src_snap)?.0, now_ms).len();
+            }
             if !opts.dry_run {
                 self.record_base(target, source_name, source, now_ms)?;
                 target.adopt(source, now_ms)?;
@@ -273,40 +310,36 @@ impl Partition {
             }
             return Ok(report);
         }
-        let s_raw = diff(&base_snap, &src_snap)?.0;
-        // The source's deletes as tombstones: a key it deleted is absent to the merge (so
-        // tombstone vs absent is no difference), but the target must remember the delete
-        // with its timestamp, or an older write arriving there later would resurrect it.
-        let s_tombstones: std::collections::BTreeMap<Vec<u8>, (u64, u64)> = s_raw
-            .iter()
-            .filter_map(|(k, c)| match c {
-                Change::Added(e) | Change::Changed { new: e, .. } if e.is_tombstone() => {
-                    Some((k.clone(), (e.timestamp, e.expire_at)))
-                }
-                _ => None,
-            })
+        // Each side's deletes keep their tombstones: a key a side deleted is absent to the
+        // merge (so tombstone vs absent is no difference), but the delete has a timestamp —
+        // "newest wins" compares it, a conflict reports it, and taking the source's delete
+        // writes its tombstone, or an older write arriving later would resurrect the key.
+        let s_changes = visible_changes_at(diff(&base_snap, &src_snap)?.0, now_ms);
+        let ours: std::collections::BTreeMap<Vec<u8>, (Change, Option<Entry>)> = t_changes
+            .into_iter()
+            .map(|v| (v.key, (v.change, v.tombstone)))
             .collect();
-        let s_changes = visible_at(s_raw, now_ms);
-        let ours: std::collections::BTreeMap<Vec<u8>, Change> = t_changes.into_iter().collect();
         let mut muts = Vec::new();
-        for (key, sc) in s_changes {
+        for sv in s_changes {
+            let (key, sc, s_tomb) = (sv.key, sv.change, sv.tombstone);
             let theirs = after(&sc);
             let take_theirs = match ours.get(&key) {
                 None => true,
-                Some(tc) => {
+                Some((tc, t_tomb)) => {
                     let mine = after(tc);
                     if same(&tgt_snap, mine, &src_snap, theirs)? {
                         false
                     } else {
+                        // What each side holds, deletes as their tombstones.
+                        let ours_entry = mine.or(t_tomb.as_ref());
+                        let theirs_entry = theirs.or(s_tomb.as_ref());
                         let decision = match opts.policy {
                             ConflictPolicy::Fail => None,
                             ConflictPolicy::Ours => Some(false),
                             ConflictPolicy::Theirs => Some(true),
-                            ConflictPolicy::NewestTimestamp => Some(match (mine, theirs) {
-                                (Some(m), Some(t)) => t.timestamp > m.timestamp,
-                                (None, Some(_)) => true,
-                                _ => false,
-                            }),
+                            ConflictPolicy::NewestTimestamp => {
+                                Some(newest_is_theirs(ours_entry, theirs_entry))
+                            }
                         };
                         match decision {
                             Some(d) => {
@@ -316,8 +349,8 @@ impl Partition {
                             None => {
                                 report.conflicts.push(Conflict {
                                     key: key.clone(),
-                                    ours: mine.cloned(),
-                                    theirs: theirs.cloned(),
+                                    ours: ours_entry.cloned(),
+                                    theirs: theirs_entry.cloned(),
                                 });
                                 false
                             }
@@ -327,10 +360,10 @@ impl Partition {
             };
             if take_theirs {
                 let op = match theirs {
-                    None => match s_tombstones.get(&key) {
-                        Some(&(timestamp, expire_at)) => Op::ReplaceWithTombstone {
-                            timestamp,
-                            expire_at,
+                    None => match &s_tomb {
+                        Some(t) => Op::ReplaceWithTombstone {
+                            timestamp: t.timestamp,
+                            expire_at: t.expire_at,
                         },
                         // Removed by expiry or truncate: nothing to remember.
                         None => Op::ForceDelete,

@@ -208,6 +208,10 @@ pub struct MergeArgs {
     /// Always merge key by key, even when a fast-forward by reference is possible.
     #[arg(long)]
     no_ff: bool,
+    /// On a fast-forward, also count the keys it brings (a diff, whose cost follows how far
+    /// the branches diverged; without it a fast-forward costs the same however far).
+    #[arg(long)]
+    count: bool,
     /// Keys and values of conflicts in hex.
     #[arg(long, short = 'x')]
     hex: bool,
@@ -1175,31 +1179,55 @@ pub fn merge(ctx: &Ctx, a: MergeArgs) -> CliResult<u8> {
             policy,
             dry_run: a.dry_run,
             fast_forward: !a.no_ff,
+            count_fast_forward: a.count,
         },
     )?;
+    let counted = !report.fast_forward || a.count;
     let value = |b: &Branch, k: &[u8]| b.get_blocking(k).ok().flatten();
-    let conflicts: Vec<(Vec<u8>, Option<bough::Value>, Option<bough::Value>)> = report
+    // A side that deleted the key: its delete's timestamp.
+    let deleted = |e: &Option<bough_tree::page::leaf::Entry>| {
+        e.as_ref().filter(|e| e.is_tombstone()).map(|e| e.timestamp)
+    };
+    type Side = (Option<bough::Value>, Option<u64>);
+    let conflicts: Vec<(Vec<u8>, Side, Side)> = report
         .conflicts
         .iter()
-        .map(|c| (c.key.clone(), value(&tgt, &c.key), value(&src, &c.key)))
+        .map(|c| {
+            (
+                c.key.clone(),
+                (value(&tgt, &c.key), deleted(&c.ours)),
+                (value(&src, &c.key), deleted(&c.theirs)),
+            )
+        })
         .collect();
     store.close()?;
     let stopped = !report.conflicts.is_empty() && !report.committed;
     if ctx.json {
+        // A fast-forward not asked to count reports no count, rather than a 0.
+        let applied_json = if counted {
+            json!(report.applied)
+        } else {
+            Json::Null
+        };
         let list: Vec<Json> = conflicts
             .iter()
             .map(|(k, ours, theirs)| {
                 let mut m = Map::new();
                 output::put_bytes(&mut m, "key", k, a.hex);
-                for (name, v) in [("ours", ours), ("theirs", theirs)] {
+                for (name, (v, deleted_at)) in [("ours", ours), ("theirs", theirs)] {
                     let mut side = Map::new();
-                    match v {
-                        Some(v) => {
+                    match (v, deleted_at) {
+                        (Some(v), _) => {
                             output::put_bytes(&mut side, "value", &v.value, a.hex);
                             side.insert("timestamp".into(), json!(v.timestamp));
                             m.insert(name.into(), Json::Object(side));
                         }
-                        None => {
+                        (None, Some(ts)) => {
+                            side.insert("deleted".into(), json!(true));
+                            side.insert("timestamp".into(), json!(ts));
+                            m.insert(name.into(), Json::Object(side));
+                        }
+                        (None, None) => {
                             m.insert(name.into(), Json::Null);
                         }
                     }
@@ -1210,7 +1238,7 @@ pub fn merge(ctx: &Ctx, a: MergeArgs) -> CliResult<u8> {
         output::print_json(&json!({
             "source": a.source, "target": a.target, "partition": p.to_string(),
             "dry_run": a.dry_run, "fast_forward": report.fast_forward,
-            "applied": report.applied, "resolved": report.resolved,
+            "applied": applied_json, "resolved": report.resolved,
             "committed": report.committed, "conflicts": list,
         }))?;
     } else {
@@ -1240,20 +1268,24 @@ pub fn merge(ctx: &Ctx, a: MergeArgs) -> CliResult<u8> {
         } else {
             "applied"
         };
+        let keys = if counted {
+            format!("{} {applied}", plural(report.applied as u64, "key", "keys"))
+        } else {
+            "keys not counted (--count counts them)".to_string()
+        };
         println!(
-            "{verb} {p}@{} into {}: {how}; {} {applied}{resolved}",
-            a.source,
-            a.target,
-            plural(report.applied as u64, "key", "keys"),
+            "{verb} {p}@{} into {}: {how}; {keys}{resolved}",
+            a.source, a.target,
         );
         if !conflicts.is_empty() {
             println!(
                 "{}:",
                 plural(conflicts.len() as u64, "conflict", "conflicts")
             );
-            let side = |v: &Option<bough::Value>| match v {
-                Some(v) => format!("{} (ts {})", output::show(&v.value, a.hex), v.timestamp),
-                None => "(deleted)".into(),
+            let side = |(v, deleted_at): &Side| match (v, deleted_at) {
+                (Some(v), _) => format!("{} (ts {})", output::show(&v.value, a.hex), v.timestamp),
+                (None, Some(ts)) => format!("(deleted, ts {ts})"),
+                (None, None) => "(deleted)".into(),
             };
             for (k, ours, theirs) in &conflicts {
                 println!(

@@ -489,8 +489,8 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
             &t.branch,
             bough::MergeOptions {
                 policy: bough::ConflictPolicy::Theirs,
-                dry_run: false,
                 fast_forward: true,
+                ..Default::default()
             },
         )
         .map_err(|e| load_hint(e.into(), 0, true))?;

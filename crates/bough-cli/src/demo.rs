@@ -150,6 +150,7 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
             policy: ConflictPolicy::Fail,
             dry_run: false,
             fast_forward: true,
+            count_fast_forward: true,
         },
     )?;
     println!(

@@ -217,6 +217,7 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             policy: bough::ConflictPolicy::Theirs,
             dry_run: false,
             fast_forward: true,
+            count_fast_forward: false,
         },
     );
     let cleanup = part.delete_branch(&staging);

@@ -30,7 +30,7 @@ use bough_names::{BranchName, DataFileName, FileKind, Term, classify};
 use bough_tree::cache::CachedPage;
 use bough_tree::files::FileTable;
 use bough_tree::head::{MAX_MANIFEST_BYTES, TreeSnapshot};
-use bough_tree::mapping::Slot;
+use bough_tree::mapping::{NodePos, Radix, Slot};
 
 mod space;
 pub use space::branch_space;
@@ -269,6 +269,8 @@ struct State<'s> {
     /// The manifest or archive walked (for error messages).
     by: &'s str,
     why: &'s KeepReason,
+    /// Mapping pages of this tree walked so far (each may be reached once).
+    seen: &'s std::cell::RefCell<HashSet<u64>>,
 }
 
 /// A mapping node to walk: its address, the first chunk it covers, the level it must have.
@@ -366,11 +368,13 @@ impl Walk<'_> {
         if root.is_none() {
             return Ok(());
         }
+        let seen = std::cell::RefCell::new(HashSet::new());
         let state = State {
             ranges,
             shadow,
             by,
             why,
+            seen: &seen,
         };
         let mut reached = Vec::new();
         self.node(&state, addr_at(root, 0, None), &mut reached)
@@ -378,20 +382,33 @@ impl Walk<'_> {
 
     /// Walks the mapping node `at.addr`, which covers chunks from `at.first_chunk` and must
     /// be at `at.level` (the root's level is free). Adds the files its subtree reaches to
-    /// `reached` when measuring. Recursion is bounded: levels strictly decrease from at most
-    /// 8, so the depth is at most 9.
+    /// `reached` when measuring. Every step follows the mapping walk's rules
+    /// ([`bough_tree::mapping::Radix`]): levels strictly decrease from at most 8, so the
+    /// recursion depth is at most 9; child positions are checked arithmetic within the id
+    /// space; a page reached twice in one tree is refused.
     fn node(&mut self, st: &State<'_>, at: NodeAt, reached: &mut Vec<u32>) -> IoResult<()> {
         let State {
             ranges,
             shadow,
             by,
             why,
+            seen,
         } = *st;
         let NodeAt {
             addr,
             first_chunk,
             level,
         } = at;
+        let files = self.files;
+        let bad = |what: String| {
+            let (file, offset) = files.locate(ranges, addr);
+            IoError::corruption(file, offset, format!("{what} (in the state of {by})"))
+        };
+        if !seen.borrow_mut().insert(addr.to_u64()) {
+            return Err(bad(
+                "mapping page reached twice in one tree (a cycle or a shared subtree)".into(),
+            ));
+        }
         let name = self.name(ranges, addr, by)?;
         let key = (name, addr.page_index());
         // A node another state walked in full already had all it reaches marked; only who
@@ -405,9 +422,6 @@ impl Walk<'_> {
             }
             return Ok(());
         }
-        let bad = |what: String| {
-            IoError::corruption(format!("{}/{by}", self.files.dir()), addr.to_u64(), what)
-        };
         let node = match self.files.read(ranges, addr)? {
             CachedPage::Mapping(m) => m,
             CachedPage::Tree(_) => {
@@ -416,33 +430,31 @@ impl Walk<'_> {
                 ));
             }
         };
-        if let Some(want) = level
-            && node.level != want
-        {
-            return Err(bad(format!(
-                "mapping node level {} under level {}",
-                node.level,
-                u32::from(want) + 1
-            )));
-        }
+        let radix = Radix::new(self.fanout);
+        let level = radix.check(level, &node).map_err(bad)?;
         let mut below: Vec<u32> = Vec::new();
         below.extend(self.mark(&key.0, key.1, why));
-        let fanout = self.fanout as u64;
-        let span = fanout.saturating_pow(u32::from(node.level));
-        if node.level == 0 {
+        // A span past u64 covers every chunk there is: saturating is exact for the shadow.
+        let span = radix.span(level).unwrap_or(u64::MAX);
+        if level == 0 {
             for (i, &raw) in node.slots.iter().enumerate() {
                 if raw != 0 && !shadow.hides(first_chunk, i) {
                     below.extend(self.slot(ranges, raw, by, why)?);
                 }
             }
         } else {
-            let child_span = fanout.saturating_pow(u32::from(node.level - 1));
+            let pos = NodePos {
+                addr,
+                level,
+                first_chunk,
+            };
             for (i, &child) in node.slots.iter().enumerate() {
-                if child != 0 {
-                    let a = PageAddr::from_u64(child)
-                        .ok_or_else(|| bad("invalid mapping child address".to_string()))?;
-                    let first = first_chunk.saturating_add((i as u64).saturating_mul(child_span));
-                    self.node(st, addr_at(a, first, Some(node.level - 1)), &mut below)?;
+                if let Some(c) = radix.child(pos, i, child).map_err(bad)? {
+                    self.node(
+                        st,
+                        addr_at(c.addr, c.first_chunk, Some(c.level)),
+                        &mut below,
+                    )?;
                 }
             }
         }

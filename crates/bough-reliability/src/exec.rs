@@ -60,6 +60,7 @@ pub fn execute(store: &Store, seed: u64, family: u32, index: usize, op: &Op) -> 
                 policy: ConflictPolicy::Theirs,
                 dry_run: false,
                 fast_forward: true,
+                count_fast_forward: false,
             };
             let report = part.merge(source, target, opts)?;
             if !report.conflicts.is_empty() {

@@ -17,6 +17,10 @@
 //! - [`corrupt`]: single-bit flips in data pages, headers, manifests, archives and
 //!   `CURRENT_TERM` files: every read returns the right data or `Corruption`, never wrong
 //!   data, never a panic, never a hang; other branches keep working.
+//! - [`crafted`]: checksum-valid mapping, index and leaf pages with hostile contents
+//!   (pointers to themselves or an ancestor, bad levels, out-of-range slots): every read,
+//!   diff, walk and GC answers right or `Corruption`, never loops, never panics, and with
+//!   the page put back nothing was lost.
 //! - [`check`]: the integrity checker every run ends with.
 //! - [`workload`]: the deterministic workload and its model; [`exec`] runs it on a store.
 //!
@@ -27,6 +31,7 @@
 pub mod check;
 pub mod cloud_faults;
 pub mod corrupt;
+pub mod crafted;
 pub mod exec;
 pub mod faults;
 pub mod kill;
@@ -54,6 +59,8 @@ pub struct RunConfig {
     pub object: cloud_faults::ObjectFaultConfig,
     /// Bit flips.
     pub corrupt: corrupt::CorruptConfig,
+    /// Crafted pages.
+    pub crafted: crafted::CraftConfig,
 }
 
 impl RunConfig {
@@ -67,6 +74,7 @@ impl RunConfig {
             faults: faults::FaultConfig::short(),
             object: cloud_faults::ObjectFaultConfig::short(),
             corrupt: corrupt::CorruptConfig::short(),
+            crafted: crafted::CraftConfig::short(),
         }
     }
 
@@ -79,6 +87,7 @@ impl RunConfig {
             faults: faults::FaultConfig::long(),
             object: cloud_faults::ObjectFaultConfig::long(),
             corrupt: corrupt::CorruptConfig::long(),
+            crafted: crafted::CraftConfig::long(),
         }
     }
 }
@@ -109,6 +118,9 @@ pub fn run(cfg: &RunConfig, child_exe: &std::path::Path) -> Tally {
     });
     stage("bit flips", &mut tally, &|| {
         corrupt::run(cfg.seed, &cfg.corrupt)
+    });
+    stage("crafted pages", &mut tally, &|| {
+        crafted::run(cfg.seed, &cfg.crafted)
     });
     stage("kill cycles", &mut tally, &|| {
         kill::run(cfg.seed, &cfg.kill, child_exe)

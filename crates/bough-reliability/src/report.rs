@@ -151,6 +151,22 @@ pub struct Tally {
     /// Flips in a manifest's last record, taken for a torn append: the branch lost its last
     /// commit but every read was of a real earlier commit.
     pub flips_tail_rollback: u64,
+    /// Crafted pages: checksum-valid pages with hostile contents (self or ancestor
+    /// pointers, bad levels, out-of-range slots) written into a built store.
+    pub crafted_pages: u64,
+    /// Of those, mapping pages.
+    pub crafted_mapping: u64,
+    /// Of those, index pages.
+    pub crafted_index: u64,
+    /// Of those, leaves.
+    pub crafted_leaf: u64,
+    /// Crafted pages a read, diff, compaction, the checker or GC reported as `Corruption`.
+    pub crafted_detected: u64,
+    /// Crafted pages nothing read (every answer still right).
+    pub crafted_unread: u64,
+    /// Crafted pages whose file GC collected after compaction moved its live pages out
+    /// (the branches then read right without it). Allowed, counted.
+    pub crafted_file_collected: u64,
     /// Operations that failed (injected fault) yet took effect: reported as failed while
     /// their commit was durable and visible. Allowed, counted.
     pub ambiguous: u64,
@@ -205,6 +221,13 @@ impl Tally {
         self.flips_detected += o.flips_detected;
         self.flips_unnoticed += o.flips_unnoticed;
         self.flips_tail_rollback += o.flips_tail_rollback;
+        self.crafted_pages += o.crafted_pages;
+        self.crafted_mapping += o.crafted_mapping;
+        self.crafted_index += o.crafted_index;
+        self.crafted_leaf += o.crafted_leaf;
+        self.crafted_detected += o.crafted_detected;
+        self.crafted_unread += o.crafted_unread;
+        self.crafted_file_collected += o.crafted_file_collected;
         self.ambiguous += o.ambiguous;
         self.fuzz.add(&o.fuzz);
         self.integrity_checks += o.integrity_checks;
@@ -334,6 +357,19 @@ impl Tally {
                     self.flips_detected,
                     self.flips_unnoticed,
                     self.flips_tail_rollback
+                ),
+            ),
+            (
+                "crafted pages",
+                format!(
+                    "{} (mapping {}, index {}, leaf {}; {} detected, {} unread, {} files collected)",
+                    self.crafted_pages,
+                    self.crafted_mapping,
+                    self.crafted_index,
+                    self.crafted_leaf,
+                    self.crafted_detected,
+                    self.crafted_unread,
+                    self.crafted_file_collected
                 ),
             ),
             ("fuzz executions", self.fuzz.row()),

@@ -9,13 +9,13 @@
 //! maps to the same page on both sides is reachable on both), so reading those leaves is
 //! enough: the cost follows the divergence, not the partition's size.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use bough_io::{IoError, IoResult};
 use bough_manifest::{PageAddr, PageId};
 
 use crate::head::TreeSnapshot;
-use crate::mapping::{NodeSource, Slot};
+use crate::mapping::{NodePos, NodeSource, Radix, Slot};
 use crate::page::kind;
 use crate::page::leaf::{Entry, LeafView};
 use crate::page::mapping::MappingNode;
@@ -76,17 +76,43 @@ enum NodeRef {
 struct Side<'a> {
     snap: &'a TreeSnapshot,
     top: Option<u8>,
+    radix: Radix,
+    /// Mapping pages read on this side: each at most once (a page reached twice in one
+    /// tree is hostile, see [`Radix`]).
+    seen: HashSet<u64>,
 }
 
 impl Side<'_> {
-    fn node(&self, addr: PageAddr, stats: &mut DiffStats) -> IoResult<std::sync::Arc<MappingNode>> {
+    fn bad(&self, addr: PageAddr, why: String) -> IoError {
+        let (file, offset) = self.snap.locate(addr);
+        IoError::corruption(file, offset, why)
+    }
+
+    /// The node at `addr`, which must be at `level` (checked, see [`Radix`]).
+    fn node(
+        &mut self,
+        addr: PageAddr,
+        level: u8,
+        stats: &mut DiffStats,
+    ) -> IoResult<std::sync::Arc<MappingNode>> {
+        if !self.seen.insert(addr.to_u64()) {
+            return Err(self.bad(
+                addr,
+                "mapping page reached twice in one tree (a cycle or a shared subtree)".into(),
+            ));
+        }
         stats.mapping_pages += 1;
-        self.snap.mapping_node(addr)
+        let node = self.snap.mapping_node(addr)?;
+        self.radix
+            .check(Some(level), &node)
+            .map_err(|why| self.bad(addr, why))?;
+        Ok(node)
     }
 
     fn children(
-        &self,
+        &mut self,
         level: u8,
+        first_chunk: u64,
         n: NodeRef,
         fanout: usize,
         stats: &mut DiffStats,
@@ -102,12 +128,19 @@ impl Side<'_> {
                 };
             }
             NodeRef::Real(a) => {
-                let node = self.node(a, stats)?;
+                let node = self.node(a, level, stats)?;
+                let pos = NodePos {
+                    addr: a,
+                    level,
+                    first_chunk,
+                };
                 for (i, &c) in node.slots.iter().enumerate() {
-                    if c != 0 {
-                        out[i] = NodeRef::Real(PageAddr::from_u64(c).ok_or_else(|| {
-                            IoError::corruption(self.snap.files.dir(), c, "invalid mapping child")
-                        })?);
+                    if let Some(child) = self
+                        .radix
+                        .child(pos, i, c)
+                        .map_err(|why| self.bad(a, why))?
+                    {
+                        out[i] = NodeRef::Real(child.addr);
                     }
                 }
             }
@@ -137,7 +170,11 @@ pub fn changed_pages(
                     continue;
                 }
                 if slot_identity(a, ra)? != slot_identity(b, rb)? {
-                    out.insert(chunk * fanout as u32 + i as u32);
+                    let id = u64::from(chunk) * fanout as u64 + i as u64;
+                    let id = u32::try_from(id).map_err(|_| {
+                        IoError::corruption(a.files.dir(), id, "mapping slot beyond the id space")
+                    })?;
+                    out.insert(id);
                 }
             }
             Ok(())
@@ -147,13 +184,18 @@ pub fn changed_pages(
         let sb = b.mapping.chunk_slots(c, b)?;
         compare_chunk(c, &sa, &sb, &mut out)?;
     }
-    let side_a = Side {
+    let radix = Radix::new(fanout);
+    let mut side_a = Side {
         snap: a,
         top: top_level(a, stats)?,
+        radix,
+        seen: HashSet::new(),
     };
-    let side_b = Side {
+    let mut side_b = Side {
         snap: b,
         top: top_level(b, stats)?,
+        radix,
+        seen: HashSet::new(),
     };
     let Some(top) = side_a.top.max(side_b.top) else {
         return Ok(out);
@@ -163,36 +205,48 @@ pub fn changed_pages(
         Some(t) if t == top => NodeRef::Real(s.snap.mapping.root()),
         Some(_) => NodeRef::Virtual,
     };
-    // (level, index at that level, node in a, node in b)
+    // (level, first chunk covered, node in a, node in b)
     let mut stack = vec![(top, 0u64, start(&side_a), start(&side_b))];
-    while let Some((level, idx, na, nb)) = stack.pop() {
+    while let Some((level, first_chunk, na, nb)) = stack.pop() {
         match (na, nb) {
             (NodeRef::Absent, NodeRef::Absent) => continue,
             (NodeRef::Real(x), NodeRef::Real(y)) if identity(a, x)? == identity(b, y)? => continue,
             _ => {}
         }
         if level == 0 {
-            let chunk = u32::try_from(idx).map_err(|_| {
-                IoError::corruption(a.files.dir(), idx, "mapping chunk out of range")
+            let chunk = u32::try_from(first_chunk).map_err(|_| {
+                IoError::corruption(a.files.dir(), first_chunk, "mapping chunk out of range")
             })?;
             if dirty.contains(&chunk) {
                 continue;
             }
-            let slots = |s: &Side<'_>, n: NodeRef, stats: &mut DiffStats| -> IoResult<Vec<u64>> {
-                match n {
-                    NodeRef::Real(addr) => Ok(s.node(addr, stats)?.slots.clone()),
-                    _ => Ok(vec![0; fanout]),
-                }
-            };
-            let sa = slots(&side_a, na, stats)?;
-            let sb = slots(&side_b, nb, stats)?;
+            let slots =
+                |s: &mut Side<'_>, n: NodeRef, stats: &mut DiffStats| -> IoResult<Vec<u64>> {
+                    match n {
+                        NodeRef::Real(addr) => Ok(s.node(addr, 0, stats)?.slots.clone()),
+                        _ => Ok(vec![0; fanout]),
+                    }
+                };
+            let sa = slots(&mut side_a, na, stats)?;
+            let sb = slots(&mut side_b, nb, stats)?;
             compare_chunk(chunk, &sa, &sb, &mut out)?;
             continue;
         }
-        let ca = side_a.children(level, na, fanout, stats)?;
-        let cb = side_b.children(level, nb, fanout, stats)?;
+        let ca = side_a.children(level, first_chunk, na, fanout, stats)?;
+        let cb = side_b.children(level, first_chunk, nb, fanout, stats)?;
         for i in 0..fanout {
-            stack.push((level - 1, idx * fanout as u64 + i as u64, ca[i], cb[i]));
+            if matches!((ca[i], cb[i]), (NodeRef::Absent, NodeRef::Absent)) {
+                continue;
+            }
+            // In range: a real child passed `Radix::child`, a virtual one is child 0.
+            let child_first = radix
+                .span(level - 1)
+                .and_then(|span| span.checked_mul(i as u64))
+                .and_then(|off| first_chunk.checked_add(off))
+                .ok_or_else(|| {
+                    IoError::corruption(a.files.dir(), first_chunk, "mapping chunk out of range")
+                })?;
+            stack.push((level - 1, child_first, ca[i], cb[i]));
         }
     }
     stats.changed_pages = out.len() as u64;
@@ -268,19 +322,32 @@ pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<KeyChange>, Dif
     Ok((out, stats))
 }
 
-/// The changes as they look at `now_ms`, when an entry that has expired — or is a
-/// tombstone — counts as absent (the rule reads follow, see [`Entry::is_live_at`]): a
-/// change between two absent entries disappears, one from an absent entry to a live one is
-/// an addition, and one from a live entry to an absent one (or to nothing) is a removal.
-///
-/// Expiry deletes expired keys lazily and per branch, so two branches may hold the same
-/// logical state with and without the expired entries: without this, a diff would show
-/// keys no read returns, and a merge would see conflicts over keys neither side has.
-pub fn visible_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<KeyChange> {
+/// A change as reads see it (see [`visible_at`]), with the delete behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibleChange {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The change between the live entries.
+    pub change: Change,
+    /// When the key ends absent because it was deleted: the tombstone `b` holds for it,
+    /// whose timestamp is when it was deleted. `None` when it ends live, or absent without
+    /// a tombstone (expired, truncated, purged).
+    pub tombstone: Option<Entry>,
+}
+
+/// [`visible_at`], keeping with each change that ends at a delete the tombstone it ends
+/// at: a delete is a write with a timestamp, so merges and diffs must not lose it.
+pub fn visible_changes_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<VisibleChange> {
     changes
         .into_iter()
         .filter_map(|(key, c)| {
-            let c = match c {
+            let tombstone = match &c {
+                Change::Added(e) | Change::Changed { new: e, .. } if e.is_tombstone() => {
+                    Some(e.clone())
+                }
+                _ => None,
+            };
+            let change = match c {
                 Change::Added(e) => e.is_live_at(now_ms).then_some(Change::Added(e))?,
                 Change::Removed(e) => e.is_live_at(now_ms).then_some(Change::Removed(e))?,
                 Change::Changed { old, new } => {
@@ -292,8 +359,27 @@ pub fn visible_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<KeyChange> {
                     }
                 }
             };
-            Some((key, c))
+            Some(VisibleChange {
+                key,
+                change,
+                tombstone,
+            })
         })
+        .collect()
+}
+
+/// The changes as they look at `now_ms`, when an entry that has expired — or is a
+/// tombstone — counts as absent (the rule reads follow, see [`Entry::is_live_at`]): a
+/// change between two absent entries disappears, one from an absent entry to a live one is
+/// an addition, and one from a live entry to an absent one (or to nothing) is a removal.
+///
+/// Expiry deletes expired keys lazily and per branch, so two branches may hold the same
+/// logical state with and without the expired entries: without this, a diff would show
+/// keys no read returns, and a merge would see conflicts over keys neither side has.
+pub fn visible_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<KeyChange> {
+    visible_changes_at(changes, now_ms)
+        .into_iter()
+        .map(|v| (v.key, v.change))
         .collect()
 }
 

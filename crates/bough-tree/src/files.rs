@@ -178,6 +178,21 @@ impl FileTable {
         Ok(DataFileName::new(file_id, r.branch.clone(), r.term))
     }
 
+    /// The path of the file holding `addr` in `ranges` and the page's byte offset in it —
+    /// where an error about that page points (the directory and the raw address when the
+    /// file id resolves to no file).
+    pub fn locate(&self, ranges: &BranchFileMapping, addr: PageAddr) -> (String, u64) {
+        match ranges.resolve(addr.file_id()) {
+            Some(r) => (
+                self.path_of(
+                    &DataFileName::new(addr.file_id(), r.branch.clone(), r.term).to_string(),
+                ),
+                page_offset(addr.page_index(), self.page_size),
+            ),
+            None => (self.dir.clone(), addr.to_u64()),
+        }
+    }
+
     /// The open handle of the file `file_id` resolves to in `ranges` (opened, and its
     /// header checked, on first use).
     pub fn handle(&self, ranges: &BranchFileMapping, file_id: FileId) -> IoResult<Arc<DataFile>> {

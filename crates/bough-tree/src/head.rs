@@ -22,7 +22,7 @@ use parking_lot::RwLock;
 use crate::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
 use crate::cache::CachedPage;
 use crate::files::FileTable;
-use crate::mapping::{MappingTable, MappingView, NodeSource, PageSink, Slot};
+use crate::mapping::{MappingTable, MappingView, NodeSource, PageSink, Slot, walk_radix};
 use crate::page::index::IndexNode;
 use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
@@ -157,12 +157,19 @@ impl NodeSource for Fetch<'_> {
     fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
         match self.page(addr)? {
             CachedPage::Mapping(m) => Ok(m),
-            CachedPage::Tree(_) => Err(IoError::corruption(
-                self.files.dir(),
-                addr.to_u64(),
-                format!("page {addr} is a tree page where a mapping page was expected"),
-            )),
+            CachedPage::Tree(_) => {
+                let (file, offset) = self.locate(addr);
+                Err(IoError::corruption(
+                    file,
+                    offset,
+                    format!("page {addr} is a tree page where a mapping page was expected"),
+                ))
+            }
         }
+    }
+
+    fn locate(&self, addr: PageAddr) -> (String, u64) {
+        self.files.locate(self.ranges, addr)
     }
 }
 
@@ -248,6 +255,10 @@ impl TreeSnapshot {
 impl NodeSource for TreeSnapshot {
     fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
         self.fetch().mapping_node(addr)
+    }
+
+    fn locate(&self, addr: PageAddr) -> (String, u64) {
+        self.files.locate(&self.ranges, addr)
     }
 }
 
@@ -1438,7 +1449,8 @@ impl Drop for Head {
     }
 }
 
-/// Finds, for each mapping node stored in a victim file, one logical id below it.
+/// Finds, for each mapping node stored in a victim file, one logical id below it (the
+/// checked walk: a hostile mapping page is a `Corruption`, never a loop or a wrapped id).
 fn collect_mapping_touches(
     mapping: &MappingView,
     src: &dyn NodeSource,
@@ -1446,28 +1458,18 @@ fn collect_mapping_touches(
     fanout: u64,
     out: &mut Vec<PageId>,
 ) -> IoResult<()> {
-    let root = mapping.root();
-    if root.is_none() {
-        return Ok(());
-    }
-    // (addr, first chunk covered, level)
-    let mut stack = vec![(root, 0u64)];
-    while let Some((addr, base_chunk)) = stack.pop() {
-        let node = src.mapping_node(addr)?;
-        if victims.contains(&addr.file_id()) {
-            out.push(u32::try_from(base_chunk * fanout).unwrap_or(u32::MAX - 1));
+    walk_radix(mapping.root(), mapping.fanout(), src, &mut |pos, _| {
+        if victims.contains(&pos.addr.file_id()) {
+            let id = pos
+                .first_chunk
+                .checked_mul(fanout)
+                .and_then(|id| u32::try_from(id).ok())
+                .ok_or_else(|| {
+                    let (file, offset) = src.locate(pos.addr);
+                    IoError::corruption(file, offset, "mapping node beyond the id space")
+                })?;
+            out.push(id);
         }
-        if node.level > 0 {
-            let span = fanout.saturating_pow(u32::from(node.level - 1));
-            for (i, &child) in node.slots.iter().enumerate() {
-                if child != 0 {
-                    let a = PageAddr::from_u64(child).ok_or_else(|| {
-                        IoError::corruption("<mapping>", child, "bad interior slot")
-                    })?;
-                    stack.push((a, base_chunk + i as u64 * span));
-                }
-            }
-        }
-    }
-    Ok(())
+        Ok(true)
+    })
 }

@@ -9,7 +9,7 @@
 //! Slot values (`u64`): 0 = unmapped; bit 63 set = a free logical id, low 32 bits = the next
 //! free id + 1 (0 = end of the free chain); anything else = a [`PageAddr`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bough_io::{IoError, IoResult};
@@ -63,6 +63,11 @@ impl Slot {
 pub trait NodeSource {
     /// The decoded mapping node at `addr`.
     fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>>;
+
+    /// The file holding the page at `addr` and the page's byte offset in it, for errors.
+    fn locate(&self, addr: PageAddr) -> (String, u64) {
+        ("<mapping>".to_string(), addr.to_u64())
+    }
 }
 
 /// Accepts new pages for the commit in progress and says where they will live.
@@ -139,38 +144,49 @@ impl MappingView {
         if self.root.is_none() {
             return Ok(None);
         }
-        let mut node = src.mapping_node(self.root)?;
-        let top = node.level;
+        let node = src.mapping_node(self.root)?;
+        let top = Radix::new(self.fanout)
+            .check(None, &node)
+            .map_err(|why| located(src, self.root, why))?;
         if capacity_chunks(self.fanout, top) <= u64::from(chunk) {
             return Ok(None);
         }
-        let mut level = top;
-        while level > 0 {
-            let span = capacity_chunks(self.fanout, level - 1);
-            let idx = ((u64::from(chunk) / span) % self.fanout as u64) as usize;
-            let child = node.slots[idx];
-            if child == 0 {
+        self.descend(self.root, node, top, 0, u64::from(chunk), src)
+    }
+
+    /// From `node` (at `addr`, level `at`), down to the node of level `level` whose number
+    /// at that level is `idx`, through checked steps ([`Radix`]). `None`: absent.
+    fn descend(
+        &self,
+        addr: PageAddr,
+        mut node: Arc<MappingNode>,
+        at: u8,
+        level: u8,
+        idx: u64,
+        src: &dyn NodeSource,
+    ) -> IoResult<Option<Arc<MappingNode>>> {
+        let radix = Radix::new(self.fanout);
+        let mut pos = NodePos {
+            addr,
+            level: at,
+            first_chunk: 0,
+        };
+        while pos.level > level {
+            let span = capacity_chunks(self.fanout, pos.level - 1 - level);
+            let slot = ((idx / span) % self.fanout as u64) as usize;
+            let raw = node.slots.get(slot).copied().unwrap_or(0);
+            let Some(child) = radix
+                .child(pos, slot, raw)
+                .map_err(|why| located(src, pos.addr, why))?
+            else {
                 return Ok(None);
-            }
-            let addr = PageAddr::from_u64(child)
-                .filter(|a| !a.is_none())
-                .ok_or_else(|| {
-                    IoError::corruption(
-                        "<mapping>",
-                        child,
-                        "mapping interior slot is not an address",
-                    )
-                })?;
-            let next = src.mapping_node(addr)?;
-            if next.level + 1 != level {
-                return Err(IoError::corruption(
-                    "<mapping>",
-                    addr.to_u64(),
-                    format!("mapping node level {} under level {level}", next.level),
-                ));
-            }
+            };
+            let next = src.mapping_node(child.addr)?;
+            radix
+                .check(Some(child.level), &next)
+                .map_err(|why| located(src, child.addr, why))?;
             node = next;
-            level -= 1;
+            pos = child;
         }
         Ok(Some(node))
     }
@@ -186,79 +202,222 @@ impl MappingView {
         }
     }
 
-    /// Every (chunk number, node) pair, dirty chunks included, in chunk order.
-    /// Used by compaction and GC to find every page the table references.
+    /// Every non-zero slot of the table, dirty chunks included (they replace the on-disk
+    /// chunk of the same number), in id order. Used by compaction and GC to find every page
+    /// the table references. The on-disk tree is read by [`walk_radix`], so a hostile
+    /// mapping page is a `Corruption`, never a loop.
     pub fn for_each_slot(
         &self,
         src: &dyn NodeSource,
         f: &mut dyn FnMut(PageId, u64),
     ) -> IoResult<()> {
-        let mut chunks: BTreeMap<u32, Arc<Vec<u64>>> = BTreeMap::new();
-        if !self.root.is_none() {
-            let mut stack = vec![(self.root, 0u64)];
-            while let Some((addr, base_chunk)) = stack.pop() {
-                let node = src.mapping_node(addr)?;
-                if node.level == 0 {
-                    let c = u32::try_from(base_chunk).map_err(|_| {
-                        IoError::corruption(
-                            "<mapping>",
-                            addr.to_u64(),
-                            "mapping chunk out of range",
-                        )
-                    })?;
-                    chunks.insert(c, Arc::new(node.slots.clone()));
-                } else {
-                    let span = capacity_chunks(self.fanout, node.level - 1);
-                    for (i, &child) in node.slots.iter().enumerate() {
-                        if child != 0 {
-                            let a = PageAddr::from_u64(child).ok_or_else(|| {
-                                IoError::corruption("<mapping>", child, "bad interior slot")
-                            })?;
-                            stack.push((a, base_chunk + i as u64 * span));
-                        }
-                    }
-                }
-            }
-        }
-        for (c, chunk) in self.dirty.iter() {
-            chunks.insert(*c, chunk.clone());
-        }
-        for (c, slots) in chunks {
+        let mut dirty: Vec<(u32, &Arc<Vec<u64>>)> =
+            self.dirty.iter().map(|(c, s)| (*c, s)).collect();
+        dirty.sort_unstable_by_key(|(c, _)| *c);
+        let mut pending = dirty.into_iter().peekable();
+        let fanout = self.fanout;
+        let emit = |chunk: u32, slots: &[u64], f: &mut dyn FnMut(PageId, u64)| -> Result<(), ()> {
             for (i, &raw) in slots.iter().enumerate() {
                 if raw != 0 {
-                    f(c * self.fanout as u32 + i as u32, raw);
+                    let id = u64::from(chunk) * fanout as u64 + i as u64;
+                    f(u32::try_from(id).map_err(|_| ())?, raw);
                 }
             }
+            Ok(())
+        };
+        walk_radix(self.root, fanout, src, &mut |pos, node| {
+            if pos.level > 0 {
+                return Ok(true);
+            }
+            let beyond = || located(src, pos.addr, "mapping slot beyond the id space".into());
+            // `walk_radix` bounds chunk numbers to the id space.
+            let chunk = u32::try_from(pos.first_chunk).map_err(|_| beyond())?;
+            while let Some((c, slots)) = pending.next_if(|(c, _)| *c < chunk) {
+                emit(c, slots, f).map_err(|()| beyond())?;
+            }
+            match pending.next_if(|(c, _)| *c == chunk) {
+                Some((c, slots)) => emit(c, slots, f),
+                None => emit(chunk, &node.slots, f),
+            }
+            .map_err(|()| beyond())?;
+            Ok(false)
+        })?;
+        for (c, slots) in pending {
+            emit(c, slots, f).map_err(|()| {
+                IoError::corruption("<mapping>", u64::from(c), "dirty chunk beyond the id space")
+            })?;
         }
         Ok(())
     }
 
-    /// Every mapping page of the on-disk radix tree.
+    /// Every mapping page of the on-disk radix tree (checked, see [`walk_radix`]).
     pub fn for_each_node_addr(
         &self,
         src: &dyn NodeSource,
         f: &mut dyn FnMut(PageAddr),
     ) -> IoResult<()> {
-        if self.root.is_none() {
-            return Ok(());
+        walk_radix(self.root, self.fanout, src, &mut |pos, _| {
+            f(pos.addr);
+            Ok(true)
+        })
+    }
+}
+
+/// Where a mapping node sits in the radix tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodePos {
+    /// The page.
+    pub addr: PageAddr,
+    /// Its level: 0 holds slots, `k > 0` holds children of level `k - 1`.
+    pub level: u8,
+    /// The first chunk (level-0 node number) it covers.
+    pub first_chunk: u64,
+}
+
+/// The rules every descent of an on-disk mapping radix tree checks (ARCHITECTURE.md,
+/// invariant 2). A checksum-valid page can still be hostile — a buggy writer or a crafted
+/// file — so nothing a page says is trusted: a child must be exactly one level below its
+/// parent (so levels strictly decrease, no walk can revisit an ancestor, and depth is at
+/// most the root's level, itself at most [`MAX_MAPPING_LEVEL`]), a child's first chunk is
+/// computed with checked arithmetic and must lie in the id space, and a node must hold
+/// exactly `fanout` slots. The checks are pure; the caller names the file and offset.
+#[derive(Debug, Clone, Copy)]
+pub struct Radix {
+    fanout: u64,
+    /// The last chunk a page id (`u32`) can fall in.
+    last_chunk: u64,
+}
+
+/// Deepest level a mapping page may claim (the page decoder refuses deeper).
+pub const MAX_MAPPING_LEVEL: u8 = 8;
+
+impl Radix {
+    /// The rules for a table of `fanout` slots per page.
+    pub fn new(fanout: usize) -> Radix {
+        let fanout = (fanout as u64).max(1);
+        Radix {
+            fanout,
+            last_chunk: u64::from(u32::MAX) / fanout,
         }
-        let mut stack = vec![self.root];
-        while let Some(addr) = stack.pop() {
-            f(addr);
-            let node = src.mapping_node(addr)?;
-            if node.level > 0 {
-                for &child in &node.slots {
-                    if child != 0 {
-                        let a = PageAddr::from_u64(child).ok_or_else(|| {
-                            IoError::corruption("<mapping>", child, "bad interior slot")
-                        })?;
-                        stack.push(a);
-                    }
-                }
+    }
+
+    /// Checks a node read for position `level` (`None`: a root, whose level the page
+    /// gives). Returns the node's level.
+    pub fn check(&self, want: Option<u8>, node: &MappingNode) -> Result<u8, String> {
+        if node.slots.len() as u64 != self.fanout {
+            return Err(format!(
+                "mapping node has {} slots, the partition's fanout is {}",
+                node.slots.len(),
+                self.fanout
+            ));
+        }
+        if node.level > MAX_MAPPING_LEVEL {
+            return Err(format!("mapping node level {} is too deep", node.level));
+        }
+        match want {
+            Some(w) if node.level != w => Err(format!(
+                "mapping node level {} where its parent needs level {w}",
+                node.level
+            )),
+            _ => Ok(node.level),
+        }
+    }
+
+    /// Chunks a node at `level` covers, if that fits in a `u64`.
+    pub fn span(&self, level: u8) -> Option<u64> {
+        self.fanout.checked_pow(u32::from(level))
+    }
+
+    /// The position of child `i` of the interior node at `parent` whose slot holds `raw`
+    /// (`Ok(None)`: no child there). The child's first chunk must lie in the id space.
+    pub fn child(&self, parent: NodePos, i: usize, raw: u64) -> Result<Option<NodePos>, String> {
+        if raw == 0 {
+            return Ok(None);
+        }
+        let Some(level) = parent.level.checked_sub(1) else {
+            return Err("a level-0 mapping node has no children".into());
+        };
+        let addr = PageAddr::from_u64(raw)
+            .filter(|a| !a.is_none())
+            .ok_or_else(|| format!("mapping interior slot {i} holds {raw:#x}, not an address"))?;
+        let first_chunk = self
+            .span(level)
+            .and_then(|span| span.checked_mul(i as u64))
+            .and_then(|off| parent.first_chunk.checked_add(off))
+            .filter(|&c| c <= self.last_chunk)
+            .ok_or_else(|| {
+                format!(
+                    "mapping interior slot {i} at level {} points past the id space",
+                    parent.level
+                )
+            })?;
+        Ok(Some(NodePos {
+            addr,
+            level,
+            first_chunk,
+        }))
+    }
+}
+
+/// The one checked walk of an on-disk mapping radix tree: visits every node under `root`
+/// (pre-order, children in slot order, so level-0 nodes come in chunk order) and descends
+/// into a node's children when `visit` returns `true`. Every step follows [`Radix`]'s rules
+/// and a page reached twice in one tree is refused too, so a hostile page (pointing at
+/// itself, an ancestor or a sibling's subtree, with a crafted level, or past the id space)
+/// is a `Corruption` naming its file and offset: the walk never loops, never wraps, and
+/// reads each page at most once. Memory: a stack of at most `fanout` entries per level.
+pub fn walk_radix(
+    root: PageAddr,
+    fanout: usize,
+    src: &dyn NodeSource,
+    visit: &mut dyn FnMut(NodePos, &MappingNode) -> IoResult<bool>,
+) -> IoResult<()> {
+    if root.is_none() {
+        return Ok(());
+    }
+    let radix = Radix::new(fanout);
+    let bad = |addr: PageAddr, why: String| {
+        let (file, offset) = src.locate(addr);
+        IoError::corruption(file, offset, why)
+    };
+    let mut seen: HashSet<u64> = HashSet::new();
+    // (position, the level its parent requires; None for the root)
+    let mut stack = vec![(
+        NodePos {
+            addr: root,
+            level: 0,
+            first_chunk: 0,
+        },
+        None,
+    )];
+    while let Some((mut pos, want)) = stack.pop() {
+        if !seen.insert(pos.addr.to_u64()) {
+            return Err(bad(
+                pos.addr,
+                "mapping page reached twice in one tree (a cycle or a shared subtree)".into(),
+            ));
+        }
+        let node = src.mapping_node(pos.addr)?;
+        pos.level = radix.check(want, &node).map_err(|why| bad(pos.addr, why))?;
+        if !visit(pos, &node)? || pos.level == 0 {
+            continue;
+        }
+        let first = stack.len();
+        for (i, &raw) in node.slots.iter().enumerate() {
+            if let Some(child) = radix.child(pos, i, raw).map_err(|why| bad(pos.addr, why))? {
+                stack.push((child, Some(child.level)));
             }
         }
-        Ok(())
+        // Popped in slot order.
+        stack[first..].reverse();
     }
+    Ok(())
+}
+
+/// A `Corruption` naming the file and offset of the page at `addr`.
+fn located(src: &dyn NodeSource, addr: PageAddr, why: String) -> IoError {
+    let (file, offset) = src.locate(addr);
+    IoError::corruption(file, offset, why)
 }
 
 /// Chunks covered by a node at `level` (level 0 covers one chunk).
@@ -506,21 +665,11 @@ impl MappingView {
         if idx >= capacity_chunks(self.fanout, old_top - level) {
             return Ok(None);
         }
-        let mut node = src.mapping_node(self.root)?;
-        let mut at = old_top;
-        while at > level {
-            let span = capacity_chunks(self.fanout, at - 1 - level);
-            let slot = ((idx / span) % self.fanout as u64) as usize;
-            let child = node.slots[slot];
-            if child == 0 {
-                return Ok(None);
-            }
-            let addr = PageAddr::from_u64(child)
-                .ok_or_else(|| IoError::corruption("<mapping>", child, "bad interior slot"))?;
-            node = src.mapping_node(addr)?;
-            at -= 1;
-        }
-        Ok(Some(node))
+        let node = src.mapping_node(self.root)?;
+        Radix::new(self.fanout)
+            .check(Some(old_top), &node)
+            .map_err(|why| located(src, self.root, why))?;
+        self.descend(self.root, node, old_top, level, idx, src)
     }
 }
 
@@ -611,6 +760,202 @@ mod tests {
         t.map(3, a2, &src).unwrap();
         assert_eq!(snap.addr(3, &src).unwrap(), a1);
         assert_eq!(t.current().addr(3, &src).unwrap(), a2);
+    }
+
+    /// Mapping pages for the crafted-page tests: each read counts against a budget, so a
+    /// walk that loops fails the test (a panic) instead of hanging it.
+    struct Crafted {
+        pages: HashMap<u64, Arc<MappingNode>>,
+        reads: Mutex<u64>,
+    }
+
+    impl Crafted {
+        fn new(pages: &[(PageAddr, MappingNode)]) -> Crafted {
+            Crafted {
+                pages: pages
+                    .iter()
+                    .map(|(a, n)| (a.to_u64(), Arc::new(n.clone())))
+                    .collect(),
+                reads: Mutex::new(0),
+            }
+        }
+    }
+
+    impl NodeSource for Crafted {
+        fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+            let mut reads = self.reads.lock();
+            *reads += 1;
+            assert!(*reads <= 10_000, "the walk read {reads} pages: it loops");
+            self.pages
+                .get(&addr.to_u64())
+                .cloned()
+                .ok_or_else(|| IoError::corruption("missing", addr.to_u64(), "no such page"))
+        }
+
+        fn locate(&self, addr: PageAddr) -> (String, u64) {
+            (
+                format!("data_{}", addr.file_id()),
+                u64::from(addr.page_index()) * 4096,
+            )
+        }
+    }
+
+    fn node(level: u8, fanout: usize, slots: &[(usize, u64)]) -> MappingNode {
+        let mut n = MappingNode::empty(level, fanout);
+        for &(i, v) in slots {
+            n.slots[i] = v;
+        }
+        n
+    }
+
+    /// Runs every walk of the table over `pages` with root `root` and checks each ends in
+    /// a `Corruption` naming `file` (and reads a bounded number of pages).
+    fn every_walk_refuses(
+        fanout: usize,
+        root: PageAddr,
+        pages: &[(PageAddr, MappingNode)],
+        file: &str,
+    ) {
+        let view = MappingTable::new(fanout, root, 0, None).view();
+        let want = |what: &str, r: IoResult<()>| match r {
+            Err(IoError::Corruption { path, .. }) => {
+                assert_eq!(path, file, "{what}: the error names the wrong file")
+            }
+            other => panic!("{what}: {other:?}, not a Corruption"),
+        };
+        let src = Crafted::new(pages);
+        want("for_each_slot", view.for_each_slot(&src, &mut |_, _| {}));
+        let src = Crafted::new(pages);
+        want(
+            "for_each_node_addr",
+            view.for_each_node_addr(&src, &mut |_| {}),
+        );
+        let src = Crafted::new(pages);
+        want(
+            "walk_radix",
+            walk_radix(root, fanout, &src, &mut |_, _| Ok(true)),
+        );
+    }
+
+    #[test]
+    fn crafted_mapping_page_pointing_at_itself_is_corruption() {
+        // Before the checked walk, `for_each_node_addr` looped here forever, its stack
+        // growing until the process ran out of memory.
+        let fanout = 8;
+        let root = PageAddr::new(3, 1).unwrap();
+        let pages = [(
+            root,
+            node(1, fanout, &[(0, root.to_u64()), (1, root.to_u64())]),
+        )];
+        every_walk_refuses(fanout, root, &pages, "data_3");
+        // Also at the level the child would need: reached twice.
+        let leafish = PageAddr::new(3, 2).unwrap();
+        let pages = [(leafish, node(0, fanout, &[(0, 5 << 24 | 7)]))];
+        let view = MappingTable::new(fanout, leafish, 0, None).view();
+        let mut seen = 0;
+        view.for_each_slot(&Crafted::new(&pages), &mut |_, _| seen += 1)
+            .unwrap();
+        assert_eq!(seen, 1, "a level-0 slot is a page address, not a child");
+    }
+
+    #[test]
+    fn crafted_mapping_page_pointing_at_an_ancestor_is_corruption() {
+        let fanout = 8;
+        let root = PageAddr::new(4, 1).unwrap();
+        let mid = PageAddr::new(4, 2).unwrap();
+        let pages = [
+            (root, node(2, fanout, &[(0, mid.to_u64())])),
+            (mid, node(1, fanout, &[(3, root.to_u64())])),
+        ];
+        every_walk_refuses(fanout, root, &pages, "data_4");
+        // Reads of one id descend the same path.
+        let view = MappingTable::new(fanout, root, 0, None).view();
+        let r = view.raw(3 * fanout as u32, &Crafted::new(&pages));
+        assert!(matches!(r, Err(IoError::Corruption { .. })), "{r:?}");
+    }
+
+    #[test]
+    fn crafted_mapping_levels_do_not_overflow() {
+        // Level 8 at the real fan-out: the old walk's `i * span` overflowed u64 (a panic in
+        // debug builds, a wrapped chunk number in release).
+        let fanout = crate::page::mapping::fanout(4080);
+        let root = PageAddr::new(6, 1).unwrap();
+        let child = PageAddr::new(6, 2).unwrap();
+        let pages = [
+            (root, node(8, fanout, &[(fanout - 1, child.to_u64())])),
+            (child, node(7, fanout, &[])),
+        ];
+        every_walk_refuses(fanout, root, &pages, "data_6");
+        // A level-3 node whose slots reach past the id space.
+        let pages = [
+            (root, node(3, fanout, &[(fanout - 1, child.to_u64())])),
+            (child, node(2, fanout, &[])),
+        ];
+        every_walk_refuses(fanout, root, &pages, "data_6");
+        // A child that claims another level than its parent needs.
+        let pages = [
+            (root, node(3, fanout, &[(0, child.to_u64())])),
+            (child, node(3, fanout, &[])),
+        ];
+        every_walk_refuses(fanout, root, &pages, "data_6");
+    }
+
+    #[test]
+    fn crafted_mapping_shared_subtree_is_corruption() {
+        // Every slot of every level pointing at one node: a DAG whose walk would visit
+        // fanout^depth nodes. A page reached twice in one tree is refused.
+        let fanout = 8;
+        let root = PageAddr::new(2, 1).unwrap();
+        let mid = PageAddr::new(2, 2).unwrap();
+        let leaf = PageAddr::new(2, 3).unwrap();
+        let all = |a: PageAddr| (0..fanout).map(|i| (i, a.to_u64())).collect::<Vec<_>>();
+        let pages = [
+            (root, node(2, fanout, &all(mid))),
+            (mid, node(1, fanout, &all(leaf))),
+            (leaf, node(0, fanout, &[(0, 9 << 24 | 1)])),
+        ];
+        every_walk_refuses(fanout, root, &pages, "data_2");
+    }
+
+    #[test]
+    fn crafted_mapping_bad_interior_slot_is_corruption() {
+        let fanout = 8;
+        let root = PageAddr::new(7, 1).unwrap();
+        // Bit 63 (a free-chain value) where a child address belongs.
+        let pages = [(root, node(1, fanout, &[(2, 1 << 63 | 5)]))];
+        every_walk_refuses(fanout, root, &pages, "data_7");
+    }
+
+    #[test]
+    fn checked_walk_visits_a_real_tree_in_chunk_order() {
+        let src = MemPages::default();
+        let fanout = 4;
+        let mut t = MappingTable::new(fanout, PageAddr::NONE, 0, None);
+        for id in (0..200u32).step_by(3) {
+            t.map(id, PageAddr::new(9, id + 1).unwrap(), &src).unwrap();
+        }
+        t.checkpoint(&src, &mut Sink(&src, fanout)).unwrap();
+        // Dirty chunks replace their on-disk versions, in order.
+        t.map(4, PageAddr::new(9, 999).unwrap(), &src).unwrap();
+        t.map(400, PageAddr::new(9, 1000).unwrap(), &src).unwrap();
+        let mut ids = Vec::new();
+        t.current()
+            .for_each_slot(&src, &mut |id, raw| ids.push((id, raw)))
+            .unwrap();
+        let mut want: Vec<(u32, u64)> = (0..200u32)
+            .step_by(3)
+            .map(|id| (id, PageAddr::new(9, id + 1).unwrap().to_u64()))
+            .collect();
+        want.push((4, PageAddr::new(9, 999).unwrap().to_u64()));
+        want.push((400, PageAddr::new(9, 1000).unwrap().to_u64()));
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        let mut nodes = 0;
+        t.current()
+            .for_each_node_addr(&src, &mut |_| nodes += 1)
+            .unwrap();
+        // 200 ids at 4 per chunk: 50 chunks, 13 + 4 + 1 interior nodes above them.
+        assert_eq!(nodes, 50 + 13 + 4 + 1);
     }
 
     #[test]

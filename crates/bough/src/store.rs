@@ -72,6 +72,10 @@ pub struct DiffEntry {
     pub key: Vec<u8>,
     /// How it differs.
     pub change: DiffChange,
+    /// For a [`DiffChange::Removed`] key that the second branch deleted: the timestamp of
+    /// its delete (the tombstone it keeps). `None` otherwise — also for a key removed
+    /// without a tombstone (expired, truncated).
+    pub deleted_at: Option<u64>,
 }
 
 /// What a scan reads.
@@ -1370,7 +1374,8 @@ impl PartitionHandle {
         label: String,
     ) -> Result<Vec<DiffEntry>> {
         let (changes, _) = bough_tree::diff::diff(sa, sb).map_err(|e| Error::from(e).at(&label))?;
-        let changes = bough_tree::diff::visible_at(changes, self.store.inner.clock.now_ms());
+        let changes =
+            bough_tree::diff::visible_changes_at(changes, self.store.inner.clock.now_ms());
         let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {
             let v = match e.value {
                 ValueLoc::Inline(v) => v,
@@ -1388,8 +1393,9 @@ impl PartitionHandle {
         };
         changes
             .into_iter()
-            .map(|(key, c)| {
-                let change = match c {
+            .map(|v| {
+                let deleted_at = v.tombstone.map(|t| t.timestamp);
+                let change = match v.change {
                     Change::Added(e) => DiffChange::Added(value(sb, e)?),
                     Change::Removed(e) => DiffChange::Removed(value(sa, e)?),
                     Change::Changed { old, new } => DiffChange::Changed {
@@ -1397,7 +1403,11 @@ impl PartitionHandle {
                         new: value(sb, new)?,
                     },
                 };
-                Ok(DiffEntry { key, change })
+                Ok(DiffEntry {
+                    key: v.key,
+                    change,
+                    deleted_at,
+                })
             })
             .collect()
     }

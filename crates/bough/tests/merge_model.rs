@@ -13,6 +13,12 @@
 //! merge compares (base, target, source) — whether or not expiry has physically deleted it
 //! from that branch yet.
 //!
+//! **Deletes are writes:** the model keeps each delete as a tombstone with its timestamp
+//! (invisible to reads, like the store's). "Newest timestamp wins" in a merge is the write
+//! path's rule — the source's entry or delete wins when its timestamp is at least the
+//! target's — with a delete counted at its tombstone's timestamp; a conflict reports a
+//! delete as its tombstone; a diff reports when a removed key was deleted.
+//!
 //! Checked against the model after every operation that can change something:
 //! - `diff(a, b)` is exactly the model diff of the two live states (keys, kinds, values,
 //!   timestamps, expiries);
@@ -53,17 +59,29 @@ const POLICIES: [ConflictPolicy; 4] = [
     ConflictPolicy::NewestTimestamp,
 ];
 
-/// One key's entry: value, user timestamp, expiry (0 = never).
+/// One key's entry: value, user timestamp, expiry (0 = never), and whether it is the
+/// tombstone of a delete (no value; never visible; the store keeps it for
+/// `tombstone_retention_ms`, far longer than a run's clock moves).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Ent {
     value: Vec<u8>,
     ts: u64,
     exp: u64,
+    tomb: bool,
 }
 
 impl Ent {
     fn live(&self, now: u64) -> bool {
         self.exp == 0 || self.exp > now
+    }
+
+    fn tombstone(ts: u64) -> Ent {
+        Ent {
+            value: Vec::new(),
+            ts,
+            exp: 0,
+            tomb: true,
+        }
     }
 
     fn to_value(&self) -> Value {
@@ -80,9 +98,15 @@ type Model = BTreeMap<Vec<u8>, Ent>;
 /// The entries a read sees at `now`.
 fn visible(m: &Model, now: u64) -> Model {
     m.iter()
-        .filter(|(_, e)| e.live(now))
+        .filter(|(_, e)| !e.tomb && e.live(now))
         .map(|(k, e)| (k.clone(), e.clone()))
         .collect()
+}
+
+/// What "newest timestamp wins" compares for `k` on a side: its visible entry, or the
+/// tombstone of its delete; `None` when it is absent without one (expired, truncated).
+fn stamped<'a>(full: &'a Model, vis: &'a Model, k: &[u8]) -> Option<&'a Ent> {
+    vis.get(k).or_else(|| full.get(k).filter(|e| e.tomb))
 }
 
 /// Keys whose visible entry differs from `a` to `b`.
@@ -260,6 +284,7 @@ impl World {
                     value: kv.value.value,
                     ts: kv.value.timestamp,
                     exp: kv.value.expire_at.unwrap_or(0),
+                    tomb: false,
                 };
                 (kv.key, e)
             })
@@ -320,6 +345,7 @@ impl World {
             value: self.value(tag),
             ts: self.ts,
             exp,
+            tomb: false,
         }
     }
 
@@ -370,7 +396,7 @@ impl World {
             if self.rng.chance(0.2) {
                 self.ts += 1;
                 wb.delete_at(key(i), self.ts);
-                next.remove(&key(i));
+                next.insert(key(i), Ent::tombstone(self.ts));
             } else {
                 let e = self.entry(&name);
                 wb.put_with(key(i), e.value.clone(), Self::put_opts(&e));
@@ -496,6 +522,7 @@ impl World {
             policy: *self.rng.pick(&POLICIES),
             dry_run: self.rng.chance(0.2),
             fast_forward: self.rng.chance(0.85),
+            count_fast_forward: self.rng.chance(0.5),
         };
         let now = self.now();
         self.note(format!("merge {source} -> {target} {opts:?} at {now}"));
@@ -525,8 +552,12 @@ impl World {
             committed: false,
         };
         let mut result = self.branches[&target].clone();
+        let (t_full, s_full) = (&self.branches[&target], &self.branches[&source]);
         if want.fast_forward {
-            want.applied = s_changes.len();
+            // Counted only when asked: counting costs the divergence.
+            if opts.count_fast_forward {
+                want.applied = s_changes.len();
+            }
             result = self.branches[&source].clone();
         } else {
             for k in &s_changes {
@@ -540,11 +571,15 @@ impl World {
                             ConflictPolicy::Fail => None,
                             ConflictPolicy::Ours => Some(false),
                             ConflictPolicy::Theirs => Some(true),
-                            ConflictPolicy::NewestTimestamp => Some(match (mine, theirs) {
-                                (Some(m), Some(th)) => th.ts > m.ts,
-                                (None, Some(_)) => true,
-                                _ => false,
-                            }),
+                            // The write path's rule: the source arrives at the target and
+                            // wins on a timestamp at least the target's; deletes count.
+                            ConflictPolicy::NewestTimestamp => {
+                                Some(match (stamped(t_full, &t, k), stamped(s_full, &s, k)) {
+                                    (Some(m), Some(th)) => th.ts >= m.ts,
+                                    (None, Some(_)) => true,
+                                    _ => false,
+                                })
+                            }
                         };
                         match decision {
                             Some(d) => {
@@ -562,7 +597,8 @@ impl World {
                 };
                 if take {
                     want.applied += 1;
-                    match theirs {
+                    // A delete is taken as its tombstone.
+                    match theirs.or_else(|| s_full.get(k).filter(|e| e.tomb)) {
                         Some(e) => result.insert(k.clone(), e.clone()),
                         None => result.remove(k),
                     };
@@ -578,11 +614,16 @@ impl World {
             committed: report.committed,
         };
         assert_eq!(seen, want, "merge {source} -> {target} {opts:?}");
-        // The conflicts name each side's visible entry (none when deleted or expired).
+        // The conflicts name each side's visible entry, or its delete's tombstone (none
+        // when absent otherwise: expired, truncated).
         for c in &report.conflicts {
-            let ts = |e: Option<&Ent>| e.map(|e| e.ts);
-            assert_eq!(c.ours.as_ref().map(|e| e.timestamp), ts(t.get(&c.key)));
-            assert_eq!(c.theirs.as_ref().map(|e| e.timestamp), ts(s.get(&c.key)));
+            let want = |e: Option<&Ent>| e.map(|e| (e.ts, e.tomb));
+            let got = |e: &Option<bough_tree::page::leaf::Entry>| {
+                e.as_ref().map(|e| (e.timestamp, e.is_tombstone()))
+            };
+            let (t_full, s_full) = (&self.branches[&target], &self.branches[&source]);
+            assert_eq!(got(&c.ours), want(stamped(t_full, &t, &c.key)), "ours");
+            assert_eq!(got(&c.theirs), want(stamped(s_full, &s, &c.key)), "theirs");
         }
         let pi = POLICIES.iter().position(|p| *p == opts.policy).unwrap_or(0);
         self.tally.conflicts[pi] += (want.conflicts.len() + want.resolved) as u64;
@@ -613,9 +654,15 @@ impl World {
             visible(&self.branches[&a], now),
             visible(&self.branches[&b], now),
         );
-        let want: Vec<(Vec<u8>, DiffChange)> = changed(&ma, &mb)
+        let b_full = &self.branches[&b];
+        let want: Vec<(Vec<u8>, DiffChange, Option<u64>)> = changed(&ma, &mb)
             .into_iter()
             .map(|k| {
+                // A removal by a delete carries the delete's timestamp.
+                let deleted_at = match (ma.get(&k), mb.get(&k)) {
+                    (Some(_), None) => b_full.get(&k).filter(|e| e.tomb).map(|e| e.ts),
+                    _ => None,
+                };
                 let c = match (ma.get(&k), mb.get(&k)) {
                     (None, Some(n)) => DiffChange::Added(n.to_value()),
                     (Some(o), None) => DiffChange::Removed(o.to_value()),
@@ -625,13 +672,24 @@ impl World {
                     },
                     (None, None) => unreachable!("a changed key is on one side"),
                 };
-                (k, c)
+                (k, c, deleted_at)
             })
             .collect();
-        let got: Vec<(Vec<u8>, DiffChange)> = got.into_iter().map(|e| (e.key, e.change)).collect();
+        let got: Vec<(Vec<u8>, DiffChange, Option<u64>)> = got
+            .into_iter()
+            .map(|e| (e.key, e.change, e.deleted_at))
+            .collect();
         if got != want {
-            let gk: BTreeSet<&Vec<u8>> = got.iter().map(|(k, _)| k).collect();
-            let wk: BTreeSet<&Vec<u8>> = want.iter().map(|(k, _)| k).collect();
+            let gk: BTreeSet<&Vec<u8>> = got.iter().map(|(k, _, _)| k).collect();
+            let wk: BTreeSet<&Vec<u8>> = want.iter().map(|(k, _, _)| k).collect();
+            let differ: Vec<String> = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| g != w)
+                .take(3)
+                .map(|(g, w)| format!("{}: store {:?} model {:?}", show(&g.0), g.2, w.2))
+                .collect();
+            eprintln!("diff {a}..{b}: first entries that differ: {differ:?}");
             panic!(
                 "diff {a}..{b} at {now}: {} entries, model {}; only in the store {:?}, only in \
                  the model {:?}",
