@@ -17,6 +17,9 @@
 //! - [`corrupt`]: single-bit flips in data pages, headers, manifests, archives and
 //!   `CURRENT_TERM` files: every read returns the right data or `Corruption`, never wrong
 //!   data, never a panic, never a hang; other branches keep working.
+//! - [`operator`]: operator mistakes — lost, stale and foreign `CURRENT_TERM` files,
+//!   partition directories restored from an older copy, branch names deleted and created
+//!   again after their tombstone was lost: every branch must still read exactly right.
 //! - [`check`]: the integrity checker every run ends with.
 //! - [`workload`]: the deterministic workload and its model; [`exec`] runs it on a store.
 //!
@@ -30,6 +33,7 @@ pub mod corrupt;
 pub mod exec;
 pub mod faults;
 pub mod kill;
+pub mod operator;
 pub mod power;
 pub mod report;
 pub mod rng;
@@ -54,6 +58,8 @@ pub struct RunConfig {
     pub object: cloud_faults::ObjectFaultConfig,
     /// Bit flips.
     pub corrupt: corrupt::CorruptConfig,
+    /// Operator mistakes.
+    pub operator: operator::OperatorConfig,
 }
 
 impl RunConfig {
@@ -67,6 +73,7 @@ impl RunConfig {
             faults: faults::FaultConfig::short(),
             object: cloud_faults::ObjectFaultConfig::short(),
             corrupt: corrupt::CorruptConfig::short(),
+            operator: operator::OperatorConfig::short(),
         }
     }
 
@@ -79,6 +86,7 @@ impl RunConfig {
             faults: faults::FaultConfig::long(),
             object: cloud_faults::ObjectFaultConfig::long(),
             corrupt: corrupt::CorruptConfig::long(),
+            operator: operator::OperatorConfig::long(),
         }
     }
 }
@@ -109,6 +117,9 @@ pub fn run(cfg: &RunConfig, child_exe: &std::path::Path) -> Tally {
     });
     stage("bit flips", &mut tally, &|| {
         corrupt::run(cfg.seed, &cfg.corrupt)
+    });
+    stage("operator mistakes", &mut tally, &|| {
+        operator::run(cfg.seed, &cfg.operator)
     });
     stage("kill cycles", &mut tally, &|| {
         kill::run(cfg.seed, &cfg.kill, child_exe)

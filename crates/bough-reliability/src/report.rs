@@ -151,6 +151,22 @@ pub struct Tally {
     /// Flips in a manifest's last record, taken for a torn append: the branch lost its last
     /// commit but every read was of a real earlier commit.
     pub flips_tail_rollback: u64,
+    /// Operator mistakes made (each followed by reopens, a re-created name, GC and full
+    /// reads).
+    pub operator_mistakes: u64,
+    /// Of those: `CURRENT_TERM` files deleted.
+    pub op_lost_current_term: u64,
+    /// Of those: `CURRENT_TERM` files replaced by an older copy.
+    pub op_stale_current_term: u64,
+    /// Of those: `CURRENT_TERM` files replaced by another store's record.
+    pub op_foreign_current_term: u64,
+    /// Of those: partition directories replaced by an older copy.
+    pub op_restored_dirs: u64,
+    /// Of those: branches deleted, their tombstone lost, their name created again.
+    pub op_recreated_names: u64,
+    /// GC runs that refused (`Corruption`) because a branch's state was unknown. Allowed,
+    /// counted: nothing was deleted.
+    pub op_gc_refused: u64,
     /// Operations that failed (injected fault) yet took effect: reported as failed while
     /// their commit was durable and visible. Allowed, counted.
     pub ambiguous: u64,
@@ -205,6 +221,13 @@ impl Tally {
         self.flips_detected += o.flips_detected;
         self.flips_unnoticed += o.flips_unnoticed;
         self.flips_tail_rollback += o.flips_tail_rollback;
+        self.operator_mistakes += o.operator_mistakes;
+        self.op_lost_current_term += o.op_lost_current_term;
+        self.op_stale_current_term += o.op_stale_current_term;
+        self.op_foreign_current_term += o.op_foreign_current_term;
+        self.op_restored_dirs += o.op_restored_dirs;
+        self.op_recreated_names += o.op_recreated_names;
+        self.op_gc_refused += o.op_gc_refused;
         self.ambiguous += o.ambiguous;
         self.fuzz.add(&o.fuzz);
         self.integrity_checks += o.integrity_checks;
@@ -335,6 +358,22 @@ impl Tally {
                     self.flips_unnoticed,
                     self.flips_tail_rollback
                 ),
+            ),
+            (
+                "operator mistakes",
+                format!(
+                    "{} ({} lost, {} stale, {} foreign CURRENT_TERM; {} restored dirs; {} re-created names)",
+                    self.operator_mistakes,
+                    self.op_lost_current_term,
+                    self.op_stale_current_term,
+                    self.op_foreign_current_term,
+                    self.op_restored_dirs,
+                    self.op_recreated_names
+                ),
+            ),
+            (
+                "  GC refused (branch state unknown)",
+                self.op_gc_refused.to_string(),
             ),
             ("fuzz executions", self.fuzz.row()),
             ("integrity checks", self.integrity_checks.to_string()),
