@@ -755,9 +755,8 @@ impl Partition {
                 }
             },
             Some(ct) if !ct.deleted && ct.term == newest => {
-                if terms.len() == 1 {
-                    Settled::Live { term: newest }
-                } else if newest_state().is_some() {
+                // Older manifests are only deleted once the current one is known to replay.
+                if terms.len() == 1 || newest_state().is_some() {
                     Settled::Live { term: newest }
                 } else {
                     Settled::Unknown
