@@ -93,6 +93,7 @@ fn ranges(plan: &[(u8, u8, u16)], max_file_id: u64) -> BranchFileMapping {
             out.push(BranchFileRange {
                 branch: branch(b),
                 term: u64::from(term),
+                incarnation: u64::from(b).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                 max_file_id: top,
             });
         }

@@ -28,6 +28,13 @@ pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeRepor
 pub use repair::Damaged;
 pub use staging::{STAGING_PREFIXES, is_staging_name};
 
+/// The incarnation a replayed manifest records (0 if none); `what` names it in errors.
+fn state_incarnation(st: &bough_manifest::ManifestState, what: &str) -> IoResult<u64> {
+    bough_manifest::incarnation(&st.extensions)
+        .map(|i| i.unwrap_or(0))
+        .map_err(|e| IoError::corruption(what, 0, format!("incarnation extension: {e}")))
+}
+
 /// One partition directory and its branches.
 #[derive(Debug)]
 pub struct Partition {
@@ -47,6 +54,35 @@ pub struct Partition {
     owned: Mutex<std::collections::HashSet<(BranchName, Term)>>,
     /// Opened with [`open_read_only`](Self::open_read_only): heads only read.
     read_only: bool,
+    /// Source of incarnation ids for new branches (injected randomness).
+    incarnations: Incarnations,
+    /// Per branch name, the highest term any file name of the partition or any manifest's
+    /// branch file ranges use (`None` until first needed: one scan of the partition, then
+    /// kept up to date by every term this catalog writes). A new incarnation of a name
+    /// starts above it.
+    used_terms: Mutex<Option<HashMap<BranchName, Term>>>,
+}
+
+/// A source of random 64-bit ids.
+pub type Random = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+struct Incarnations(Random);
+
+impl std::fmt::Debug for Incarnations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Incarnations")
+    }
+}
+
+/// Random ids from the operating system's hash seeds (std's `RandomState`), never 0.
+pub fn os_random() -> Random {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    Arc::new(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        h.finish().max(1)
+    })
 }
 
 /// The clock of takeovers (milliseconds since the epoch).
@@ -56,6 +92,17 @@ impl std::fmt::Debug for TakeOver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TakeOver")
     }
+}
+
+/// What recovery established about a branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// Live at `term`, whose manifest exists and replays: older manifests are superseded.
+    Live { term: Term },
+    /// Deleted: its manifests and archives up to `upto` belong to the deleted incarnation.
+    Deleted { upto: Term },
+    /// Not established: nothing of it is deleted.
+    Unknown,
 }
 
 #[derive(Debug, Default)]
@@ -135,6 +182,8 @@ impl Partition {
             take_over: None,
             owned: Mutex::default(),
             read_only: false,
+            incarnations: Incarnations(os_random()),
+            used_terms: Mutex::new(None),
         };
         p.recover()?;
         let main = BranchName::main();
@@ -153,15 +202,20 @@ impl Partition {
                 // steps: finish it. Otherwise create main from nothing.
                 let latest = p.latest_manifest_term(&main)?;
                 match latest {
-                    Some(term) => p.write_current_term(&main, term, false)?,
+                    Some(term) => {
+                        let incarnation = p.manifest_incarnation(&main, term).unwrap_or(0);
+                        p.write_term_record(&main, term, false, incarnation)?
+                    }
                     None if create || exists => {
-                        Head::create(
+                        let mut exts = Vec::new();
+                        bough_manifest::set_incarnation(&mut exts, (p.incarnations.0)());
+                        let head = Head::create(
                             p.files.clone(),
                             p.cfg.clone(),
                             main.clone(),
                             0,
                             None,
-                            Vec::new(),
+                            exts,
                         )
                         .inspect(|_| {
                             p.owned.lock().insert((main.clone(), 0));
@@ -173,7 +227,8 @@ impl Partition {
                                 Err(e)
                             }
                         })?;
-                        p.write_current_term(&main, 0, false)?;
+                        // Another process's `main` if it won the race: its incarnation.
+                        p.write_term_record(&main, 0, false, head.incarnation())?;
                     }
                     None => {}
                 }
@@ -254,11 +309,31 @@ impl Partition {
     /// (the name is reused: a new branch starts here), and with no record at all it is 0
     /// ("unknown"), which treats every older term as this branch's — the conservative
     /// reading when a record was lost, and the right one for a name never used before.
+    ///
+    /// The record keeps the previous record's incarnation (0 if there was none).
     pub fn write_current_term(
         &self,
         branch: &BranchName,
         term: Term,
         deleted: bool,
+    ) -> IoResult<()> {
+        let incarnation = self
+            .current_term(branch)
+            .ok()
+            .flatten()
+            .map_or(0, |prev| prev.incarnation);
+        self.write_term_record(branch, term, deleted, incarnation)
+    }
+
+    /// [`write_current_term`](Self::write_current_term) for incarnation `incarnation`. A
+    /// live record replacing a live one of another incarnation (a foreign or stale record
+    /// being repaired) does not know where this incarnation began: first term 0.
+    fn write_term_record(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        deleted: bool,
+        incarnation: u64,
     ) -> IoResult<()> {
         let path = self
             .files
@@ -266,6 +341,7 @@ impl Partition {
         // An unreadable previous record counts as none: replacing it must not fail on it.
         let first_term = match self.current_term(branch).ok().flatten() {
             Some(prev) if prev.deleted && !deleted => term,
+            Some(prev) if prev.incarnation != incarnation => 0,
             Some(prev) => prev.first_term.min(term),
             None => 0,
         };
@@ -273,10 +349,115 @@ impl Partition {
             term,
             deleted,
             first_term,
+            incarnation,
         };
         self.storage().write_atomic(&path, &ct.encode())?;
         self.terms.lock().terms.insert(branch.clone(), ct);
+        self.note_term(branch, term);
         Ok(())
+    }
+
+    /// Records that `term` is used by `branch` (for [`fresh_term`](Self::fresh_term)).
+    fn note_term(&self, branch: &BranchName, term: Term) {
+        if let Some(used) = self.used_terms.lock().as_mut() {
+            let e = used.entry(branch.clone()).or_insert(term);
+            *e = (*e).max(term);
+        }
+    }
+
+    /// Sets the source of incarnation ids (tests inject a seeded one; the default is
+    /// [`os_random`]).
+    pub fn set_incarnation_source(&mut self, source: Random) {
+        self.incarnations = Incarnations(source);
+    }
+
+    /// The lowest term a new incarnation of `name` may start at: above every term any file
+    /// name of the partition (manifests, archives, data files, `CURRENT_TERM`) and any
+    /// manifest's or archive's branch file ranges (merge bases included) use for that name —
+    /// not only above what `CURRENT_TERM` remembers, which an operator may have lost. The
+    /// scan runs once per partition; every term this catalog writes later is added to it.
+    pub fn fresh_term(&self, name: &BranchName) -> IoResult<Term> {
+        let mut used = self.used_terms.lock();
+        if used.is_none() {
+            *used = Some(self.scan_used_terms()?);
+        }
+        let highest = used.as_ref().and_then(|u| u.get(name).copied());
+        let recorded = self.current_term(name)?.map(|ct| ct.term);
+        Ok(match highest.max(recorded) {
+            Some(t) => t.checked_add(1).ok_or_else(|| IoError::InvalidArgument {
+                what: format!("branch {name} has used every term"),
+            })?,
+            None => 0,
+        })
+    }
+
+    fn scan_used_terms(&self) -> IoResult<HashMap<BranchName, Term>> {
+        let mut used: HashMap<BranchName, Term> = HashMap::new();
+        let mut note = |b: &BranchName, t: Term| {
+            let e = used.entry(b.clone()).or_insert(t);
+            *e = (*e).max(t);
+        };
+        for n in self.storage().list(self.files.dir())? {
+            let kind = classify(&n);
+            let state_file = matches!(kind, FileKind::Manifest(_) | FileKind::Archive(_));
+            match &kind {
+                FileKind::Manifest(m) => note(&m.branch, m.term),
+                FileKind::Archive(a) => note(&a.branch, a.term),
+                FileKind::Data(d) => note(&d.branch, d.term),
+                FileKind::CurrentTerm(c) => {
+                    // A damaged record says nothing; the other evidence still counts.
+                    if let Ok(Some(ct)) = self.read_current_term(&c.branch) {
+                        note(&c.branch, ct.term);
+                    }
+                }
+                _ => {}
+            }
+            if !state_file {
+                continue;
+            }
+            let path = self.files.path_of(&n);
+            let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            // A damaged manifest is reported where it is used; its name was counted.
+            let Ok(r) = replay(&bytes) else { continue };
+            for range in &r.state.meta.branch_file_ranges {
+                note(&range.branch, range.term);
+            }
+            if let Ok(bases) = bough_manifest::merge_bases(&r.state.extensions) {
+                for b in bases {
+                    note(&b.state.meta.branch, b.state.meta.term);
+                    for range in &b.state.meta.branch_file_ranges {
+                        note(&range.branch, range.term);
+                    }
+                }
+            }
+        }
+        Ok(used)
+    }
+
+    /// The replayed state of `manifest_<branch>_<term>` (`NotFound` if it does not exist,
+    /// `Corruption` if it does not replay).
+    fn manifest_state(
+        &self,
+        branch: &BranchName,
+        term: Term,
+    ) -> IoResult<bough_manifest::ManifestState> {
+        let path = self
+            .files
+            .path_of(&ManifestName::new(branch.clone(), term).to_string());
+        let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
+        replay(&bytes)
+            .map(|r| r.state)
+            .map_err(|e| IoError::corruption(path, e.offset, e.to_string()))
+    }
+
+    /// The incarnation a manifest records (0 if none).
+    fn manifest_incarnation(&self, branch: &BranchName, term: Term) -> IoResult<u64> {
+        let st = self.manifest_state(branch, term)?;
+        state_incarnation(&st, &format!("manifest_{branch}_{term}"))
     }
 
     /// Points `CURRENT_TERM` of `branch` at `term`, whose manifest was just created. If that
@@ -285,8 +466,13 @@ impl Partition {
     /// create it anew, and a reopen does not finish an operation that reported failure. If
     /// the removal fails too, heads of the older terms are fenced (a reopen will finish the
     /// operation, as after a crash, so they must not acknowledge anything meanwhile).
-    fn point_current_term(&self, branch: &BranchName, term: Term) -> IoResult<()> {
-        let Err(e) = self.write_current_term(branch, term, false) else {
+    fn point_current_term(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        incarnation: u64,
+    ) -> IoResult<()> {
+        let Err(e) = self.write_term_record(branch, term, false, incarnation) else {
             return Ok(());
         };
         // What storage holds now is what counts (the write may have happened or not).
@@ -384,10 +570,33 @@ impl Partition {
             }
         }
         let term = self.live_term(branch)?;
-        let mut head = Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)?;
+        let mut head = Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)
+            .map_err(|e| self.missing_manifest_is_corruption(branch, term, e))?;
         head.set_fence(self.fence(branch, term));
         head.release_previous_file();
         Ok(head)
+    }
+
+    /// A live `CURRENT_TERM` naming a manifest that does not exist is damage (recovery
+    /// repairs it when another manifest of the branch exists), not "no such branch".
+    fn missing_manifest_is_corruption(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        e: IoError,
+    ) -> IoError {
+        if e.kind() != ErrorKind::NotFound {
+            return e;
+        }
+        IoError::corruption(
+            self.files
+                .path_of(&CurrentTermName::new(branch.clone()).to_string()),
+            0,
+            format!(
+                "CURRENT_TERM names term {term}, but manifest_{branch}_{term} does not exist \
+                 and no other manifest of the branch does"
+            ),
+        )
     }
 
     /// Forgets that this instance owns `(branch, term)`. For a head poisoned by a write
@@ -456,16 +665,27 @@ impl Partition {
         ManifestName::new(branch.clone(), term)
     }
 
-    /// Finishes or undoes what a crash interrupted: a branch whose newest manifest is newer
-    /// than its `CURRENT_TERM` (creation or term change cut short) is completed; manifests
+    /// Finishes or undoes what a crash interrupted, and repairs what an operator mixed up:
+    /// a branch whose newest manifest is newer than its `CURRENT_TERM` (creation or term
+    /// change cut short, or a stale record) moves to it; a `CURRENT_TERM` that runs ahead of
+    /// every manifest (a record restored from elsewhere, or whose manifest was lost) is
+    /// repaired by continuing from the newest manifest at a fresh term above both; manifests
     /// of deleted branches and of superseded terms are removed; stale temporary files go.
+    ///
+    /// Nothing of a branch is deleted until its state is known: superseded manifests only
+    /// once the manifest its `CURRENT_TERM` names exists and replays, a deleted branch's
+    /// manifests and archives only when they belong to the incarnation the tombstone names.
+    /// A branch whose state cannot be established (its record damaged, its newest manifest
+    /// unreadable) is left exactly as it is.
     fn recover(&self) -> IoResult<()> {
         let names = self.storage().list(self.files.dir())?;
-        let mut newest: HashMap<BranchName, Term> = HashMap::new();
+        let mut manifests: HashMap<BranchName, Vec<Term>> = HashMap::new();
+        let mut archived: HashMap<BranchName, Vec<ArchiveName>> = HashMap::new();
         for n in &names {
-            if let FileKind::Manifest(m) = classify(n) {
-                let e = newest.entry(m.branch).or_insert(m.term);
-                *e = (*e).max(m.term);
+            match classify(n) {
+                FileKind::Manifest(m) => manifests.entry(m.branch).or_default().push(m.term),
+                FileKind::Archive(a) => archived.entry(a.branch.clone()).or_default().push(a),
+                _ => {}
             }
         }
         // A damaged `CURRENT_TERM` is reported when its branch is opened. It must not stop
@@ -478,26 +698,47 @@ impl Partition {
             }
             other => other.map(Some),
         };
-        for (branch, term) in &newest {
+        let mut settled: HashMap<BranchName, Settled> = HashMap::new();
+        for (branch, terms) in &mut manifests {
+            terms.sort_unstable();
             let Some(current) = term_of(branch)? else {
                 continue;
             };
-            match current {
-                None => self.write_current_term(branch, *term, false)?,
-                Some(ct) if ct.term < *term => self.write_current_term(branch, *term, false)?,
-                // A tombstone newer than or equal to the manifests: the deletion won.
-                _ => {}
+            let outcome = self.settle(branch, current, terms)?;
+            settled.insert(branch.clone(), outcome);
+        }
+        // Deleted branches with no manifest left: their archives go if they belong to the
+        // incarnation the tombstone names.
+        for (branch, list) in &archived {
+            if manifests.contains_key(branch) {
+                continue;
+            }
+            if let Some(Some(ct)) = term_of(branch)?
+                && ct.deleted
+            {
+                let mine = list.iter().all(|a| {
+                    a.term <= ct.term
+                        && self
+                            .read_archive_state(a)
+                            .and_then(|st| state_incarnation(&st, &a.to_string()))
+                            .is_ok_and(|i| i == ct.incarnation)
+                });
+                if mine {
+                    settled.insert(branch.clone(), Settled::Deleted { upto: ct.term });
+                }
             }
         }
         for n in names {
             let path = self.files.path_of(&n);
             let doomed = match classify(&n) {
-                FileKind::Manifest(m) => term_of(&m.branch)?
-                    .flatten()
-                    .is_some_and(|ct| m.term < ct.term || (ct.deleted && m.term == ct.term)),
-                FileKind::Archive(a) => term_of(&a.branch)?
-                    .flatten()
-                    .is_some_and(|ct| ct.deleted && a.term <= ct.term),
+                FileKind::Manifest(m) => match settled.get(&m.branch) {
+                    Some(Settled::Live { term }) => m.term < *term,
+                    Some(Settled::Deleted { upto }) => m.term <= *upto,
+                    _ => false,
+                },
+                FileKind::Archive(a) => {
+                    matches!(settled.get(&a.branch), Some(Settled::Deleted { upto }) if a.term <= *upto)
+                }
                 // No writer is running while a partition opens: a temp file is debris.
                 FileKind::Tmp(_) => true,
                 _ => false,
@@ -507,6 +748,120 @@ impl Partition {
             }
         }
         Ok(())
+    }
+
+    /// Brings `branch`'s `CURRENT_TERM` (`current`) in line with its manifests (`terms`,
+    /// ascending, not empty) and says what of its files may go.
+    fn settle(
+        &self,
+        branch: &BranchName,
+        current: Option<CurrentTerm>,
+        terms: &[Term],
+    ) -> IoResult<Settled> {
+        let Some(&newest) = terms.last() else {
+            return Ok(Settled::Unknown);
+        };
+        let name = format!("manifest_{branch}_{newest}");
+        // The newest manifest's state and incarnation; an unreadable one settles nothing.
+        let newest_state = || -> Option<(bough_manifest::ManifestState, u64)> {
+            match self.manifest_state(branch, newest).and_then(|st| {
+                let inc = state_incarnation(&st, &name)?;
+                Ok((st, inc))
+            }) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    tracing::warn!(branch = %branch, error = %e,
+                        "newest manifest unreadable: the branch's files are left alone");
+                    None
+                }
+            }
+        };
+        Ok(match current {
+            // The record is lost: the manifests are all there is.
+            None => match newest_state() {
+                Some((_, inc)) => {
+                    self.write_term_record(branch, newest, false, inc)?;
+                    Settled::Live { term: newest }
+                }
+                None => {
+                    // Visible again (opening it reports the damage); nothing deleted.
+                    self.write_term_record(branch, newest, false, 0)?;
+                    Settled::Unknown
+                }
+            },
+            Some(ct) if !ct.deleted && ct.term == newest => {
+                // Older manifests are only deleted once the current one is known to replay.
+                if terms.len() == 1 || newest_state().is_some() {
+                    Settled::Live { term: newest }
+                } else {
+                    Settled::Unknown
+                }
+            }
+            // A creation or term change cut short, or a stale record: the newest manifest
+            // is the branch's state.
+            Some(ct) if ct.term < newest => match newest_state() {
+                Some((_, inc)) => {
+                    self.write_term_record(branch, newest, false, inc)?;
+                    Settled::Live { term: newest }
+                }
+                None => Settled::Unknown,
+            },
+            // A tombstone at or above every manifest: a deletion cut short if the manifests
+            // are of the incarnation it deleted; otherwise the tombstone is not theirs.
+            Some(ct) if ct.deleted => match newest_state() {
+                Some((_, inc)) if inc == ct.incarnation => Settled::Deleted { upto: ct.term },
+                Some((st, inc)) => {
+                    tracing::warn!(branch = %branch, tombstone_term = ct.term, newest,
+                        "tombstone of another incarnation: the branch continues from its newest manifest");
+                    self.continue_from(branch, ct.term, st, inc)?
+                }
+                None => Settled::Unknown,
+            },
+            // A live record ahead of every manifest: continue from the newest one at a term
+            // above both, so nothing the lost term wrote is ever written again.
+            Some(ct) => match newest_state() {
+                Some((st, inc)) => {
+                    tracing::warn!(branch = %branch, current_term = ct.term, newest,
+                        "CURRENT_TERM names a term without a manifest: continuing from the newest manifest");
+                    self.continue_from(branch, ct.term, st, inc)?
+                }
+                None => Settled::Unknown,
+            },
+        })
+    }
+
+    /// The repair of a `CURRENT_TERM` that names no existing manifest: a new manifest at a
+    /// fresh term (above `recorded` and every term the name used) holding `state`, then
+    /// `CURRENT_TERM` pointing at it.
+    fn continue_from(
+        &self,
+        branch: &BranchName,
+        recorded: Term,
+        state: bough_manifest::ManifestState,
+        incarnation: u64,
+    ) -> IoResult<Settled> {
+        let term = self.fresh_term(branch)?.max(recorded.saturating_add(1));
+        let snapshot = state.to_snapshot();
+        let exts = snapshot.extensions.clone();
+        Head::create(
+            self.files.clone(),
+            self.cfg.clone(),
+            branch.clone(),
+            term,
+            Some(&ForkPoint { snapshot }),
+            exts,
+        )?;
+        self.owned.lock().insert((branch.clone(), term));
+        self.write_term_record(branch, term, false, incarnation)?;
+        Ok(Settled::Live { term })
+    }
+
+    fn read_archive_state(&self, a: &ArchiveName) -> IoResult<bough_manifest::ManifestState> {
+        let path = self.files.path_of(&a.to_string());
+        let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
+        replay(&bytes)
+            .map(|r| r.state)
+            .map_err(|e| IoError::corruption(path, e.offset, e.to_string()))
     }
 
     fn check_new_name(&self, name: &BranchName) -> IoResult<Term> {
@@ -526,12 +881,10 @@ impl Partition {
                 });
             }
         }
-        // A deleted branch leaves a tombstone with its last term: a new branch of that name
-        // continues above it, so no (branch, term) pair — and no file name — is used twice.
-        Ok(match self.current_term(name)? {
-            Some(ct) => ct.term + 1,
-            None => 0,
-        })
+        // A deleted branch leaves a tombstone with its last term, but the tombstone may be
+        // lost: a new branch of that name continues above every term the name appears with
+        // anywhere, so no (branch, term) pair — and no file name — is used twice.
+        self.fresh_term(name)
     }
 
     /// Creates `name` at `parent`'s latest commit (run in the parent's write queue: the
@@ -566,6 +919,9 @@ impl Partition {
         if let Some(purpose) = staging {
             bough_manifest::set_staging(&mut exts, purpose);
         }
+        // A new incarnation of the name: its pages can never validate as another's.
+        let incarnation = (self.incarnations.0)();
+        bough_manifest::set_incarnation(&mut exts, incarnation);
         // The branch starts at the version of the state it starts from (the parent's at the
         // fork, or the archive's), so its versions continue that history.
         let version = bough_manifest::commit_version(&fork.snapshot.extensions)
@@ -599,7 +955,7 @@ impl Partition {
             exts,
         )?;
         self.owned.lock().insert((name.clone(), term));
-        self.point_current_term(name, term)?;
+        self.point_current_term(name, term, incarnation)?;
         // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
         // above every term of that incarnation, so setting the fence to it keeps their heads
         // fenced and lets this one commit.
@@ -621,15 +977,19 @@ impl Partition {
         let term = self.live_term(name)?;
         self.write_current_term(name, term, true)?;
         self.fence(name, term).store(u64::MAX, Ordering::Release);
+        // Archives first, then manifests oldest term first: a deletion cut short leaves the
+        // manifest at the tombstone's term, which recovery recognises as this incarnation's.
+        let mut doomed: Vec<(u8, Term, String)> = Vec::new();
         for n in self.storage().list(self.files.dir())? {
-            let doomed = match classify(&n) {
-                FileKind::Manifest(m) => m.branch == *name,
-                FileKind::Archive(a) => a.branch == *name,
-                _ => false,
-            };
-            if doomed {
-                self.storage().delete(&self.files.path_of(&n))?;
+            match classify(&n) {
+                FileKind::Archive(a) if a.branch == *name => doomed.push((0, a.term, n)),
+                FileKind::Manifest(m) if m.branch == *name => doomed.push((1, m.term, n)),
+                _ => {}
             }
+        }
+        doomed.sort();
+        for (_, _, n) in doomed {
+            self.storage().delete(&self.files.path_of(&n))?;
         }
         self.storage().sync_dir(self.files.dir())
     }
@@ -651,7 +1011,7 @@ impl Partition {
             exts,
         )?;
         self.owned.lock().insert((name.clone(), new_term));
-        self.point_current_term(&name, new_term)?;
+        self.point_current_term(&name, new_term, old.incarnation())?;
         head.set_fence(self.fence(&name, new_term));
         // The old term's manifest is superseded; its files stay reachable through the new one.
         self.storage().delete(
@@ -782,6 +1142,8 @@ impl Partition {
         // A restore is a change of the branch's state like a commit: its version moves on
         // from the current one, never back to the archive's.
         bough_manifest::set_commit_version(&mut exts, head.version().saturating_add(1));
+        // The same branch: its incarnation continues.
+        bough_manifest::set_incarnation(&mut exts, head.incarnation());
         let mut restored = Head::create(
             self.files.clone(),
             self.cfg.clone(),
@@ -791,7 +1153,7 @@ impl Partition {
             exts,
         )?;
         self.owned.lock().insert((name.clone(), new_term));
-        self.point_current_term(&name, new_term)?;
+        self.point_current_term(&name, new_term, head.incarnation())?;
         restored.set_fence(self.fence(&name, new_term));
         let _ = self.storage().delete(
             &self

@@ -19,7 +19,7 @@ use bough_tree::files::FileTable;
 use bough_tree::head::{Head, HeadConfig};
 use parking_lot::Mutex;
 
-use crate::{Partition, TermCache};
+use crate::{Incarnations, Partition, TermCache, os_random};
 
 /// How many times a branch is opened again when the writer moved it on meanwhile.
 const OPEN_ATTEMPTS: usize = 8;
@@ -54,6 +54,8 @@ impl Partition {
             take_over: None,
             owned: Mutex::default(),
             read_only: true,
+            incarnations: Incarnations(os_random()),
+            used_terms: Mutex::new(None),
         })
     }
 

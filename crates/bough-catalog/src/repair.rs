@@ -110,6 +110,15 @@ impl Partition {
             &mut exts,
             archive_version.max(damaged_version).saturating_add(1),
         );
+        // The same branch: its incarnation continues (its CURRENT_TERM's, else the archive's).
+        let incarnation = match self.current_term(branch) {
+            Ok(Some(ct)) if ct.incarnation != 0 => ct.incarnation,
+            _ => bough_manifest::incarnation(&snapshot.extensions)
+                .ok()
+                .flatten()
+                .unwrap_or(0),
+        };
+        bough_manifest::set_incarnation(&mut exts, incarnation);
         let new_term = damaged.term + 1;
         let mut head = Head::create(
             self.files.clone(),
@@ -120,7 +129,7 @@ impl Partition {
             exts,
         )?;
         self.owned.lock().insert((branch.clone(), new_term));
-        self.point_current_term(branch, new_term)?;
+        self.point_current_term(branch, new_term, incarnation)?;
         let fence = self.fence(branch, new_term);
         fence.store(new_term, Ordering::Release);
         head.set_fence(fence);

@@ -428,12 +428,13 @@ fn current_term(ctx: &Ctx, shown: &str, branch: &str, bytes: &[u8]) -> CliResult
         Ok(ct) => {
             if ctx.json {
                 output::print_json(
-                    &json!({"path": shown, "kind": "current_term", "branch": branch, "term": ct.term, "deleted": ct.deleted}),
+                    &json!({"path": shown, "kind": "current_term", "branch": branch, "term": ct.term, "deleted": ct.deleted, "first_term": ct.first_term, "incarnation": format!("{:#018x}", ct.incarnation)}),
                 )?;
             } else {
                 println!(
-                    "{shown}: CURRENT_TERM of branch {branch}: term {}{}",
+                    "{shown}: CURRENT_TERM of branch {branch}: term {}, incarnation {:#018x}{}",
                     ct.term,
+                    ct.incarnation,
                     if ct.deleted {
                         " (deleted: a tombstone)"
                     } else {

@@ -616,6 +616,7 @@ fn mark<'a>(
             FileKind::Tmp(_) | FileKind::Lock | FileKind::GcLease | FileKind::Version(_) => {}
         }
     }
+    require_live_manifests(&storage, &dir, &terms, &mut manifests)?;
     let fanout =
         bough_tree::page::mapping::fanout(bough_io::layout::max_payload(files.page_size()));
     let mut walk = Walk {
@@ -708,6 +709,48 @@ fn mark<'a>(
         high_water,
         pins,
     })
+}
+
+/// GC never frees data of a branch whose state it could not establish: every live
+/// `CURRENT_TERM` must name a manifest GC walks. One created after the listing (a new term
+/// another process claimed meanwhile) is walked too; one that does not exist at all (the
+/// record was restored from elsewhere, or the manifest lost) means the branch's state is
+/// unknown, and GC deletes nothing (`Corruption` naming the record).
+fn require_live_manifests(
+    storage: &Arc<dyn bough_io::Storage>,
+    dir: &str,
+    terms: &HashMap<BranchName, CurrentTerm>,
+    manifests: &mut Vec<String>,
+) -> IoResult<()> {
+    let listed: HashSet<String> = manifests.iter().cloned().collect();
+    let mut live: Vec<(&BranchName, &CurrentTerm)> =
+        terms.iter().filter(|(_, ct)| !ct.deleted).collect();
+    live.sort_by(|a, b| a.0.cmp(b.0));
+    for (branch, ct) in live {
+        let name = bough_names::ManifestName::new(branch.clone(), ct.term).to_string();
+        if listed.contains(&name) {
+            continue;
+        }
+        match storage.read_file(&format!("{dir}/{name}"), MAX_MANIFEST_BYTES) {
+            Ok(_) => manifests.push(name),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(IoError::corruption(
+                    format!(
+                        "{dir}/{}",
+                        bough_names::CurrentTermName::new(branch.clone())
+                    ),
+                    0,
+                    format!(
+                        "CURRENT_TERM names term {} but {name} does not exist: the branch's \
+                         state is unknown, so GC deletes nothing (reopen the store to repair it)",
+                        ct.term
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes (unless `dry_run`) every listed data file nothing reaches, and reports why the

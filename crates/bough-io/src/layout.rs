@@ -20,9 +20,9 @@ pub const MAX_PAGE_SIZE: u32 = 65536;
 /// Magic of a data file, at bytes 12..16.
 pub const DATA_FILE_MAGIC: [u8; 4] = *b"BGDF";
 /// The data-file header version this crate writes and reads.
-pub const DATA_FILE_VERSION: u32 = 1;
+pub const DATA_FILE_VERSION: u32 = 2;
 /// The page frame version this crate writes and reads.
-pub const FRAME_VERSION: u8 = 1;
+pub const FRAME_VERSION: u8 = 2;
 
 // Header field offsets.
 const H_CHECKSUM: usize = 0;
@@ -33,8 +33,9 @@ const H_RESERVED: usize = 20;
 const H_FILE_ID: usize = 24;
 const H_TERM: usize = 32;
 const H_CREATED: usize = 40;
-const H_BRANCH_LEN: usize = 48;
-const H_BRANCH: usize = 49;
+const H_INCARNATION: usize = 48;
+const H_BRANCH_LEN: usize = 56;
+const H_BRANCH: usize = 57;
 
 // Frame field offsets.
 const F_CHECKSUM: usize = 0;
@@ -94,16 +95,21 @@ fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
 }
 
 /// The identity of one data file hashed into every page checksum:
-/// `checksum(Domain::Page, file_id LE ‖ term LE ‖ branch bytes)`. Computed once per file.
+/// `checksum(Domain::Page, file_id LE ‖ term LE ‖ incarnation LE ‖ branch bytes)`. Computed
+/// once per file. The incarnation (the writing branch's id from its creation) makes a page of
+/// one incarnation of a name fail validation when read as a page of another, even under the
+/// same file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileSalt(u64);
 
 impl FileSalt {
-    /// The salt of data file (`file_id`, `branch`, `term`).
-    pub fn new(file_id: FileId, branch: &BranchName, term: Term) -> Self {
+    /// The salt of data file (`file_id`, `branch`, `term`) written by incarnation
+    /// `incarnation` of the branch.
+    pub fn new(file_id: FileId, branch: &BranchName, term: Term, incarnation: u64) -> Self {
         let salt = Checksum::new(Domain::Page)
             .update(&file_id.to_le_bytes())
             .update(&term.to_le_bytes())
+            .update(&incarnation.to_le_bytes())
             .update(branch.as_str().as_bytes())
             .finish();
         FileSalt(salt)
@@ -133,6 +139,8 @@ pub struct DataFileHeader {
     pub branch: BranchName,
     /// Term of the writer that created the file.
     pub term: Term,
+    /// Incarnation of the branch that created the file (hashed into every page checksum).
+    pub incarnation: u64,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }
@@ -144,6 +152,7 @@ impl DataFileHeader {
         file_id: FileId,
         branch: BranchName,
         term: Term,
+        incarnation: u64,
         created_at_ms: u64,
     ) -> Self {
         DataFileHeader {
@@ -152,13 +161,14 @@ impl DataFileHeader {
             file_id,
             branch,
             term,
+            incarnation,
             created_at_ms,
         }
     }
 
     /// The page salt of this file.
     pub fn salt(&self) -> FileSalt {
-        FileSalt::new(self.file_id, &self.branch, self.term)
+        FileSalt::new(self.file_id, &self.branch, self.term, self.incarnation)
     }
 
     /// The header page, exactly `page_size` bytes.
@@ -181,6 +191,7 @@ impl DataFileHeader {
         put(&mut page, H_FILE_ID, &self.file_id.to_le_bytes());
         put(&mut page, H_TERM, &self.term.to_le_bytes());
         put(&mut page, H_CREATED, &self.created_at_ms.to_le_bytes());
+        put(&mut page, H_INCARNATION, &self.incarnation.to_le_bytes());
         // A `BranchName` is at most MAX_BRANCH_LEN (≤ 255) bytes, checked at compile time.
         put(&mut page, H_BRANCH_LEN, &[branch.len() as u8]);
         put(&mut page, H_BRANCH, branch);
@@ -279,6 +290,7 @@ impl DataFileHeader {
             file_id: u64_at(page, H_FILE_ID),
             branch,
             term: u64_at(page, H_TERM),
+            incarnation: u64_at(page, H_INCARNATION),
             created_at_ms: u64_at(page, H_CREATED),
         })
     }
@@ -337,6 +349,25 @@ impl DataFileHeader {
                 self.branch.as_str(),
                 self.term,
                 branch.as_str()
+            ),
+        ))
+    }
+
+    /// Checks that the file was written by the incarnation the reader's branch file range
+    /// names: a file of another incarnation under the same name (a name deleted and created
+    /// again, a directory restored from a copy) is not the file the reader references.
+    pub fn verify_incarnation(&self, path: &str, incarnation: u64) -> IoResult<()> {
+        if self.incarnation == incarnation {
+            return Ok(());
+        }
+        Err(IoError::corruption(
+            path,
+            H_INCARNATION as u64,
+            format!(
+                "data file of another incarnation of branch {}: header says {:#018x}, the \
+                 referencing manifest expects {incarnation:#018x}",
+                self.branch.as_str(),
+                self.incarnation
             ),
         ))
     }
@@ -464,7 +495,7 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_checks_identity() {
-        let h = DataFileHeader::new(8192, 7, main(), 3, 1_700_000_000_000);
+        let h = DataFileHeader::new(8192, 7, main(), 3, 0xfeed, 1_700_000_000_000);
         let bytes = h.encode();
         assert_eq!(bytes.len(), 8192);
         let d = DataFileHeader::decode(&bytes, "f").expect("decode");
@@ -474,12 +505,17 @@ mod tests {
             .verify_identity("f", 7, &main(), 4)
             .expect_err("wrong term");
         assert!(e.to_string().contains("misplaced or renamed file"), "{e}");
+        assert!(d.verify_incarnation("f", 0xfeed).is_ok());
+        let e = d
+            .verify_incarnation("f", 0xbeef)
+            .expect_err("another incarnation");
+        assert_eq!(e.kind(), crate::ErrorKind::Corruption);
         assert!(DataFileHeader::decode(&bytes[..4096], "f").is_err());
     }
 
     #[test]
     fn frames_round_trip_and_reject_misuse() {
-        let salt = FileSalt::new(1, &main(), 0);
+        let salt = FileSalt::new(1, &main(), 0, 42);
         let mut page = vec![0xAAu8; 4096];
         page[16..21].copy_from_slice(b"hello");
         seal_page(&mut page, salt, 5, 2, 5).expect("seal");
@@ -487,6 +523,8 @@ mod tests {
         let (ty, payload) = open_page(&page, salt, 5, "f", 5 * 4096).expect("open");
         assert_eq!((ty, payload), (2, &b"hello"[..]));
         assert!(open_page(&page, salt, 6, "f", 0).is_err());
+        // The same file name written by another incarnation of the branch does not validate.
+        assert!(open_page(&page, FileSalt::new(1, &main(), 0, 43), 5, "f", 0).is_err());
         assert!(seal_page(&mut page, salt, 0, 2, 5).is_err());
         assert!(seal_page(&mut page, salt, 1, 0, 5).is_err());
         assert!(seal_page(&mut page, salt, 1, 1, 4081).is_err());

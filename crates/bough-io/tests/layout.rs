@@ -24,7 +24,14 @@ fn branch(s: &str) -> BranchName {
 
 #[test]
 fn golden_data_file_header() {
-    let h = DataFileHeader::new(4096, 7, branch("feature-x"), 3, 1_700_000_000_123);
+    let h = DataFileHeader::new(
+        4096,
+        7,
+        branch("feature-x"),
+        3,
+        0x0bad_cafe_f00d_d00d,
+        1_700_000_000_123,
+    );
     let bytes = h.encode();
     insta::assert_snapshot!("data_file_header", dump(&bytes));
     assert_eq!(DataFileHeader::decode(&bytes, "golden").expect("decode"), h);
@@ -44,14 +51,16 @@ fn golden_page_frame() {
 
 #[test]
 fn golden_file_salt() {
-    let salt = FileSalt::new(7, &branch("feature-x"), 3);
+    let salt = FileSalt::new(7, &branch("feature-x"), 3, 0x0bad_cafe_f00d_d00d);
     insta::assert_snapshot!("file_salt", format!("{:#018x}", salt.get()));
+    // Another incarnation of the same name, term and file id: another salt.
+    assert_ne!(salt, FileSalt::new(7, &branch("feature-x"), 3, 1));
 }
 
 #[test]
 fn header_read_from_a_file() {
     let s = MemoryStorage::new();
-    let h = DataFileHeader::new(16384, 9, BranchName::main(), 1, 5);
+    let h = DataFileHeader::new(16384, 9, BranchName::main(), 1, 77, 5);
     let f = s
         .open("data_9_main_1", OpenOptions::write_new(0))
         .expect("create");
@@ -92,8 +101,9 @@ fn header_strategy() -> impl Strategy<Value = DataFileHeader> {
         branch_strategy(),
         any::<u64>(),
         any::<u64>(),
+        any::<u64>(),
     )
-        .prop_map(|(ps, id, b, term, ts)| DataFileHeader::new(ps, id, b, term, ts))
+        .prop_map(|(ps, id, b, term, inc, ts)| DataFileHeader::new(ps, id, b, term, inc, ts))
 }
 
 /// A sealed 4096-byte page with a random payload.

@@ -13,7 +13,7 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION, STAGING];
+pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION, STAGING, INCARNATION];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
 pub const ORIGIN: u64 = 1;
@@ -30,6 +30,11 @@ pub const VERSION: u64 = 5;
 /// Tag of the staging mark (even: a reader that drops it sees an ordinary branch, and no
 /// data is lost). See `bough_manifest::staging_purpose`.
 pub const STAGING: u64 = 6;
+
+/// Tag of the incarnation extension (odd: every page of the branch's own files is checked
+/// against it, so a reader that dropped it would write pages no one can read). See
+/// `crate::incarnation`.
+pub const INCARNATION: u64 = 7;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

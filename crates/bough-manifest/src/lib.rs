@@ -18,6 +18,7 @@ mod codec;
 mod current_term;
 mod error;
 pub mod ext;
+mod incarnation;
 mod origin;
 mod page;
 mod ranges;
@@ -31,6 +32,7 @@ mod version;
 pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
 pub use error::{DecodeError, DecodeReason, EncodeError};
+pub use incarnation::{INCARNATION, incarnation, set_incarnation};
 pub use origin::{
     BranchOrigin, MERGE_BASES, MergeBase, ORIGIN, decode_merge_bases, encode_merge_bases,
     merge_bases,

@@ -4,6 +4,11 @@
 //! allocated. Because lineages in one view allocate disjoint, increasing id ranges, entry `i`
 //! owns the ids `(max[i-1], max[i]]` (entry 0 owns `0..=max[0]`), and a binary search answers
 //! "who wrote file N" — which is also the file's name (`data_<N>_<branch>_<term>`).
+//!
+//! Each entry also names the *incarnation* of its branch: a random id chosen when the branch
+//! (name) was created, hashed into the page checksums of every file the lineage writes. A
+//! page written by one incarnation of a name never validates when read through an entry of
+//! another, even if a file name were ever reused.
 
 use bough_names::{BranchName, FileId, Term};
 
@@ -15,6 +20,8 @@ pub struct BranchFileRange {
     pub branch: BranchName,
     /// The branch's term when it allocated them.
     pub term: Term,
+    /// The incarnation of the branch that allocated them (its id from branch creation).
+    pub incarnation: u64,
     /// The highest id of the range.
     pub max_file_id: FileId,
 }
@@ -85,19 +92,25 @@ impl BranchFileMapping {
         self.0.get(i)
     }
 
-    /// Records that the own lineage `(branch, term)` has allocated ids up to `max_file_id`.
+    /// Records that the own lineage `(branch, term)` of incarnation `incarnation` has
+    /// allocated ids up to `max_file_id`.
     ///
-    /// If the last entry is `(branch, term)` its maximum is raised (never lowered); otherwise
+    /// If the last entry is that lineage its maximum is raised (never lowered); otherwise
     /// a new entry is pushed, whose maximum must be above the last entry's (a new lineage's ids
     /// start above everything it can see).
     pub fn extend_own(
         &mut self,
         branch: &BranchName,
         term: Term,
+        incarnation: u64,
         max_file_id: FileId,
     ) -> Result<(), RangeError> {
         match self.0.last_mut() {
-            Some(last) if last.branch == *branch && last.term == term => {
+            Some(last)
+                if last.branch == *branch
+                    && last.term == term
+                    && last.incarnation == incarnation =>
+            {
                 if max_file_id < last.max_file_id {
                     return Err(RangeError::WouldLower {
                         current: last.max_file_id,
@@ -115,6 +128,7 @@ impl BranchFileMapping {
             _ => self.0.push(BranchFileRange {
                 branch: branch.clone(),
                 term,
+                incarnation,
                 max_file_id,
             }),
         }
@@ -201,6 +215,7 @@ mod tests {
                 .map(|&(b, term, max_file_id)| BranchFileRange {
                     branch: name(b),
                     term,
+                    incarnation: 7,
                     max_file_id,
                 })
                 .collect(),
@@ -236,6 +251,7 @@ mod tests {
         let r = |max_file_id| BranchFileRange {
             branch: name("main"),
             term: 0,
+            incarnation: 7,
             max_file_id,
         };
         assert_eq!(
@@ -254,13 +270,13 @@ mod tests {
         let main = name("main");
         let feature = name("feature");
         let mut m = BranchFileMapping::new();
-        m.extend_own(&main, 1, 0).expect("first entry");
-        m.extend_own(&main, 1, 4).expect("raise");
-        m.extend_own(&main, 1, 4).expect("same value is fine");
+        m.extend_own(&main, 1, 7, 0).expect("first entry");
+        m.extend_own(&main, 1, 7, 4).expect("raise");
+        m.extend_own(&main, 1, 7, 4).expect("same value is fine");
         assert_eq!(lineages(&m), vec![("main".into(), 1, 4)]);
 
         assert_eq!(
-            m.extend_own(&main, 1, 3),
+            m.extend_own(&main, 1, 7, 3),
             Err(RangeError::WouldLower {
                 current: 4,
                 requested: 3
@@ -268,16 +284,16 @@ mod tests {
         );
         // A new lineage (new term, or a fork) must start above everything visible.
         assert_eq!(
-            m.extend_own(&main, 2, 4),
+            m.extend_own(&main, 2, 7, 4),
             Err(RangeError::NotIncreasing {
                 previous: 4,
                 found: 4
             })
         );
-        assert!(m.extend_own(&feature, 0, 2).is_err());
-        m.extend_own(&main, 2, 5).expect("new term");
-        m.extend_own(&feature, 0, 9).expect("fork");
-        m.extend_own(&feature, 0, 12).expect("raise");
+        assert!(m.extend_own(&feature, 0, 7, 2).is_err());
+        m.extend_own(&main, 2, 7, 5).expect("new term");
+        m.extend_own(&feature, 0, 7, 9).expect("fork");
+        m.extend_own(&feature, 0, 7, 12).expect("raise");
         assert_eq!(
             lineages(&m),
             vec![

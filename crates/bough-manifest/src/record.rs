@@ -17,7 +17,7 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const HEADER_LEN: usize = 24;
 
 /// The record format version this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Largest payload a record may have (64 MiB). Checked before anything is read or allocated
 /// from the header's length; large enough for a snapshot overlay of millions of entries.
@@ -406,6 +406,7 @@ fn put_ranges(out: &mut Vec<u8>, ranges: &BranchFileMapping) {
     for r in ranges {
         put_branch(out, &r.branch);
         put_varint(out, r.term);
+        out.extend_from_slice(&r.incarnation.to_le_bytes());
         put_varint(out, r.max_file_id);
     }
 }
@@ -633,16 +634,19 @@ fn get_branch(r: &mut Reader<'_>) -> Result<BranchName, DecodeReason> {
 }
 
 fn get_ranges(r: &mut Reader<'_>, max_file_id: FileId) -> Result<BranchFileMapping, DecodeReason> {
-    // Smallest entry: name length, one name byte, term and max_file_id varints.
-    let count = r.count(4)?;
+    // Smallest entry: name length, one name byte, term varint, incarnation (8 bytes),
+    // max_file_id varint.
+    let count = r.count(12)?;
     let mut ranges = Vec::with_capacity(count);
     for _ in 0..count {
         let branch = get_branch(r)?;
         let term = r.varint()?;
+        let incarnation = le_u64(r.bytes(8)?, 0);
         let max = r.varint()?;
         ranges.push(BranchFileRange {
             branch,
             term,
+            incarnation,
             max_file_id: max,
         });
     }
@@ -916,9 +920,12 @@ mod tests {
                 p.splice(11..12, entries.iter().copied());
             }
         }
-        let two = [2, 1, b'a', 0, 0, 1, b'b', 0, 0];
+        // Each entry: name length, name, term, incarnation (8 bytes), max_file_id.
+        let two = [
+            2, 1, b'a', 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, b'b', 0, 1, 2, 3, 4, 5, 6, 7, 8, 0,
+        ];
         assert_eq!(patch(&ranges(&two)), DecodeReason::RangesNotSorted);
-        let high = [1, 1, b'a', 0, 5];
+        let high = [1, 1, b'a', 0, 1, 2, 3, 4, 5, 6, 7, 8, 5];
         assert_eq!(
             patch(&ranges(&high)),
             DecodeReason::RangesExceedMaxFileId {
@@ -970,15 +977,19 @@ mod tests {
         padded[4095] = 1;
         assert_eq!(reason(&padded, ext::is_known), DecodeReason::NonZeroPadding);
         // A newer version with a matching checksum is refused, not mistaken for damage.
-        let mut v2 = good.clone();
-        v2[8] = 2;
-        let len = 24 + u32::from_le_bytes([v2[20], v2[21], v2[22], v2[23]]) as usize;
-        let sum = checksum(Domain::ManifestRecord, &v2[8..len]);
-        v2[..8].copy_from_slice(&sum.to_le_bytes());
-        assert_eq!(
-            reason(&v2, ext::is_known),
-            DecodeReason::UnsupportedVersion(2)
-        );
+        // Version 1 (before incarnations) and a future version 3 alike.
+        for v in [1u8, 3] {
+            let mut other = good.clone();
+            other[8] = v;
+            let len =
+                24 + u32::from_le_bytes([other[20], other[21], other[22], other[23]]) as usize;
+            let sum = checksum(Domain::ManifestRecord, &other[8..len]);
+            other[..8].copy_from_slice(&sum.to_le_bytes());
+            assert_eq!(
+                reason(&other, ext::is_known),
+                DecodeReason::UnsupportedVersion(u32::from(v))
+            );
+        }
         assert!(matches!(
             reason(&vec![0; BLOCK_SIZE], ext::is_known),
             DecodeReason::BadChecksum { .. }
@@ -1015,7 +1026,7 @@ mod tests {
         s.overlay.pop();
         s.meta
             .branch_file_ranges
-            .extend_own(&name("main"), 0, 1)
+            .extend_own(&name("main"), 0, 7, 1)
             .expect("first");
         assert_eq!(encode_snapshot(&s), Err(EncodeError::RangesExceedMaxFileId));
         s.max_file_id = 1;

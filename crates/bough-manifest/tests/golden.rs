@@ -79,6 +79,7 @@ fn current_term_live() {
         term: 5,
         deleted: false,
         first_term: 0,
+        incarnation: 0x0123_4567_89ab_cdef,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -90,6 +91,7 @@ fn current_term_tombstone() {
         term: 0x1_0000_0005,
         deleted: true,
         first_term: 0,
+        incarnation: 0x0123_4567_89ab_cdef,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -102,6 +104,7 @@ fn current_term_reused_name() {
         term: 5,
         deleted: false,
         first_term: 3,
+        incarnation: 0xfedc_ba98_7654_3210,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -121,6 +124,7 @@ fn checksums_match_the_reference_crc() {
         term: 5,
         deleted: true,
         first_term: 2,
+        incarnation: 9,
     }
     .encode();
     let covered = [&b"bough/current-term"[..], &term[8..]].concat();

@@ -300,11 +300,11 @@ fn intact_but_unreadable_tail_record_is_an_error() {
     file.extend(encode_log(&sample_log(2)).expect("encodes"));
 
     let mut newer = file.clone();
-    newer[at + 8] = 2; // version 2
+    newer[at + 8] = 3; // version 3
     reseal(&mut newer, at);
     assert_eq!(
         error_at(&newer),
-        (at as u64, DecodeReason::UnsupportedVersion(2))
+        (at as u64, DecodeReason::UnsupportedVersion(3))
     );
 
     let mut bad_payload = file.clone();

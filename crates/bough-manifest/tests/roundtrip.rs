@@ -49,6 +49,7 @@ fn ranges_and_max() -> impl Strategy<Value = (BranchFileMapping, u64)> {
                 ranges.push(BranchFileRange {
                     branch,
                     term,
+                    incarnation: term.rotate_left(17) ^ max,
                     max_file_id: max,
                 });
             }
@@ -181,11 +182,13 @@ fn sample_records_round_trip() {
             term: 0,
             deleted: false,
             first_term: 0,
+            incarnation: 0,
         },
         CurrentTerm {
             term: 42,
             deleted: true,
             first_term: 40,
+            incarnation: u64::MAX - 1,
         },
     ] {
         assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
@@ -218,8 +221,8 @@ proptest! {
     }
 
     #[test]
-    fn current_term_round_trips(term in any::<u64>(), deleted in any::<bool>(), first in any::<u64>()) {
-        let ct = CurrentTerm { term, deleted, first_term: first.min(term) };
+    fn current_term_round_trips(term in any::<u64>(), deleted in any::<bool>(), first in any::<u64>(), incarnation in any::<u64>()) {
+        let ct = CurrentTerm { term, deleted, first_term: first.min(term), incarnation };
         prop_assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
     }
 
@@ -236,8 +239,8 @@ proptest! {
     }
 
     #[test]
-    fn current_term_bit_flips_are_detected(term in any::<u64>(), deleted in any::<bool>(), bit in 0..256usize) {
-        let mut bytes = CurrentTerm { term, deleted, first_term: term / 2 }.encode();
+    fn current_term_bit_flips_are_detected(term in any::<u64>(), deleted in any::<bool>(), bit in 0..320usize) {
+        let mut bytes = CurrentTerm { term, deleted, first_term: term / 2, incarnation: term ^ 0x55 }.encode();
         bytes[bit / 8] ^= 1 << (bit % 8);
         prop_assert!(CurrentTerm::decode(&bytes).is_err());
     }

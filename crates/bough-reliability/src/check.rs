@@ -244,7 +244,7 @@ fn check_state(
         let name = files.resolve(&snap.ranges, a.file_id())?;
         if seen_pages.insert((format!("{}/{name}", files.dir()), a.page_index())) {
             // Checksum, frame and (for all but overflow slices) the payload's layout.
-            let h = files.open(&name)?;
+            let h = files.handle(&snap.ranges, a.file_id())?;
             let (kind, payload, offset) = files.read_raw(&h, a.page_index())?;
             if kind != bough_tree::page::kind::OVERFLOW {
                 files.decode(&h.path, offset, kind, payload)?;

@@ -21,6 +21,9 @@
 //!   (pointers to themselves or an ancestor, bad levels, out-of-range slots): every read,
 //!   diff, walk and GC answers right or `Corruption`, never loops, never panics, and with
 //!   the page put back nothing was lost.
+//! - [`operator`]: operator mistakes — lost, stale and foreign `CURRENT_TERM` files,
+//!   partition directories restored from an older copy, branch names deleted and created
+//!   again after their tombstone was lost: every branch must still read exactly right.
 //! - [`check`]: the integrity checker every run ends with.
 //! - [`workload`]: the deterministic workload and its model; [`exec`] runs it on a store.
 //!
@@ -35,6 +38,7 @@ pub mod crafted;
 pub mod exec;
 pub mod faults;
 pub mod kill;
+pub mod operator;
 pub mod power;
 pub mod report;
 pub mod rng;
@@ -61,6 +65,8 @@ pub struct RunConfig {
     pub corrupt: corrupt::CorruptConfig,
     /// Crafted pages.
     pub crafted: crafted::CraftConfig,
+    /// Operator mistakes.
+    pub operator: operator::OperatorConfig,
 }
 
 impl RunConfig {
@@ -75,6 +81,7 @@ impl RunConfig {
             object: cloud_faults::ObjectFaultConfig::short(),
             corrupt: corrupt::CorruptConfig::short(),
             crafted: crafted::CraftConfig::short(),
+            operator: operator::OperatorConfig::short(),
         }
     }
 
@@ -88,6 +95,7 @@ impl RunConfig {
             object: cloud_faults::ObjectFaultConfig::long(),
             corrupt: corrupt::CorruptConfig::long(),
             crafted: crafted::CraftConfig::long(),
+            operator: operator::OperatorConfig::long(),
         }
     }
 }
@@ -121,6 +129,9 @@ pub fn run(cfg: &RunConfig, child_exe: &std::path::Path) -> Tally {
     });
     stage("crafted pages", &mut tally, &|| {
         crafted::run(cfg.seed, &cfg.crafted)
+    });
+    stage("operator mistakes", &mut tally, &|| {
+        operator::run(cfg.seed, &cfg.operator)
     });
     stage("kill cycles", &mut tally, &|| {
         kill::run(cfg.seed, &cfg.kill, child_exe)

@@ -167,6 +167,22 @@ pub struct Tally {
     /// Crafted pages whose file GC collected after compaction moved its live pages out
     /// (the branches then read right without it). Allowed, counted.
     pub crafted_file_collected: u64,
+    /// Operator mistakes made (each followed by reopens, a re-created name, GC and full
+    /// reads).
+    pub operator_mistakes: u64,
+    /// Of those: `CURRENT_TERM` files deleted.
+    pub op_lost_current_term: u64,
+    /// Of those: `CURRENT_TERM` files replaced by an older copy.
+    pub op_stale_current_term: u64,
+    /// Of those: `CURRENT_TERM` files replaced by another store's record.
+    pub op_foreign_current_term: u64,
+    /// Of those: partition directories replaced by an older copy.
+    pub op_restored_dirs: u64,
+    /// Of those: branches deleted, their tombstone lost, their name created again.
+    pub op_recreated_names: u64,
+    /// GC runs that refused (`Corruption`) because a branch's state was unknown. Allowed,
+    /// counted: nothing was deleted.
+    pub op_gc_refused: u64,
     /// Operations that failed (injected fault) yet took effect: reported as failed while
     /// their commit was durable and visible. Allowed, counted.
     pub ambiguous: u64,
@@ -228,6 +244,13 @@ impl Tally {
         self.crafted_detected += o.crafted_detected;
         self.crafted_unread += o.crafted_unread;
         self.crafted_file_collected += o.crafted_file_collected;
+        self.operator_mistakes += o.operator_mistakes;
+        self.op_lost_current_term += o.op_lost_current_term;
+        self.op_stale_current_term += o.op_stale_current_term;
+        self.op_foreign_current_term += o.op_foreign_current_term;
+        self.op_restored_dirs += o.op_restored_dirs;
+        self.op_recreated_names += o.op_recreated_names;
+        self.op_gc_refused += o.op_gc_refused;
         self.ambiguous += o.ambiguous;
         self.fuzz.add(&o.fuzz);
         self.integrity_checks += o.integrity_checks;
@@ -371,6 +394,22 @@ impl Tally {
                     self.crafted_unread,
                     self.crafted_file_collected
                 ),
+            ),
+            (
+                "operator mistakes",
+                format!(
+                    "{} ({} lost, {} stale, {} foreign CURRENT_TERM; {} restored dirs; {} re-created names)",
+                    self.operator_mistakes,
+                    self.op_lost_current_term,
+                    self.op_stale_current_term,
+                    self.op_foreign_current_term,
+                    self.op_restored_dirs,
+                    self.op_recreated_names
+                ),
+            ),
+            (
+                "  GC refused (branch state unknown)",
+                self.op_gc_refused.to_string(),
             ),
             ("fuzz executions", self.fuzz.row()),
             ("integrity checks", self.integrity_checks.to_string()),

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use bough_reliability::report::Tally;
-use bough_reliability::{cloud_faults, corrupt, crafted, faults, kill, power, rng};
+use bough_reliability::{cloud_faults, corrupt, crafted, faults, kill, operator, power, rng};
 
 fn seed() -> u64 {
     let (seed, source) = rng::seed_from_env().expect("BOUGH_SEED must be a u64");
@@ -111,6 +111,22 @@ fn ci_crafted_pages() {
 }
 
 #[test]
+fn ci_operator_mistakes() {
+    let (seed, start) = (seed(), Instant::now());
+    let t = operator::run(seed, &operator::OperatorConfig::short());
+    assert_eq!(t.operator_mistakes, 100);
+    assert!(
+        t.op_lost_current_term > 0
+            && t.op_stale_current_term > 0
+            && t.op_foreign_current_term > 0
+            && t.op_restored_dirs > 0
+            && t.op_recreated_names > 0,
+        "every mistake class was made"
+    );
+    assert_clean("operator mistakes", seed, start, &t);
+}
+
+#[test]
 fn ci_kill_cycles() {
     let (seed, start) = (seed(), Instant::now());
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_bough-reliability"));
@@ -153,6 +169,13 @@ fn slow_crafted_pages_long() {
     let (seed, start) = (seed(), Instant::now());
     let t = crafted::run(seed, &crafted::CraftConfig::long());
     assert_clean("crafted pages (long)", seed, start, &t);
+}
+
+#[test]
+fn slow_operator_mistakes_long() {
+    let (seed, start) = (seed(), Instant::now());
+    let t = operator::run(seed, &operator::OperatorConfig::long());
+    assert_clean("operator mistakes (long)", seed, start, &t);
 }
 
 #[test]

@@ -29,6 +29,9 @@ pub struct DataFile {
     pub path: String,
     /// The open file.
     pub file: Arc<dyn StorageFile>,
+    /// The incarnation of the branch that wrote it (from the header, checked against the
+    /// branch file range it was opened through).
+    pub incarnation: u64,
     /// Hashed into every page checksum.
     pub salt: FileSalt,
     /// Key prefix of this file's pages in the page cache.
@@ -194,24 +197,43 @@ impl FileTable {
     }
 
     /// The open handle of the file `file_id` resolves to in `ranges` (opened, and its
-    /// header checked, on first use).
+    /// header checked, on first use). The file must be of the incarnation the range names.
     pub fn handle(&self, ranges: &BranchFileMapping, file_id: FileId) -> IoResult<Arc<DataFile>> {
-        if let Some(r) = ranges.resolve(file_id)
-            && let Some(same) = self.by_id.read().get(&file_id)
-            && let Some(h) = same
-                .iter()
-                .find(|h| h.name.term == r.term && h.name.branch == r.branch)
-        {
-            h.touch();
-            return Ok(h.clone());
-        }
-        self.open(&self.resolve(ranges, file_id)?)
+        let incarnation = match ranges.resolve(file_id) {
+            Some(r) => {
+                if let Some(same) = self.by_id.read().get(&file_id)
+                    && let Some(h) = same.iter().find(|h| {
+                        h.name.term == r.term
+                            && h.name.branch == r.branch
+                            && h.incarnation == r.incarnation
+                    })
+                {
+                    h.touch();
+                    return Ok(h.clone());
+                }
+                r.incarnation
+            }
+            None => 0,
+        };
+        self.open(&self.resolve(ranges, file_id)?, incarnation)
     }
 
-    /// An open handle for an existing file, checking its header once.
-    pub fn open(&self, name: &DataFileName) -> IoResult<Arc<DataFile>> {
+    /// An open handle for an existing file written by incarnation `incarnation` of its
+    /// branch, checking its header once. A file of another incarnation is `Corruption`.
+    pub fn open(&self, name: &DataFileName, incarnation: u64) -> IoResult<Arc<DataFile>> {
         let key = name.to_string();
         if let Some(h) = self.handles.lock().get(&key) {
+            if h.incarnation != incarnation {
+                return Err(IoError::corruption(
+                    h.path.clone(),
+                    0,
+                    format!(
+                        "data file of incarnation {:#018x} of branch {}, the referencing \
+                         manifest expects incarnation {incarnation:#018x}",
+                        h.incarnation, h.name.branch
+                    ),
+                ));
+            }
             h.touch();
             return Ok(h.clone());
         }
@@ -232,6 +254,7 @@ impl FileTable {
             })?;
         let header = DataFileHeader::read_from(file.as_ref())?;
         header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
+        header.verify_incarnation(&path, incarnation)?;
         if header.page_size != self.page_size {
             return Err(IoError::corruption(
                 path,
@@ -242,47 +265,51 @@ impl FileTable {
                 ),
             ));
         }
-        Ok(self.register(name.clone(), path, file))
+        Ok(self.register(name.clone(), incarnation, path, file))
     }
 
-    /// Creates a new data file (header page written, not yet synced). A file of that name
-    /// can only be an orphan of a commit that never became durable (its id is above the
-    /// writer's durable high-water mark), so it is replaced.
+    /// Creates a new data file (header page written, not yet synced). An existing file of
+    /// that name is never deleted, truncated or overwritten (`AlreadyExists`): it may be
+    /// pages another branch still reads. A writer skips the ids of orphans its own crashed
+    /// commits left behind (see `Head::open`).
     pub fn create(
         &self,
         file_id: FileId,
         branch: &BranchName,
         term: Term,
+        incarnation: u64,
         preallocate: u64,
         now_ms: u64,
     ) -> IoResult<Arc<DataFile>> {
         let name = DataFileName::new(file_id, branch.clone(), term);
         let key = name.to_string();
         let path = self.path_of(&key);
-        self.forget(&key);
-        let file = match self
+        let file = self
             .storage
-            .open(&path, OpenOptions::write_new(preallocate))
-        {
-            Err(e) if e.kind() == bough_io::ErrorKind::AlreadyExists => {
-                self.storage.delete(&path)?;
-                self.storage
-                    .open(&path, OpenOptions::write_new(preallocate))?
-            }
-            other => other?,
-        };
-        let header = DataFileHeader::new(self.page_size, file_id, branch.clone(), term, now_ms);
+            .open(&path, OpenOptions::write_new(preallocate))?;
+        // Only now that the name is ours: a handle or cached pages left from an earlier
+        // file of that name (deleted by GC) must not serve the new one.
+        self.forget(&key);
+        let header = DataFileHeader::new(
+            self.page_size,
+            file_id,
+            branch.clone(),
+            term,
+            incarnation,
+            now_ms,
+        );
         file.write_at(0, &header.encode())?;
-        Ok(self.register(name, path, file))
+        Ok(self.register(name, incarnation, path, file))
     }
 
     fn register(
         &self,
         name: DataFileName,
+        incarnation: u64,
         path: String,
         file: Arc<dyn StorageFile>,
     ) -> Arc<DataFile> {
-        let salt = FileSalt::new(name.file_id, &name.branch, name.term);
+        let salt = FileSalt::new(name.file_id, &name.branch, name.term, incarnation);
         let key = name.to_string();
         let cache_id = *self
             .cache_ids
@@ -293,6 +320,7 @@ impl FileTable {
             name,
             path,
             file,
+            incarnation,
             salt,
             cache_id,
             used: AtomicBool::new(true),

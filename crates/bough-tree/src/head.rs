@@ -16,7 +16,7 @@ use bough_manifest::{
     BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
     encode_log, encode_snapshot, replay,
 };
-use bough_names::{BranchName, FileId, ManifestName, Term};
+use bough_names::{BranchName, DataFileName, FileId, ManifestName, Term};
 use parking_lot::RwLock;
 
 use crate::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
@@ -371,6 +371,7 @@ struct Txn<'a> {
     cfg: &'a HeadConfig,
     branch: &'a BranchName,
     term: Term,
+    incarnation: u64,
     st: HeadState,
     pages: Vec<StagedPage>,
     staged: HashMap<PageAddr, CachedPage>,
@@ -398,7 +399,7 @@ impl Txn<'_> {
             let id = self.st.max_file_id + 1;
             self.st
                 .ranges
-                .extend_own(self.branch, self.term, id)
+                .extend_own(self.branch, self.term, self.incarnation, id)
                 .map_err(|e| IoError::InvalidArgument {
                     what: format!("cannot allocate file id {id}: {e}"),
                 })?;
@@ -583,6 +584,9 @@ pub struct Head {
     files: Arc<FileTable>,
     branch: BranchName,
     term: Term,
+    /// The branch's incarnation (`INCARNATION` extension; 0 if the manifest has none): in
+    /// the ranges and headers of the files it creates, and so in their page checksums.
+    incarnation: u64,
     manifest_path: String,
     manifest: Arc<dyn StorageFile>,
     manifest_end: u64,
@@ -615,6 +619,41 @@ const PRUNE_RANGES_EVERY: u64 = 1024;
 
 /// First reservation of a new data file.
 const FIRST_RESERVATION: u64 = 256 << 10;
+
+/// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
+/// the highest id of a file of `(branch, term)` already in the directory if that is higher —
+/// orphans of commits that crashed before their manifest record. One existence check when
+/// there are none; a listing when there are.
+fn skip_orphans(
+    files: &FileTable,
+    branch: &BranchName,
+    term: Term,
+    durable: FileId,
+) -> IoResult<FileId> {
+    let next = DataFileName::new(durable.saturating_add(1), branch.clone(), term);
+    match files.storage().file_len(&files.path_of(&next.to_string())) {
+        Err(e) if e.kind() == bough_io::ErrorKind::NotFound => return Ok(durable),
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    let mut max = durable;
+    for name in files.storage().list(files.dir())? {
+        if let bough_names::FileKind::Data(d) = bough_names::classify(&name)
+            && d.branch == *branch
+            && d.term == term
+        {
+            max = max.max(d.file_id);
+        }
+    }
+    tracing::warn!(
+        branch = %branch,
+        term,
+        durable,
+        skipped_to = max,
+        "data files above the manifest's high-water mark (a crashed commit's): new files start above them"
+    );
+    Ok(max)
+}
 
 /// Everything a new branch needs from its parent to start at the parent's current commit.
 #[derive(Debug, Clone)]
@@ -675,6 +714,11 @@ impl Head {
         let version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
             .unwrap_or(0);
+        let incarnation = bough_manifest::incarnation(&st.extensions)
+            .map_err(|e| {
+                IoError::corruption(path.clone(), 0, format!("incarnation extension: {e}"))
+            })?
+            .unwrap_or(0);
         if st.meta.branch != branch || st.meta.term != term {
             return Err(IoError::corruption(
                 path,
@@ -722,12 +766,16 @@ impl Head {
             manifest.set_len(replayed.end_offset)?;
             manifest.sync()?;
         }
+        // A crash can leave data files of this term above the durable high-water mark
+        // (a commit that wrote them never reached the manifest). They are never overwritten:
+        // new files start above them.
+        let max_file_id = skip_orphans(&files, &branch, term, st.max_file_id)?;
         let state = HeadState {
             root: st.meta.root,
             ttl_root: st.meta.ttl_root,
             mapping,
             ranges: st.meta.branch_file_ranges.clone(),
-            max_file_id: st.max_file_id,
+            max_file_id,
             // Never append to a file written before this open: its tail may hold pages of a
             // commit that never became durable.
             active: None,
@@ -745,6 +793,7 @@ impl Head {
             files,
             branch,
             term,
+            incarnation,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,
@@ -770,6 +819,11 @@ impl Head {
     /// The term this head writes at.
     pub fn term(&self) -> Term {
         self.term
+    }
+
+    /// The branch's incarnation (0: none recorded).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The partition's files.
@@ -946,6 +1000,7 @@ impl Head {
             cfg: &self.cfg,
             branch: &self.branch,
             term: self.term,
+            incarnation: self.incarnation,
             st: self.state.clone(),
             pages: Vec::new(),
             staged: HashMap::new(),
@@ -1085,9 +1140,9 @@ impl Head {
         let sealed = (!new_files.is_empty()).then_some(self.reserved);
         for &id in new_files {
             let first = FIRST_RESERVATION.min(self.cfg.preallocate);
-            let f = self
-                .files
-                .create(id, &self.branch, self.term, first, now_ms)?;
+            let f =
+                self.files
+                    .create(id, &self.branch, self.term, self.incarnation, first, now_ms)?;
             self.reserved = (id, first);
             // Registered before any manifest names it, so GC keeps it from now on.
             self.files
@@ -1206,7 +1261,7 @@ impl Head {
             return;
         }
         let name = bough_names::DataFileName::new(id, self.branch.clone(), self.term);
-        let released = self.files.open(&name).and_then(|h| {
+        let released = self.files.open(&name, self.incarnation).and_then(|h| {
             let len = h.file.len()?;
             if len < reserved {
                 h.file.set_len(len)?;

@@ -22,12 +22,22 @@ pub fn ranges(entries: &[(&str, u64, u64)]) -> BranchFileMapping {
             .map(|&(b, term, max_file_id)| BranchFileRange {
                 branch: name(b),
                 term,
+                incarnation: if b == "feature" {
+                    FEATURE_INCARNATION
+                } else {
+                    MAIN_INCARNATION
+                },
                 max_file_id,
             })
             .collect(),
     )
     .expect("sorted ranges")
 }
+
+/// The incarnation ids the fixtures' `main` and `feature` ranges carry.
+pub const MAIN_INCARNATION: u64 = 0x1111_2222_3333_4444;
+/// See [`MAIN_INCARNATION`].
+pub const FEATURE_INCARNATION: u64 = 0xaaaa_bbbb_cccc_dddd;
 
 /// A branch `feature` at term 2, forked from `main`.
 pub fn sample_snapshot() -> Snapshot {
@@ -60,7 +70,9 @@ pub fn sample_snapshot() -> Snapshot {
 pub fn sample_log(seq: u64) -> LogRecord {
     let file = 12 + seq;
     let mut ranges = sample_snapshot().meta.branch_file_ranges;
-    ranges.extend_own(&name("feature"), 2, file).expect("grows");
+    ranges
+        .extend_own(&name("feature"), 2, FEATURE_INCARNATION, file)
+        .expect("grows");
     LogRecord {
         seq,
         root: 100 + seq as u32,

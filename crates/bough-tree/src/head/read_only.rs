@@ -86,11 +86,17 @@ impl Head {
             files: files.clone(),
             version: version_base.saturating_add(st.last_seq),
         });
+        let incarnation = bough_manifest::incarnation(&st.extensions)
+            .map_err(|e| {
+                IoError::corruption(path.clone(), 0, format!("incarnation extension: {e}"))
+            })?
+            .unwrap_or(0);
         Ok(Head {
             cfg,
             files,
             branch,
             term,
+            incarnation,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,
