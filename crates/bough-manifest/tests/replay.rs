@@ -451,8 +451,8 @@ fn malformed_version_payloads_are_refused() {
 #[test]
 fn a_record_followed_by_a_valid_record_is_never_a_torn_tail() {
     let (file, offsets) = file_with_logs(5);
-    for victim in 1..offsets.len() - 1 {
-        let at = offsets[victim];
+    let inner = &offsets[..offsets.len() - 1];
+    for (victim, &at) in inner.iter().enumerate().skip(1) {
         let mut damaged: Vec<(String, Vec<u8>)> = Vec::new();
         for bit in (0..8 * BLOCK_SIZE).step_by(61) {
             let mut f = file.clone();
