@@ -212,8 +212,7 @@ fn this_command() -> String {
     };
     let on_path = std::env::var_os("PATH").is_some_and(|paths| {
         std::env::split_paths(&paths)
-            .filter_map(|d| d.join("bough").canonicalize().ok())
-            .next()
+            .find_map(|d| d.join("bough").canonicalize().ok())
             .is_some_and(|found| found == me)
     });
     if on_path {

@@ -313,7 +313,7 @@ fn regression_hostile_and_dash_names_are_escaped_and_refused() {
     let (_d, s) = store();
     bough(&s).args(["put", "t.0", "k", "v"]).assert().success();
     let hostile = format!("\x1b[2J\r\nfake: ok{}", "x".repeat(300));
-    let cases: Vec<Vec<String>> = vec![
+    let cases: [Vec<String>; 5] = [
         vec![
             "branch".into(),
             "create".into(),
