@@ -1,9 +1,13 @@
-//! `cargo xtask ci`: every check CI runs, as timed stages with budgets.
+//! `cargo xtask ci`: every check CI runs, as timed stages.
 //!
-//! A stage fails when its command fails or when it runs past its budget (the command and
-//! everything it started are stopped at the deadline). All stages run even after one
-//! fails, so one CI run reports everything; the exit code is non-zero if any failed.
-//! The whole run is also capped at [`TOTAL_BUDGET_SECS`].
+//! A stage fails when its command fails. Each stage has a budget — what it takes on a
+//! 2-core machine from a cold build — but running past it only prints a warning: a cold or
+//! busy machine is slow, not wrong, and failing a correct tree for it would make the run a
+//! timed test. The one hard limit is the whole run's, [`TOTAL_BUDGET_SECS`], set from CI's
+//! own limit with a margin: at it the running command (and everything it started) is
+//! stopped and the run fails. All stages run even after one fails, so one CI run reports
+//! everything; the exit code is non-zero if any failed. The summary says which tests were
+//! skipped and why.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,8 +16,8 @@ use std::time::{Duration, Instant};
 use crate::process::{self, Outcome};
 use crate::{fuzz, tidy, workspace};
 
-/// One CI stage and the most wall-clock seconds it may take on a 2-core machine from a
-/// cold build.
+/// One CI stage and the wall-clock seconds it is expected to take on a 2-core machine from
+/// a cold build (a guide: going over it warns).
 #[derive(Debug, Clone, Copy)]
 pub struct Stage {
     pub name: &'static str,
@@ -49,12 +53,20 @@ pub const STAGES: &[Stage] = &[
     },
 ];
 
-/// The whole run stops at this many seconds, whatever the stages' budgets say (45 min;
-/// CI allows 90 for everything including installs).
-pub const TOTAL_BUDGET_SECS: u64 = 2700;
+/// What CI allows one run of `.ci/run`, installs included: 90 minutes.
+pub const CI_LIMIT_SECS: u64 = 90 * 60;
 
-// CI gives a run 90 minutes including tool installs; keep half of it in reserve.
-const _: () = assert!(TOTAL_BUDGET_SECS <= 45 * 60);
+/// What `.ci/run` may need before `cargo xtask ci` starts (installing cargo-nextest and
+/// cargo-fuzz from source on 2 cores, moto from PyPI) and after it, with room to spare.
+pub const CI_MARGIN_SECS: u64 = 20 * 60;
+
+/// The whole run stops at this many seconds and fails: CI's limit less the margin, so an
+/// over-long run fails here with a report instead of being cut off without one.
+pub const TOTAL_BUDGET_SECS: u64 = CI_LIMIT_SECS - CI_MARGIN_SECS;
+
+// At least a quarter of an hour for .ci/run's own steps, and an hour for a cold build.
+const _: () = assert!(TOTAL_BUDGET_SECS + 15 * 60 <= CI_LIMIT_SECS);
+const _: () = assert!(TOTAL_BUDGET_SECS >= 60 * 60);
 
 /// How a stage ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,20 +203,25 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
             rows.push((stage, 0, Verdict::Skipped));
             continue;
         }
-        println!("==> stage {} (budget {}s)", stage.name, stage.budget_secs);
+        println!(
+            "==> stage {} (expected within {}s)",
+            stage.name, stage.budget_secs
+        );
         let stage_start = Instant::now();
-        let deadline = (stage_start + Duration::from_secs(stage.budget_secs)).min(total_deadline);
-        let mut verdict = if stage_start >= total_deadline {
+        // Only the total is a deadline; a stage's budget is not.
+        let verdict = if stage_start >= total_deadline {
             Verdict::Failed(format!(
                 "no time left of the {TOTAL_BUDGET_SECS}s total budget"
             ))
         } else {
-            run_stage(root, stage.name, deadline)
+            match run_stage(root, stage.name, total_deadline) {
+                Verdict::Failed(why) if Instant::now() >= total_deadline => Verdict::Failed(
+                    format!("{why} (the {TOTAL_BUDGET_SECS}s total budget ran out)"),
+                ),
+                v => v,
+            }
         };
         let secs = stage_start.elapsed().as_secs();
-        if verdict == Verdict::Ok && secs > stage.budget_secs {
-            verdict = Verdict::Failed("over budget".into());
-        }
         let status = match &verdict {
             Verdict::Ok => "ok".to_string(),
             Verdict::Failed(why) => format!("FAILED: {why}"),
@@ -214,6 +231,9 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
             "stage {}: {secs}s (budget {}s) {status}",
             stage.name, stage.budget_secs
         );
+        if let Some(w) = over_budget(stage, secs) {
+            println!("{w}");
+        }
         rows.push((stage, secs, verdict));
     }
     let total = started.elapsed().as_secs();
@@ -222,6 +242,7 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
     println!("{:<12} {:>6} {:>8}  result", "stage", "secs", "budget");
     for (stage, secs, verdict) in &rows {
         let result = match verdict {
+            Verdict::Ok if *secs > stage.budget_secs => "ok (over budget: warning)",
             Verdict::Ok => "ok",
             Verdict::Failed(_) => "FAILED",
             Verdict::Skipped => "skipped",
@@ -243,6 +264,16 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
         }
     );
 
+    let tested = rows
+        .iter()
+        .any(|(s, _, v)| s.name == "test" && *v != Verdict::Skipped);
+    if tested {
+        let s3 = std::env::var("BOUGH_S3_ENDPOINT").ok();
+        for line in skipped_tests(s3.as_deref()) {
+            println!("{line}");
+        }
+    }
+
     let failed: Vec<&str> = rows
         .iter()
         .filter(|(_, _, v)| matches!(v, Verdict::Failed(_)))
@@ -260,9 +291,63 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The warning for a stage that ran past its budget (not a failure).
+fn over_budget(stage: Stage, secs: u64) -> Option<String> {
+    (secs > stage.budget_secs).then(|| {
+        format!(
+            "warning: stage {} took {secs}s, over its {}s budget (a cold or busy machine is \
+             slow, not wrong; only the {TOTAL_BUDGET_SECS}s total fails a run)",
+            stage.name, stage.budget_secs
+        )
+    })
+}
+
+/// The tests the `test` stage did not run, and why: nextest shows a skipped test's own
+/// "SKIPPED" line only when it fails, so the run says it here.
+fn skipped_tests(s3_endpoint: Option<&str>) -> Vec<String> {
+    let mut out = vec![
+        "skipped: tests named slow_* (the `ci` profile of .config/nextest.toml filters them \
+         out; run them with `cargo nextest run --profile slow`)"
+            .to_string(),
+    ];
+    if s3_endpoint.is_none_or(|e| e.trim().is_empty()) {
+        out.push(
+            "skipped: the S3 tests (crates/bough-object/tests, the S3 cases of \
+             crates/bough/tests/cloud.rs and branch_model.rs): BOUGH_S3_ENDPOINT is not set; \
+             `.ci/run` starts a local S3 server for them, and README.md shows how to run them"
+                .to_string(),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cold, busy machine took clippy and doctest past their 900 s budgets and the run
+    /// failed a correct tree: a stage's budget now only warns.
+    #[test]
+    fn regression_a_stage_over_its_budget_warns_and_does_not_fail() {
+        let clippy = STAGES.iter().copied().find(|s| s.name == "clippy").unwrap();
+        assert!(over_budget(clippy, clippy.budget_secs).is_none());
+        let w = over_budget(clippy, clippy.budget_secs + 1).unwrap();
+        assert!(w.starts_with("warning: stage clippy"), "{w}");
+    }
+
+    #[test]
+    fn skipped_tests_are_listed_with_the_reason() {
+        let without = skipped_tests(None);
+        assert!(
+            without
+                .iter()
+                .any(|l| l.contains("S3") && l.contains("BOUGH_S3_ENDPOINT is not set")),
+            "{without:?}"
+        );
+        assert!(without.iter().any(|l| l.contains("slow_")), "{without:?}");
+        let with = skipped_tests(Some("http://127.0.0.1:5055"));
+        assert!(!with.iter().any(|l| l.contains("S3")), "{with:?}");
+    }
 
     #[test]
     fn stage_budgets_fit_the_ci_limit() {

@@ -155,13 +155,18 @@ pub struct GcArgs {
 /// `bough diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The branch to compare from.
+    /// The branch to compare from: BRANCH, or TABLE.PART@BRANCH.
+    #[arg(value_name = "A")]
     a: String,
-    /// The branch to compare to.
+    /// The branch to compare to: BRANCH, or TABLE.PART@BRANCH.
+    #[arg(value_name = "B")]
     b: String,
-    /// TABLE.PART.
+    /// TABLE.PART (unless A or B names it).
     #[arg(value_name = "TABLE.PART")]
-    partition: String,
+    partition: Option<String>,
+    /// Exit with 1 when there are differences, 0 when there are none (as `git diff`).
+    #[arg(long)]
+    exit_code: bool,
     /// Keys only.
     #[arg(long)]
     keys_only: bool,
@@ -192,13 +197,15 @@ pub enum PolicyArg {
 /// `bough merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// The branch whose changes are merged.
+    /// The branch whose changes are merged: BRANCH, or TABLE.PART@BRANCH.
+    #[arg(value_name = "SOURCE")]
     source: String,
-    /// The branch that receives them.
+    /// The branch that receives them: BRANCH, or TABLE.PART@BRANCH.
+    #[arg(value_name = "TARGET")]
     target: String,
-    /// TABLE.PART.
+    /// TABLE.PART (unless SOURCE or TARGET names it).
     #[arg(value_name = "TABLE.PART")]
-    partition: String,
+    partition: Option<String>,
     /// What to do with keys both sides changed differently.
     #[arg(long, value_enum, default_value_t = PolicyArg::Fail)]
     policy: PolicyArg,
@@ -299,7 +306,7 @@ pub fn ls(ctx: &Ctx) -> CliResult<()> {
         let (n, bytes) = files.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         rows.push(vec![
             p.to_string(),
-            branches.join(", "),
+            some_branches(&branches),
             n.to_string(),
             output::size(bytes),
         ]);
@@ -317,9 +324,30 @@ pub fn ls(ctx: &Ctx) -> CliResult<()> {
             "{}",
             output::table(&["PARTITION", "BRANCHES", "FILES", "SIZE"], &rows)
         );
+        if docs.iter().any(|d| {
+            d["branches"]
+                .as_array()
+                .is_some_and(|b| b.len() > LS_BRANCHES)
+        }) {
+            println!("(`bough branch list TABLE.PART` lists every branch)");
+        }
     }
     Ok(())
 }
+
+/// The first few branch names and how many more, so `ls` stays one screen wide however
+/// many branches a partition has (`branch list` shows them all).
+fn some_branches(names: &[String]) -> String {
+    match names.get(..LS_BRANCHES) {
+        Some(first) if names.len() > LS_BRANCHES => {
+            format!("{}, … {} more", first.join(", "), names.len() - LS_BRANCHES)
+        }
+        _ => names.join(", "),
+    }
+}
+
+/// Branch names `ls` shows per partition.
+const LS_BRANCHES: usize = 5;
 
 /// `bough branch ...`.
 pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
@@ -360,7 +388,18 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
             let store = ctx.open(false)?;
             let part = ctx::partition(&store, &t.table, t.partition, false)?;
             ctx::branch(&part, &t.branch)?;
-            let created = part.create_branch(&name, &t.branch)?;
+            let created = part.create_branch(&name, &t.branch).map_err(|e| {
+                let exists = e.kind() == bough::ErrorKind::AlreadyExists;
+                let err = CliError::from(e);
+                if exists {
+                    err.hint(format!(
+                        "choose another name, or delete the branch first: `bough branch delete {name} {}`",
+                        t.dir()
+                    ))
+                } else {
+                    err
+                }
+            })?;
             let info = part.describe(&name)?;
             let label = created.label().to_string();
             store.close()?;
@@ -396,6 +435,7 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
             let store = ctx.open(false)?;
             let part = ctx::partition(&store, &t.table, t.partition, false)?;
             ctx::branch(&part, &t.branch)?;
+            let children = children_of(&part, &t.branch);
             part.delete_branch(&t.branch).map_err(|e| {
                 let main = t.branch == "main";
                 let err = CliError::from(e);
@@ -406,19 +446,51 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
                 }
             })?;
             store.close()?;
+            let mut text = format!(
+                "deleted {}; run `bough gc` to free files nothing else references",
+                t.label()
+            );
+            if !children.is_empty() {
+                let one = children.len() == 1;
+                let [were, are, they, them] = if one {
+                    ["was", "is", "it keeps", "it as a root"]
+                } else {
+                    ["were", "are", "they keep", "them as roots"]
+                };
+                text.push_str(&format!(
+                    "\n{} {were} forked from it and {are} unaffected: {they} every key, and the files \
+                     borrowed from it stay until nothing needs them (`bough rehome` copies them \
+                     over); `bough branch tree` now draws {them}",
+                    children.join(", ")
+                ));
+            }
             done(
                 ctx,
-                &format!(
-                    "deleted {}; run `bough gc` to free files nothing else references",
-                    t.label()
-                ),
-                json!({"deleted": t.label()}),
+                &text,
+                json!({"deleted": t.label(), "children": children}),
             )
         }
         BranchCmd::List { scope } => list(ctx, scope.as_deref()),
         BranchCmd::Info(a) => info(ctx, &a),
         BranchCmd::Tree { partition } => tree(ctx, &partition),
     }
+}
+
+/// The branches forked from `name` (their origin names it as the parent).
+fn children_of(part: &PartitionHandle, name: &str) -> Vec<String> {
+    let Ok(all) = part.branches() else {
+        return Vec::new();
+    };
+    all.into_iter()
+        .filter(|b| {
+            part.describe(b).is_ok_and(|i| {
+                i.origin
+                    .as_ref()
+                    .and_then(|o| o.parent.as_ref())
+                    .is_some_and(|(p, _)| p.as_str() == name)
+            })
+        })
+        .collect()
 }
 
 fn done(ctx: &Ctx, text: &str, doc: Json) -> CliResult<()> {
@@ -783,13 +855,14 @@ pub(crate) fn find_archive_in(
             Ok(ts) => archives.into_iter().find(|x| x.timestamp == ts),
             Err(_) => {
                 return Err(CliError::usage(format!(
-                    "`{arg}` is neither an archive name (manifest_<branch>_<term>_<ts>) nor a timestamp"
+                    "`{}` is neither an archive name (manifest_<branch>_<term>_<ts>) nor a timestamp",
+                    target::shown(arg)
                 )));
             }
         },
     };
     found.ok_or_else(|| {
-        CliError::not_found(format!("{label} has no archive `{arg}`"))
+        CliError::not_found(format!("{label} has no archive `{}`", target::shown(arg)))
             .hint(format!("list them with `bough archive list {label}`"))
     })
 }
@@ -1072,11 +1145,64 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// `bough diff`.
-pub fn diff(ctx: &Ctx, a: DiffArgs) -> CliResult<()> {
-    let p = target::plain_partition(&a.partition, "diff")?;
-    target::branch_name(&a.a, "A")?;
-    target::branch_name(&a.b, "B")?;
+/// The two branches and the partition of `diff` and `merge`: `A B TABLE.PART`, or with
+/// `TABLE.PART@BRANCH` for A or B (then TABLE.PART may be left out; every partition named
+/// must be the same one).
+fn two_branches(
+    cmd: &str,
+    sides: [(&str, &str); 2],
+    partition: Option<&str>,
+) -> CliResult<(PartitionDir, [String; 2])> {
+    let mut dir: Option<(PartitionDir, String)> = None;
+    let mut agree = |p: PartitionDir, from: &str| -> CliResult<()> {
+        match &dir {
+            Some((d, first)) if *d != p => Err(CliError::usage(format!(
+                "{first} names partition {d} but {from} names {p}"
+            ))
+            .hint(format!("{cmd} compares two branches of one partition"))),
+            Some(_) => Ok(()),
+            None => {
+                dir = Some((p, from.to_string()));
+                Ok(())
+            }
+        }
+    };
+    let mut names = [String::new(), String::new()];
+    for (slot, (what, arg)) in names.iter_mut().zip(sides) {
+        // A branch name has no `.`, a partition always has one.
+        if arg.contains('.') || arg.contains('@') {
+            let (p, at) = target::split_target(arg)?;
+            let Some(b) = at else {
+                return Err(CliError::usage(format!(
+                    "{what} `{}` names a partition but no branch",
+                    target::shown(arg)
+                ))
+                .hint(format!("write {what} as BRANCH or TABLE.PART@BRANCH")));
+            };
+            target::branch_name(&b, what)?;
+            agree(p, what)?;
+            *slot = b;
+        } else {
+            target::branch_name(arg, what)?;
+            *slot = arg.to_string();
+        }
+    }
+    if let Some(p) = partition {
+        agree(target::plain_partition(p, cmd)?, "TABLE.PART")?;
+    }
+    let Some((p, _)) = dir else {
+        return Err(CliError::usage(format!("{cmd}: which partition?")).hint(format!(
+            "add TABLE.PART, or write the branches as TABLE.PART@BRANCH: `bough {cmd} {0} {1} orders.0` or `bough {cmd} orders.0@{0} orders.0@{1}`",
+            names[0], names[1]
+        )));
+    };
+    Ok((p, names))
+}
+
+/// `bough diff`; returns the exit code (with `--exit-code`, 1 when there are differences).
+pub fn diff(ctx: &Ctx, mut a: DiffArgs) -> CliResult<u8> {
+    let (p, [from, to]) = two_branches("diff", [("A", &a.a), ("B", &a.b)], a.partition.as_deref())?;
+    (a.a, a.b) = (from, to);
     let store = ctx.open_read_only()?;
     let part = ctx::partition(&store, p.table.as_str(), p.partition, false)?;
     ctx::branch(&part, &a.a)?;
@@ -1136,6 +1262,9 @@ pub fn diff(ctx: &Ctx, a: DiffArgs) -> CliResult<()> {
         };
         w(writeln!(out, "{line}"))?;
     }
+    if !a.stat && !ctx.json && entries.len() > limit {
+        w(writeln!(out, "… and {} more", entries.len() - limit))?;
+    }
     if a.stat {
         if ctx.json {
             w(writeln!(
@@ -1151,14 +1280,22 @@ pub fn diff(ctx: &Ctx, a: DiffArgs) -> CliResult<()> {
             ))?;
         }
     }
-    w(out.flush())
+    w(out.flush())?;
+    Ok(if a.exit_code && !entries.is_empty() {
+        code::FAILURE
+    } else {
+        code::OK
+    })
 }
 
 /// `bough merge`; returns the exit code (7 when conflicts stopped it).
-pub fn merge(ctx: &Ctx, a: MergeArgs) -> CliResult<u8> {
-    let p = target::plain_partition(&a.partition, "merge")?;
-    target::branch_name(&a.source, "SOURCE")?;
-    target::branch_name(&a.target, "TARGET")?;
+pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
+    let (p, [source, target]) = two_branches(
+        "merge",
+        [("SOURCE", &a.source), ("TARGET", &a.target)],
+        a.partition.as_deref(),
+    )?;
+    (a.source, a.target) = (source, target);
     if a.source == a.target {
         return Err(CliError::usage("SOURCE and TARGET are the same branch"));
     }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use bough::{Backend, Branch, ErrorKind, Options, PartitionHandle, Store};
-use bough_names::{PartitionDir, classify_dir};
+use bough_names::{LOCK_FILE, PartitionDir, classify_dir};
 
 use crate::error::{CliError, CliResult};
 use crate::target::Target;
@@ -87,6 +87,7 @@ impl Ctx {
     /// Fails unless a store exists at the configured directory.
     pub fn require_store(&self) -> CliResult<PathBuf> {
         let root = self.root()?;
+        not_a_file(&root)?;
         if !root.is_dir() {
             return Err(CliError::not_found(format!("no store at {}", root.display())).hint(
                 "pass --store DIR (or set BOUGH_STORE) to use another store, or create this one \
@@ -96,18 +97,27 @@ impl Ctx {
         Ok(root)
     }
 
-    /// Opens the store; unless `create`, it must exist already.
+    /// Opens the store; unless `create`, it must exist already. A store this creates is
+    /// announced on stderr (with a warning when the directory held other files).
     pub fn open(&self, create: bool) -> CliResult<Store> {
         let opts = self.options()?;
+        let local = matches!(
+            opts.backend,
+            Backend::Auto | Backend::IoUring | Backend::Pread
+        );
+        let mut created = None;
         if !create && opts.backend != Backend::Memory {
             self.require_store()?;
+        } else if local && let Some(root) = opts.path.as_deref() {
+            not_a_file(root)?;
+            created = new_store_in(root)?;
         }
         let shown = opts
             .path
             .as_deref()
             .map_or_else(|| "memory".to_string(), |p| p.display().to_string());
         let waited = opts.lock_wait_ms;
-        Store::open(opts).map_err(|e| {
+        let store = Store::open(opts).map_err(|e| {
             let busy = e.kind() == ErrorKind::Busy;
             let err = CliError::from(e);
             if busy {
@@ -120,7 +130,20 @@ impl Ctx {
             } else {
                 err
             }
-        })
+        })?;
+        if let Some(foreign) = created
+            && !self.json
+        {
+            let at = std::path::absolute(&shown).map_or(shown.clone(), |p| p.display().to_string());
+            if foreign > 0 {
+                eprintln!(
+                    "warning: {at} already held other files ({} not part of a Bough store); the store was created beside them",
+                    crate::output::plural(foreign as u64, "entry", "entries")
+                );
+            }
+            eprintln!("created a new store in {at}");
+        }
+        Ok(store)
     }
 
     /// Opens the existing store for reading only: beside a writer in another process, never
@@ -142,6 +165,41 @@ impl Ctx {
         let root = self.require_store()?;
         partitions_in(&root)
     }
+}
+
+/// Refuses a store path that names something other than a directory.
+fn not_a_file(root: &Path) -> CliResult<()> {
+    if root.exists() && !root.is_dir() {
+        return Err(CliError::usage(format!(
+            "{} is not a directory; a store is a directory",
+            root.display()
+        ))
+        .hint("pass --store DIR with a directory (a new one is created on the first write)"));
+    }
+    Ok(())
+}
+
+/// Whether opening `root` creates a new store there: `None` when one is there already,
+/// otherwise how many entries not belonging to a store the directory holds (0 when it is
+/// absent or empty).
+fn new_store_in(root: &Path) -> CliResult<Option<usize>> {
+    let rd = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(0)),
+        Err(e) => return Err(CliError::io(format!("cannot list {}: {e}", root.display()))),
+    };
+    let mut foreign = 0;
+    for entry in rd.flatten() {
+        let name = entry.file_name();
+        let ours = name
+            .to_str()
+            .is_some_and(|n| n == LOCK_FILE || classify_dir(n).is_some());
+        if ours {
+            return Ok(None);
+        }
+        foreign += 1;
+    }
+    Ok(Some(foreign))
 }
 
 /// The partition directories under `root`, sorted.

@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use bough::{Branch, KeyValue, PutOptions, ScanOptions, WriteBatch};
+use bough::{Branch, KeyValue, PutOptions, ScanOptions, WriteBatch, WriteReport};
 use clap::{Args, ValueEnum};
 use serde_json::{Map, Value as Json, json};
 
@@ -172,6 +172,11 @@ fn write(branch: &Branch, batch: WriteBatch) -> CliResult<()> {
     branch.write_blocking(batch).map_err(CliError::from)
 }
 
+/// Writes a batch and says how much of it last-writer-wins let through.
+fn write_counted(branch: &Branch, batch: WriteBatch) -> CliResult<WriteReport> {
+    branch.write_counted_blocking(batch).map_err(CliError::from)
+}
+
 /// `bough put`.
 pub fn put(ctx: &Ctx, a: PutArgs) -> CliResult<()> {
     let t = target_of(&a.target)?;
@@ -185,7 +190,7 @@ pub fn put(ctx: &Ctx, a: PutArgs) -> CliResult<()> {
     let (_, branch) = open_target(&store, &t, true)?;
     let mut b = WriteBatch::new();
     b.put_with(
-        key,
+        key.clone(),
         value,
         PutOptions {
             timestamp: a.ts,
@@ -193,10 +198,19 @@ pub fn put(ctx: &Ctx, a: PutArgs) -> CliResult<()> {
             ttl_ms: a.ttl,
         },
     );
-    write(&branch, b)?;
+    let r = write_counted(&branch, b)?;
     store.close()?;
     if ctx.json {
-        output::print_json(&json!({"ok": true, "target": t.label()}))?;
+        output::print_json(&json!({
+            "ok": true, "target": t.label(), "applied": r.applied > 0, "superseded": r.superseded > 0,
+        }))?;
+    } else if r.superseded > 0 {
+        // Not an error (last writer wins is the rule), but the value did not change.
+        eprintln!(
+            "note: key \"{}\" in {} was not changed: the stored entry has a newer timestamp (last writer wins)",
+            output::show(&key, a.hex),
+            t.label()
+        );
     }
     Ok(())
 }
@@ -416,6 +430,7 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
     let mut keys: HashSet<Vec<u8>> = HashSet::new();
     let mut batch_bytes = 0usize;
     let (mut loaded, mut bytes_in) = (0u64, 0u64);
+    let mut superseded = 0u64;
     let mut line_no = 0u64;
     let mut buf = Vec::new();
     let mut reader = reader;
@@ -467,9 +482,10 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
         // A batch holds each key once: a repeated key starts a new batch (the later wins).
         if keys.contains(&line.key) || batch.len() >= a.batch || batch_bytes >= 8 << 20 {
             let n = batch.len() as u64;
-            write(&branch, std::mem::take(&mut batch))
+            let r = write_counted(&branch, std::mem::take(&mut batch))
                 .map_err(|e| load_hint(e, loaded, a.atomic))?;
             loaded += n;
+            superseded += r.superseded;
             keys.clear();
             batch_bytes = 0;
         }
@@ -480,8 +496,9 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
     }
     if !batch.is_empty() {
         let n = batch.len() as u64;
-        write(&branch, batch).map_err(|e| load_hint(e, loaded, a.atomic))?;
+        let r = write_counted(&branch, batch).map_err(|e| load_hint(e, loaded, a.atomic))?;
         loaded += n;
+        superseded += r.superseded;
     }
     if let Some(stage) = staging.as_mut() {
         part.merge(
@@ -499,6 +516,10 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
         let _ = part.delete_branch(&stage.name);
     }
     drop(staging);
+    let counts = WriteReport {
+        applied: loaded - superseded,
+        superseded,
+    };
     progress.finish();
     let elapsed = progress.elapsed();
     store.close()?;
@@ -506,17 +527,20 @@ pub fn load(ctx: &Ctx, a: LoadArgs) -> CliResult<()> {
         output::print_json(&json!({
             "target": t.label(),
             "loaded": loaded,
+            "applied": counts.applied,
+            "superseded": counts.superseded,
             "bytes": bytes_in,
             "seconds": elapsed.as_secs_f64(),
         }))?;
     } else {
         println!(
-            "loaded {} ({}) into {} in {:.1?} ({})",
+            "loaded {} ({}) into {} in {:.1?} ({}): {}",
             output::plural(loaded, "entry", "entries"),
             output::size(bytes_in),
             t.label(),
             elapsed,
-            output::rate(loaded, elapsed)
+            output::rate(loaded, elapsed),
+            crate::export::applied_text(counts)
         );
     }
     Ok(())

@@ -137,6 +137,9 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
         };
         println!("             {line}");
     }
+    if diff.len() > 3 {
+        println!("             … and {} more", diff.len() - 3);
+    }
 
     let archive = main.archive()?;
     println!(
@@ -173,6 +176,11 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
         "rehome     main: {} copied into its own files, merge base with repricing dropped",
         output::plural(rehomed.pages_copied, "borrowed page", "borrowed pages"),
     );
+    println!(
+        "             (borrowed pages: pages main uses that live in another branch's data files, \
+         shared by the fork and the merge; re-homing copies them into main's own files so GC \
+         can free the deleted branch's files)"
+    );
     let report = part.gc(false)?;
     println!(
         "gc         {} deleted ({}), {} kept; every file main or its archive needs is kept",
@@ -190,8 +198,27 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
     println!("branches   {}", part.branches()?.join(", "));
     store.close()?;
     println!(
-        "done       try: bough --store {} branch tree orders.0",
+        "done       try: {} --store {} branch tree orders.0",
+        this_command(),
         path.display()
     );
     Ok(())
+}
+
+/// How to run this binary again: `bough` when that is what PATH finds, otherwise its path
+/// (after `cargo run` it is not on PATH).
+fn this_command() -> String {
+    let Ok(me) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return "cargo run -p bough-cli --release --".into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .find_map(|d| d.join("bough").canonicalize().ok())
+            .is_some_and(|found| found == me)
+    });
+    if on_path {
+        "bough".into()
+    } else {
+        me.display().to_string()
+    }
 }

@@ -5,9 +5,9 @@
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
-use bough::{MergeOptions, ScanOptions, WriteBatch};
+use bough::{MergeOptions, ScanOptions, WriteBatch, WriteReport};
 use bough_export::{
-    ExportEntry, ExportHeader, StreamError, StreamReader, StreamWriter, TRAILER_LEN,
+    ExportEntry, ExportHeader, MAGIC, StreamError, StreamReader, StreamWriter, TRAILER_LEN,
 };
 use clap::Args;
 use serde_json::json;
@@ -31,14 +31,14 @@ pub struct ExportArgs {
     output: Option<PathBuf>,
 }
 
-/// `bough import`.
+/// `bough import`: the same argument order as `load` (the target first).
 #[derive(Debug, Args)]
 pub struct ImportArgs {
+    #[command(flatten)]
+    target: TargetArgs,
     /// The export stream, or `-` for stdin.
     #[arg(value_name = "FILE|-")]
     input: PathBuf,
-    #[command(flatten)]
-    target: TargetArgs,
     /// Entries per write batch.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     batch: usize,
@@ -143,7 +143,17 @@ pub fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
 /// the target did not change meanwhile) and deleted. A stream that is cut short or corrupt
 /// leaves the target as it was.
 pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
-    let t = resolve(&a.target.target, a.target.branch.as_deref(), &[])?;
+    let t = resolve(&a.target.target, a.target.branch.as_deref(), &[]).map_err(|e| {
+        // `import` used to take FILE first: a swapped pair gets the right order as a hint.
+        match a.input.to_str() {
+            Some(i) if resolve(i, None, &[]).is_ok() => e.hint(format!(
+                "the target comes first, as for `load`: `bough import {} {}`",
+                crate::target::shown(i),
+                crate::target::shown(&a.target.target)
+            )),
+            _ => e,
+        }
+    })?;
     if a.batch == 0 {
         return Err(CliError::usage("--batch must be at least 1"));
     }
@@ -164,9 +174,11 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         CliError::corrupt(format!("{shown}: {e}"))
             .hint("nothing was imported; export the branch again")
     };
+    let input = sniff(input, &shown)?;
     let (mut reader, header) =
         StreamReader::open(io::BufReader::with_capacity(1 << 20, input)).map_err(corrupt)?;
     let store = ctx.open(true)?;
+    let existed = store.partitions_of(&t.table)?.contains(&t.partition);
     let part = ctx::partition(&store, &t.table, t.partition, true)?;
     ctx::branch(&part, &t.branch)?;
     let replaced = crate::space::holds_entries(&part, &t.branch)?;
@@ -174,6 +186,13 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let stage =
         part.create_staging_branch(&staging, &t.branch, &format!("import into {}", t.label()))?;
     let mut progress = Progress::new(format!("import {}", t.label()), ctx.progress, None);
+    let mut written = WriteReport::default();
+    let mut stage_write = |batch: WriteBatch| -> CliResult<()> {
+        let r = stage.write_counted_blocking(batch)?;
+        written.applied += r.applied;
+        written.superseded += r.superseded;
+        Ok(())
+    };
     let result: CliResult<u64> = (|| {
         let mut batch = WriteBatch::new();
         let mut count = 0u64;
@@ -191,13 +210,13 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             );
             count += 1;
             if batch.len() >= a.batch || batch_bytes >= 8 << 20 {
-                stage.write_blocking(std::mem::take(&mut batch))?;
+                stage_write(std::mem::take(&mut batch))?;
                 batch_bytes = 0;
             }
             progress.tick(count, reader.offset());
         }
         if !batch.is_empty() {
-            stage.write_blocking(batch)?;
+            stage_write(batch)?;
         }
         Ok(count)
     })();
@@ -207,6 +226,11 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         Err(e) => {
             // The target never saw the stream; the staging branch's files go at the next GC.
             let _ = part.delete_branch(&staging);
+            if !existed {
+                drop(part);
+                let _ = store.close();
+                remove_new_partition(ctx, &t.dir());
+            }
             return Err(e);
         }
     };
@@ -227,24 +251,80 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     store.close()?;
     if ctx.json {
         output::print_json(&json!({
-            "target": t.label(), "entries": count, "source_partition": header.partition,
+            "target": t.label(), "entries": count, "applied": written.applied,
+            "superseded": written.superseded, "source_partition": header.partition,
             "source_branch": header.branch, "source_version": header.source_version,
             "exported_at_ms": header.exported_at_ms, "fast_forward": report.fast_forward,
             "hint": replaced.then_some(crate::space::REIMPORT_HINT),
         }))?;
     } else {
         println!(
-            "imported {count} entries into {} from {}@{} (version {}, exported {}) in {:.1?}",
+            "imported {count} entries into {} from {}@{} (version {}, exported {}) in {:.1?}: {}",
             t.label(),
             header.partition,
             header.branch,
             header.source_version,
             output::time(header.exported_at_ms),
-            elapsed
+            elapsed,
+            applied_text(written)
         );
         if replaced {
             println!("hint: {}", crate::space::REIMPORT_HINT);
         }
     }
     Ok(())
+}
+
+/// `2 applied, 3 superseded by newer entries` (the second part only when there are any).
+pub fn applied_text(r: WriteReport) -> String {
+    if r.superseded == 0 {
+        format!("{} applied", r.applied)
+    } else {
+        format!(
+            "{} applied, {} superseded (the stored entry was newer; last writer wins)",
+            r.applied, r.superseded
+        )
+    }
+}
+
+/// Refuses input that is not an export stream before anything is created: a file of
+/// KEY<TAB>VALUE or JSON lines is a wrong format (for `load`), not a damaged stream.
+fn sniff(mut input: Box<dyn Read>, shown: &str) -> CliResult<Box<dyn Read>> {
+    let mut head = Vec::with_capacity(MAGIC.len());
+    (&mut input)
+        .take(MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| CliError::io(format!("reading {shown}: {e}")))?;
+    if head.is_empty() || !MAGIC.starts_with(&head) {
+        let what = if head.is_empty() {
+            "is empty".to_string()
+        } else {
+            format!("does not start with {}", String::from_utf8_lossy(&MAGIC))
+        };
+        return Err(CliError::usage(format!(
+            "{shown} is not a Bough export stream (it {what}): wrong input format; nothing was imported"
+        ))
+        .hint("`bough import` reads what `bough export` writes; to load KEY<TAB>VALUE lines or JSON lines use `bough load TABLE.PART FILE`"));
+    }
+    Ok(Box::new(io::Cursor::new(head).chain(input)))
+}
+
+/// Removes a partition directory a failed import created (checked absent under the store
+/// lock, so everything in it is this import's and nothing acknowledged lives there): its
+/// Bough files, then the directory if nothing else is in it.
+fn remove_new_partition(ctx: &Ctx, dir: &str) {
+    let Ok(root) = ctx.root() else { return };
+    let path = root.join(dir);
+    if let Ok(rd) = std::fs::read_dir(&path) {
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let ours = name.to_str().is_some_and(|n| {
+                !matches!(bough_names::classify(n), bough_names::FileKind::Unknown(_))
+            });
+            if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&path);
 }

@@ -202,9 +202,11 @@ fn manifest(ctx: &Ctx, arg: &str, verbose: bool) -> CliResult<u8> {
         .unwrap_or_default()
         .to_string();
     let shown = path.display().to_string();
-    if let FileKind::CurrentTerm(ct) = classify(&name) {
+    let kind = classify(&name);
+    if let FileKind::CurrentTerm(ct) = &kind {
         return current_term(ctx, &shown, ct.branch.as_str(), &bytes);
     }
+    not_a_manifest(&kind, &bytes, &shown)?;
     let mut rows = Vec::new();
     let mut records = Vec::new();
     let mut details: Vec<String> = Vec::new();
@@ -417,6 +419,35 @@ fn manifest(ctx: &Ctx, arg: &str, verbose: bool) -> CliResult<u8> {
     }
 }
 
+/// Refuses a file that is not a manifest before decoding it as one, so a data file is not
+/// reported as a manifest "damaged at offset 0".
+fn not_a_manifest(kind: &FileKind, bytes: &[u8], shown: &str) -> CliResult<()> {
+    let data_header = bytes.get(12..16) == Some(&bough_io::layout::DATA_FILE_MAGIC[..]);
+    let what = match kind {
+        FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::CurrentTerm(_) => return Ok(()),
+        FileKind::Tmp(t) if !matches!(t.target, bough_names::TmpTarget::Data(_)) => return Ok(()),
+        // A kept-aside torn tail holds manifest bytes: decoded like a manifest.
+        FileKind::Version(_) | FileKind::TornTail(_) => return Ok(()),
+        FileKind::Data(d) => format!(
+            "data file {} of branch {} term {}",
+            d.file_id, d.branch, d.term
+        ),
+        FileKind::Tmp(_) => "a data file being written (a temporary file)".into(),
+        FileKind::Lock => "the store lock".into(),
+        FileKind::GcLease => "a GC lease".into(),
+        FileKind::Unknown(_) if data_header => "a data file (by its header)".into(),
+        FileKind::Unknown(_) if decode_record(bytes, 0).is_err() => {
+            "not a Bough file name, and no manifest record decodes at its start".into()
+        }
+        FileKind::Unknown(_) => return Ok(()),
+    };
+    Err(
+        CliError::usage(format!("{shown} is not a manifest: {what}")).hint(format!(
+            "`bough inspect file {shown}` tells what a file is (and checks data files page by page)"
+        )),
+    )
+}
+
 fn slot_text(raw: u64) -> String {
     if raw == 0 {
         return "unmapped".into();
@@ -496,9 +527,16 @@ fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
     let path = root.join(&dir).join(&name);
     let kind = classify(&name);
     let size = std::fs::metadata(&path).map_or(0, |m| m.len());
-    let base = format!("{dir}/{name} ({})", output::size(size));
+    // A path is shown as the whole (absolute) path; a name found in the store as
+    // TABLE.PART/NAME.
+    let shown = if Path::new(arg).is_file() {
+        path.display().to_string()
+    } else {
+        format!("{dir}/{name}")
+    };
+    let base = format!("{shown} ({})", output::size(size));
     match kind {
-        FileKind::Data(d) => data_file(ctx, &root, &dir, &name, &d, size),
+        FileKind::Data(d) => data_file(ctx, &root, &dir, &name, &d, size, &shown),
         FileKind::Manifest(m) => {
             let storage = walk::storage(&root)?;
             let r = walk::read_manifest(storage.as_ref(), &format!("{dir}/{name}"));
@@ -611,6 +649,7 @@ fn data_file(
     name: &str,
     d: &bough_names::DataFileName,
     size: u64,
+    shown: &str,
 ) -> CliResult<u8> {
     let path = root.join(dir).join(name);
     let check = check_data_file(&path, d);
@@ -655,7 +694,7 @@ fn data_file(
         }))?;
     } else {
         println!(
-            "{dir}/{name}: data file {} of branch {} term {} ({})",
+            "{shown}: data file {} of branch {} term {} ({})",
             d.file_id,
             d.branch,
             d.term,

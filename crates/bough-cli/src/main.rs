@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 mod branches;
 mod ctx;
@@ -45,7 +45,7 @@ Examples:
   bough get orders.0 order-1
   bough branch create what-if orders.0 --from main
   bough put orders.0@what-if order-1 cancelled
-  bough diff main what-if orders.0
+  bough diff orders.0@main orders.0@what-if
   bough merge what-if main orders.0 --policy theirs
   bough branch tree orders.0
   bough gc --dry-run
@@ -62,7 +62,7 @@ Examples:
     max_term_width = 100
 )]
 struct Cli {
-    /// Store directory.
+    /// Store directory [default: ./bough-data, in the working directory; a write creates it].
     #[arg(
         long,
         global = true,
@@ -171,12 +171,12 @@ enum Cmd {
     Gc(branches::GcArgs),
     /// Show every key that differs from branch A to branch B.
     #[command(
-        after_help = "Output: `+ KEY VALUE` (only in B), `- KEY VALUE` (only in A), `~ KEY OLD -> NEW`.\n\nExample:\n  bough diff main feature orders.0"
+        after_help = "Output: `+ KEY VALUE` (only in B), `- KEY VALUE` (only in A), `~ KEY OLD -> NEW`.\n\nExamples:\n  bough diff main feature orders.0\n  bough diff orders.0@main orders.0@feature --stat\n  bough diff orders.0@main feature --exit-code"
     )]
     Diff(branches::DiffArgs),
     /// Merge branch SOURCE into branch TARGET (fast-forward or three-way).
     #[command(
-        after_help = "Conflicts (a key both sides changed differently) stop the merge with exit code 7\nunless a --policy settles them.\n\nExamples:\n  bough merge feature main orders.0 --dry-run\n  bough merge feature main orders.0 --policy newest"
+        after_help = "Conflicts (a key both sides changed differently) stop the merge with exit code 7\nunless a --policy settles them.\n\nExamples:\n  bough merge feature main orders.0 --dry-run\n  bough merge orders.0@feature orders.0@main --policy newest"
     )]
     Merge(branches::MergeArgs),
     /// Reset a branch to another branch's current state (by reference, no copy).
@@ -205,12 +205,12 @@ enum Cmd {
     Verify(verify::VerifyArgs),
     /// Write a branch as a versioned, checksummed export stream (docs/format.md).
     #[command(
-        after_help = "Examples:\n  bough export orders.0 -o orders.bexp\n  bough export orders.0@feature | bough --store other import - orders.0"
+        after_help = "Examples:\n  bough export orders.0 -o orders.bexp\n  bough export orders.0@feature | bough --store other import orders.0 -"
     )]
     Export(export::ExportArgs),
     /// Load an export stream into a branch, all or nothing.
     #[command(
-        after_help = "The stream is written to a staging branch and merged into the target only after\nits trailer checked out, so a cut-short or corrupt stream changes nothing.\n\nExample:\n  bough import orders.bexp orders.0"
+        after_help = "The stream is written to a staging branch and merged into the target only after\nits trailer checked out, so a cut-short or corrupt stream changes nothing. An entry\nolder than the stored one for its key is superseded (last writer wins) and counted so.\nKEY<TAB>VALUE lines and JSON lines are read by `bough load`.\n\nExample:\n  bough import orders.0 orders.bexp"
     )]
     Import(export::ImportArgs),
     /// Run the demo: load, branch, diverge, diff, merge, archive, delete, collect garbage.
@@ -235,7 +235,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match command()
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -261,6 +264,30 @@ fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// What a subcommand's `--help` says instead of repeating every global option.
+const SUBCOMMAND_HELP: &str = "\
+{before-help}{about-with-newline}
+{usage-heading} {usage}
+
+{all-args}
+
+Global options (--store DIR, --config FILE, --backend, --json, --no-progress) go before or
+after the subcommand; `bough --help` describes them.{after-help}";
+
+/// The command line, with the global options listed once: in `bough --help`. Clap copies
+/// them into every subcommand (where they are accepted), and hides the copies from the
+/// subcommands' help.
+fn command() -> clap::Command {
+    fn quiet_globals(sc: clap::Command) -> clap::Command {
+        sc.mut_args(|a| if a.is_global_set() { a.hide(true) } else { a })
+            .help_template(SUBCOMMAND_HELP)
+            .mut_subcommands(quiet_globals)
+    }
+    let mut cmd = Cli::command();
+    cmd.build();
+    cmd.mut_subcommands(quiet_globals)
 }
 
 fn report(ctx: &Ctx, e: &CliError) {
@@ -295,7 +322,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
         Cmd::Branch(c) => branches::branch(ctx, c).map(|_| 0),
         Cmd::Archive(c) => branches::archive(ctx, c).map(|_| 0),
         Cmd::Gc(a) => branches::gc(ctx, a).map(|_| 0),
-        Cmd::Diff(a) => branches::diff(ctx, a).map(|_| 0),
+        Cmd::Diff(a) => branches::diff(ctx, a),
         Cmd::Merge(a) => branches::merge(ctx, a),
         Cmd::Reset(a) => branches::reset(ctx, a).map(|_| 0),
         Cmd::Repair(a) => repair::repair(ctx, a).map(|_| 0),
@@ -320,5 +347,6 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+        command().debug_assert();
     }
 }

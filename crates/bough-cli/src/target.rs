@@ -34,6 +34,18 @@ impl Target {
     }
 }
 
+/// A user's argument for a message: escaped (control characters cannot forge lines or move
+/// the cursor) and cut short (a 300-byte name stays readable). Arguments are never echoed
+/// any other way.
+pub fn shown(s: &str) -> String {
+    const LIMIT: usize = 80;
+    let escaped = crate::output::escape(s.as_bytes());
+    match escaped.char_indices().nth(LIMIT) {
+        None => escaped,
+        Some((cut, _)) => format!("{}… ({} bytes)", &escaped[..cut], s.len()),
+    }
+}
+
 /// Splits `TABLE.PART[@BRANCH]` into the partition and the branch written after `@`.
 pub fn split_target(s: &str) -> CliResult<(PartitionDir, Option<String>)> {
     let (part, branch) = match s.split_once('@') {
@@ -44,7 +56,8 @@ pub fn split_target(s: &str) -> CliResult<(PartitionDir, Option<String>)> {
         && (b.is_empty() || b.contains('@'))
     {
         return Err(CliError::usage(format!(
-            "`{s}`: write TABLE.PARTITION@BRANCH with one branch name after `@`"
+            "`{}`: write TABLE.PARTITION@BRANCH with one branch name after `@`",
+            shown(s)
         )));
     }
     Ok((partition(part)?, branch.map(String::from)))
@@ -58,13 +71,14 @@ pub fn partition(s: &str) -> CliResult<PartitionDir> {
         } else {
             "add the partition number after a dot, e.g. `orders.0`"
         };
-        CliError::usage(format!("`{s}` is not TABLE.PARTITION: {e}")).hint(hint)
+        CliError::usage(format!("`{}` is not TABLE.PARTITION: {e}", shown(s))).hint(hint)
     })
 }
 
 /// A table name.
 pub fn table(s: &str) -> CliResult<TableName> {
-    TableName::new(s).map_err(|e| CliError::usage(format!("`{s}` is not a table name: {e}")))
+    // The error shows the name (escaped); echoing it raw first would defeat that.
+    TableName::new(s).map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// A whole table or one partition of it: `orders` or `orders.3`. A name whose last
@@ -87,8 +101,14 @@ pub fn scope(s: &str) -> CliResult<Scope> {
 
 /// Checks a branch name, naming where it came from.
 pub fn branch_name(name: &str, source: &str) -> CliResult<BranchName> {
-    BranchName::new(name)
-        .map_err(|e| CliError::usage(format!("{source} names an invalid branch `{name}`: {e}")))
+    BranchName::new(name).map_err(|e| {
+        let err = CliError::usage(format!("{source}: {e}"));
+        if name.starts_with('-') {
+            err.hint("branch names cannot start with `-`; choose another name")
+        } else {
+            err
+        }
+    })
 }
 
 /// The branch resolver. `named` lists every place that may name the branch, as
@@ -122,7 +142,7 @@ pub fn resolve(
     others: &[(&str, Option<&str>)],
 ) -> CliResult<Target> {
     let (dir, at) = split_target(target)?;
-    let at_source = format!("`{target}`");
+    let at_source = format!("`{}`", shown(target));
     let mut named: Vec<(&str, Option<&str>)> = others.to_vec();
     named.push((at_source.as_str(), at.as_deref()));
     named.push(("--branch", flag));
@@ -140,7 +160,9 @@ pub fn plain_partition(target: &str, what: &str) -> CliResult<PartitionDir> {
     let (dir, at) = split_target(target)?;
     if let Some(b) = at {
         return Err(CliError::usage(format!(
-            "`{target}` names branch `{b}`, but {what} names its branches as arguments"
+            "`{}` names branch `{}`, but {what} names its branches as arguments",
+            shown(target),
+            shown(&b)
         ))
         .hint(format!("write just `{dir}`")));
     }
@@ -201,7 +223,7 @@ mod tests {
         ] {
             assert!(resolve(bad, None, &[]).is_err(), "{bad}");
         }
-        for bad in ["Main", "a__b", "v_1", "2024", "has space"] {
+        for bad in ["Main", "a__b", "v_1", "2024", "has space", "-x"] {
             let e = resolve("t.0", Some(bad), &[]).unwrap_err();
             assert!(e.message.contains("invalid branch"), "{bad}: {e}");
         }

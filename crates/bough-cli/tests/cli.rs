@@ -467,7 +467,7 @@ fn export_import_round_trip_and_cut_short_stream() {
     let f = file.to_str().unwrap();
     assert!(ok(a, &["export", "t.3@f", "-o", f]).contains("exported 5 entries"));
     fails(a, &["export", "t.3@f", "-o", f], 4);
-    let r = run(b, &["import", f, "t.3"]);
+    let r = run(b, &["import", "t.3", f]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         ok(b, &["scan", "t.3", "-l", "--hex"]),
@@ -495,19 +495,19 @@ fn export_import_round_trip_and_cut_short_stream() {
     // Through a pipe, into a branch of a third partition.
     let out = run(a, &["export", "t.3"]);
     assert_eq!(out.code, 0);
-    let r = run_stdin(b, &["--json", "import", "-", "u.0"], &out.raw);
+    let r = run_stdin(b, &["--json", "import", "u.0", "-"], &out.raw);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(json(&r.stdout)["entries"], 4);
 
     // A cut-short or damaged stream changes nothing.
     let before = ok(b, &["scan", "t.3"]);
-    let r = run_stdin(b, &["import", "-", "t.3"], &x[..x.len() / 2]);
+    let r = run_stdin(b, &["import", "t.3", "-"], &x[..x.len() / 2]);
     assert_eq!(r.code, 5, "{}", r.stderr);
     assert!(r.stderr.contains("cut short"), "{}", r.stderr);
     let mut flipped = x.clone();
     let n = flipped.len();
     flipped[n - 40] ^= 1;
-    assert_eq!(run_stdin(b, &["import", "-", "t.3"], &flipped).code, 5);
+    assert_eq!(run_stdin(b, &["import", "t.3", "-"], &flipped).code, 5);
     assert_eq!(ok(b, &["scan", "t.3"]), before);
     assert_eq!(
         ok(b, &["branch", "list", "t.3", "--json"])

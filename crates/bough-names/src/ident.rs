@@ -97,6 +97,14 @@ pub enum NameError {
         /// Byte offset of the offending dot.
         pos: usize,
     },
+    /// A name starting with `-`: on a command line it reads as an option, so it could not
+    /// be named (or deleted) without `--`.
+    LeadingDash {
+        /// Branch or table.
+        kind: IdentKind,
+        /// The refused name.
+        name: String,
+    },
 }
 
 impl NameError {
@@ -105,7 +113,8 @@ impl NameError {
         match self {
             NameError::Empty { kind }
             | NameError::TooLong { kind, .. }
-            | NameError::InvalidChar { kind, .. } => *kind,
+            | NameError::InvalidChar { kind, .. }
+            | NameError::LeadingDash { kind, .. } => *kind,
             NameError::ReservedSpelling { .. }
             | NameError::EmptySegment { .. }
             | NameError::NumericSegment { .. } => IdentKind::Branch,
@@ -170,6 +179,11 @@ impl fmt::Display for NameError {
                 "invalid {kind} name {}: '.' at byte {pos} is leading, trailing or doubled",
                 Shown(name)
             ),
+            NameError::LeadingDash { name, .. } => write!(
+                f,
+                "invalid {kind} name {}: starts with '-', which a command line reads as an option",
+                Shown(name)
+            ),
         }
     }
 }
@@ -204,6 +218,12 @@ fn check_common(
             len: name.len(),
         });
     }
+    if name.starts_with('-') {
+        return Err(NameError::LeadingDash {
+            kind,
+            name: name.to_owned(),
+        });
+    }
     Ok(())
 }
 
@@ -221,7 +241,7 @@ pub(crate) fn is_all_digits(s: &str) -> bool {
 
 /// A validated branch name.
 ///
-/// Alphabet `[a-zA-Z0-9_-]`, 1 to [`MAX_BRANCH_LEN`] bytes. `main` names the
+/// Alphabet `[a-zA-Z0-9_-]`, 1 to [`MAX_BRANCH_LEN`] bytes, not starting with `-`. `main` names the
 /// primary branch and must be spelled exactly so. No `_`-separated segment may
 /// be empty or all digits, which is what keeps names such as
 /// `manifest_<branch>_<term>_<ts>` unambiguous.
@@ -320,7 +340,7 @@ impl Borrow<str> for BranchName {
 
 /// A validated table name, safe as the first part of a directory name.
 ///
-/// Alphabet `[a-zA-Z0-9_.-]`, 1 to [`MAX_TABLE_LEN`] bytes; no leading or
+/// Alphabet `[a-zA-Z0-9_.-]`, 1 to [`MAX_TABLE_LEN`] bytes, not starting with `-`; no leading or
 /// trailing `.` and no `..`, so `.`, `..` and anything with a path separator
 /// or NUL are refused and the name can never leave the store directory.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
@@ -424,8 +444,9 @@ mod tests {
             "release_v2",
             "1a",
             "a_b",
-            "-",
-            "-_-",
+            "a-",
+            "a_-",
+            "x_-_-",
             "MAIN_x",
             "main_1a",
             "x-2024",
@@ -536,6 +557,34 @@ mod tests {
         }
     }
 
+    /// A name starting with `-` reads as an option on a command line (`bough branch delete
+    /// -x t.0` cannot name it without `--`), so neither kind of name may start with one.
+    #[test]
+    fn regression_names_starting_with_a_dash_are_refused() {
+        for s in ["-", "-x", "-_-", "--force", "-1a"] {
+            assert_eq!(
+                branch_err(s),
+                NameError::LeadingDash {
+                    kind: IdentKind::Branch,
+                    name: s.into()
+                },
+                "{s:?}"
+            );
+            assert_eq!(
+                table_err(s),
+                NameError::LeadingDash {
+                    kind: IdentKind::Table,
+                    name: s.into()
+                },
+                "{s:?}"
+            );
+        }
+        assert_eq!(
+            branch_err("-x").to_string(),
+            "invalid branch name \"-x\": starts with '-', which a command line reads as an option"
+        );
+    }
+
     #[test]
     fn case_fold_key() {
         let a = BranchName::new("Feature-X").unwrap_or_else(|e| panic!("{e}"));
@@ -547,7 +596,9 @@ mod tests {
 
     #[test]
     fn valid_tables() {
-        for s in ["t", "orders", "a.b", "a-b_c.d", "v1.2.3", "-", "_", "T0"] {
+        for s in [
+            "t", "orders", "a.b", "a-b_c.d", "v1.2.3", "a-", "_", "_-", "T0",
+        ] {
             let t = TableName::new(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
             assert_eq!(t.as_str(), s);
             assert_eq!(t.to_string(), s);

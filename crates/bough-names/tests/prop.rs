@@ -19,7 +19,7 @@ fn model_branch_ok(s: &str) -> bool {
     let segments_ok = s
         .split('_')
         .all(|seg| !seg.is_empty() && !seg.chars().all(|c| c.is_ascii_digit()));
-    !s.is_empty() && s.len() <= 64 && alphabet && !reserved && segments_ok
+    !s.is_empty() && s.len() <= 64 && alphabet && !reserved && segments_ok && !s.starts_with('-')
 }
 
 /// Reference model of the table rules.
@@ -31,6 +31,7 @@ fn model_table_ok(s: &str) -> bool {
         && s.len() <= 128
         && alphabet
         && !s.starts_with('.')
+        && !s.starts_with('-')
         && !s.ends_with('.')
         && !s.contains("..")
 }

@@ -138,6 +138,9 @@ pub struct Applied {
     /// Live entries deleted or removed (purging a tombstone removes nothing visible, so it
     /// does not count).
     pub removed: u64,
+    /// Puts and deletes last-writer-wins skipped: the stored entry (or tombstone) had a
+    /// newer timestamp.
+    pub superseded: u64,
 }
 
 fn corrupt(reason: impl Into<String>) -> IoError {
@@ -671,6 +674,7 @@ fn merge_leaf<'a>(
             has = c.advance().map_err(bad)?;
         }
         if !wins {
+            applied.superseded += 1;
             continue;
         }
         if let Some(e) = &existing {

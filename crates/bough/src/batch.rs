@@ -89,15 +89,32 @@ impl WriteBatch {
     }
 
     /// Validates and sorts the batch into tree mutations. A delete's tombstone is purged
-    /// `tombstone_retention_ms` after now.
+    /// `tombstone_retention_ms` after now; a user timestamp more than `max_skew_ms` after now
+    /// is refused.
     pub(crate) fn into_mutations(
         self,
         now_ms: u64,
         page_size: u32,
         tombstone_retention_ms: u64,
+        max_skew_ms: u64,
     ) -> Result<Vec<Mutation>> {
         let mut muts = Vec::with_capacity(self.ops.len());
+        let latest = now_ms.saturating_add(max_skew_ms);
         for (key, op) in self.ops {
+            let user_ts = match &op {
+                BatchOp::Put { opts, .. } => opts.timestamp,
+                BatchOp::Delete { timestamp } => *timestamp,
+            };
+            if let Some(ts) = user_ts.filter(|&ts| ts > latest) {
+                // Last-writer-wins would keep such an entry against every later write until
+                // the clock caught up: refused rather than stored.
+                return Err(Error::invalid(format!(
+                    "key {}: timestamp {ts} is {} ms ahead of the store clock ({now_ms}); at most \
+                     {max_skew_ms} ms ahead is accepted (option `max_timestamp_skew_ms`)",
+                    show_key(&key),
+                    ts - now_ms
+                )));
+            }
             let op = match op {
                 BatchOp::Put { value, opts } => {
                     let expire_at = match (opts.expire_at, opts.ttl_ms) {
@@ -171,7 +188,7 @@ mod tests {
     fn sorts_and_refuses_duplicates_and_bad_keys() {
         let mut b = WriteBatch::new();
         b.put("b", "2").put("a", "1").delete("c");
-        let m = b.into_mutations(5, 4096, 10).unwrap();
+        let m = b.into_mutations(5, 4096, 10, 0).unwrap();
         assert_eq!(
             m.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
@@ -179,7 +196,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put("a", "1").delete("a");
         assert!(
-            b.into_mutations(5, 16, 10)
+            b.into_mutations(5, 16, 10, 0)
                 .unwrap_err()
                 .to_string()
                 .contains("twice")
@@ -187,7 +204,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put("", "1");
         assert!(
-            b.into_mutations(5, 16, 10)
+            b.into_mutations(5, 16, 10, 0)
                 .unwrap_err()
                 .to_string()
                 .contains("empty key")
@@ -195,10 +212,38 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(vec![b'x'; 17], "1");
         assert!(
-            b.into_mutations(5, 16, 10)
+            b.into_mutations(5, 16, 10, 0)
                 .unwrap_err()
                 .to_string()
                 .contains("maximum")
         );
+    }
+
+    /// `put --ts 18446744073709551615` made a key no later write could replace: user
+    /// timestamps beyond the clock plus the allowed skew are refused, puts and deletes alike.
+    #[test]
+    fn regression_timestamps_far_ahead_of_the_clock_are_refused() {
+        let at = |ts: u64| PutOptions {
+            timestamp: Some(ts),
+            ..PutOptions::default()
+        };
+        let mut b = WriteBatch::new();
+        b.put_with("a", "1", at(1_100)).delete_at("b", 1_100);
+        assert!(b.into_mutations(1_000, 4096, 10, 100).is_ok());
+        for ts in [1_101, u64::MAX] {
+            let mut b = WriteBatch::new();
+            b.put_with("a", "1", at(ts));
+            let e = b.into_mutations(1_000, 4096, 10, 100).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("max_timestamp_skew_ms"), "{e}");
+            let mut b = WriteBatch::new();
+            b.delete_at("a", ts);
+            let e = b.into_mutations(1_000, 4096, 10, 100).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
+        }
+        // No skew overflow at the end of time, and old timestamps stay fine.
+        let mut b = WriteBatch::new();
+        b.put_with("a", "1", at(u64::MAX)).delete_at("b", 0);
+        assert!(b.into_mutations(u64::MAX - 5, 4096, 10, 100).is_ok());
     }
 }

@@ -77,14 +77,21 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(t) = &self.target {
+        let detail = match &self.detail {
+            Detail::Io(e) => e.to_string(),
+            Detail::Name(e) => e.to_string(),
+            Detail::Message(m) => m.clone(),
+        };
+        // A lower layer may already have named the same object ("t.0@b: already exists"):
+        // it is said once.
+        if let Some(t) = &self.target
+            && !detail
+                .strip_prefix(t.as_str())
+                .is_some_and(|rest| rest.starts_with(':'))
+        {
             write!(f, "{t}: ")?;
         }
-        match &self.detail {
-            Detail::Io(e) => write!(f, "{e}"),
-            Detail::Name(e) => write!(f, "{e}"),
-            Detail::Message(m) => f.write_str(m),
-        }
+        f.write_str(&detail)
     }
 }
 
@@ -120,3 +127,27 @@ impl From<NameError> for Error {
 
 /// Result of store operations.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bough branch create feature t.0` twice said "t.0@feature: t.0@feature: already
+    /// exists": the target is not repeated when the lower layer's message starts with it.
+    #[test]
+    fn regression_the_target_is_named_once() {
+        let e = Error::from(IoError::AlreadyExists {
+            path: "t.0@feature".into(),
+        })
+        .at("t.0@feature");
+        assert_eq!(e.to_string(), "t.0@feature: already exists");
+        let e = Error::invalid("bad key").at("t.0@main");
+        assert_eq!(e.to_string(), "t.0@main: bad key");
+        // A different object in the message keeps the target in front of it.
+        let e = Error::from(IoError::AlreadyExists {
+            path: "t.0@feature-x".into(),
+        })
+        .at("t.0@feature");
+        assert_eq!(e.to_string(), "t.0@feature: t.0@feature-x: already exists");
+    }
+}

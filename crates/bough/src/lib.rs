@@ -26,10 +26,10 @@ mod store;
 pub use batch::{PutOptions, WriteBatch, show_key};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
-pub use options::{Backend, MAX_VALUE_LEN, Options};
+pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
 pub use store::{
     Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView,
-    RepairReport, ScanOptions, ScanPage, Store, Value,
+    RepairReport, ScanOptions, ScanPage, Store, Value, WriteReport,
 };
 
 pub use bough_catalog::{

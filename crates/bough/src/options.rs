@@ -63,6 +63,11 @@ pub struct Options {
     /// lost to the delete); after it is purged such a write applies again — like
     /// Cassandra's `gc_grace_seconds`, so writers must not lag behind by more than this.
     pub tombstone_retention_ms: u64,
+    /// How far ahead of the store clock a user timestamp (`PutOptions::timestamp`,
+    /// `WriteBatch::delete_at`) may be, in ms; a later one is refused with
+    /// `InvalidArgument`, because under last-writer-wins it would make the key impossible to
+    /// overwrite until the clock caught up. Default: one hour.
+    pub max_timestamp_skew_ms: u64,
     /// Most write batches coalesced into one commit.
     pub max_group_commit: usize,
     /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
@@ -109,6 +114,7 @@ impl Default for Options {
             maintenance_interval_ms: 10_000,
             compaction_garbage_ratio: 0.5,
             tombstone_retention_ms: 24 * 60 * 60 * 1000,
+            max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
             max_open_branches: 4096,
             lock_wait_ms: 0,
@@ -244,6 +250,12 @@ impl Options {
         self
     }
 
+    /// Sets how far ahead of the store clock a user timestamp may be.
+    pub fn max_timestamp_skew_ms(mut self, ms: u64) -> Self {
+        self.max_timestamp_skew_ms = ms;
+        self
+    }
+
     /// Checks every field; the error names the field and the rule.
     pub fn validate(&self) -> Result<()> {
         let field =
@@ -331,6 +343,9 @@ impl Options {
     }
 }
 
+/// The default of [`Options::max_timestamp_skew_ms`]: one hour.
+pub const DEFAULT_MAX_TIMESTAMP_SKEW_MS: u64 = 60 * 60 * 1000;
+
 /// Longest value accepted (values above about a quarter page live in overflow pages).
 pub const MAX_VALUE_LEN: usize = bough_tree::btree::MAX_VALUE_LEN;
 
@@ -357,6 +372,9 @@ mod tests {
         assert_eq!(Options::default().tombstone_retention_ms, 86_400_000);
         let e = Options::from_toml_str("path = \"/x\"\ntombstone_retention_ms = 0\n").unwrap_err();
         assert!(e.to_string().contains("tombstone_retention_ms"), "{e}");
+        let o = Options::from_toml_str("path = \"/x\"\nmax_timestamp_skew_ms = 5000\n").unwrap();
+        assert_eq!(o.max_timestamp_skew_ms, 5000);
+        assert_eq!(Options::default().max_timestamp_skew_ms, 3_600_000);
         let e = Options::default().validate().unwrap_err();
         assert!(e.to_string().contains("path"), "{e}");
     }

@@ -105,6 +105,16 @@ impl Default for ScanOptions {
     }
 }
 
+/// What [`Branch::write_counted_blocking`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Puts and deletes that took effect.
+    pub applied: u64,
+    /// Puts and deletes that last-writer-wins skipped: the stored entry (or the tombstone
+    /// of a delete) had a newer timestamp.
+    pub superseded: u64,
+}
+
 /// One page of scan results.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanPage {
@@ -1657,15 +1667,40 @@ impl Branch {
             .unwrap_or_else(|| Err(Error::closed()))
     }
 
-    fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+    /// [`write_blocking`](Self::write_blocking) that also says what the batch changed: how
+    /// many of its puts and deletes took effect and how many last-writer-wins skipped
+    /// because the stored entry was newer. The batch commits on its own (not grouped with
+    /// other batches), so the counts are its own.
+    pub fn write_counted_blocking(&self, batch: WriteBatch) -> Result<WriteReport> {
+        let muts = self.mutations(batch)?;
+        let ops = muts.len() as u64;
+        let out: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            *slot.lock() = Some(head.commit(&muts, now)?.superseded);
+            Ok(())
+        }))?;
+        let superseded = out.lock().take().unwrap_or(0);
+        Ok(WriteReport {
+            applied: ops.saturating_sub(superseded),
+            superseded,
+        })
+    }
+
+    fn mutations(&self, batch: WriteBatch) -> Result<Vec<Mutation>> {
         self.check_live()?;
-        let muts = batch
+        batch
             .into_mutations(
                 self.store.inner.clock.now_ms(),
                 self.store.inner.opts.page_size,
                 self.store.inner.opts.tombstone_retention_ms,
+                self.store.inner.opts.max_timestamp_skew_ms,
             )
-            .map_err(|e| e.at(&self.entry.label))?;
+            .map_err(|e| e.at(&self.entry.label))
+    }
+
+    fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+        let muts = self.mutations(batch)?;
         let (tx, rx) = oneshot::channel();
         self.store.submit(
             Job::Write {

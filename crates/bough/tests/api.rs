@@ -164,6 +164,94 @@ fn last_writer_wins_by_user_timestamp() {
     assert!(main.get_blocking(b"k").unwrap().is_some());
 }
 
+/// `put --ts u64::MAX` made a key that no later write could replace. A user timestamp more
+/// than `max_timestamp_skew_ms` ahead of the store clock is refused (`InvalidArgument`) and
+/// the batch changes nothing; one within the skew is stored.
+#[test]
+fn regression_user_timestamps_beyond_the_clock_and_skew_are_refused() {
+    let clock = ManualClock::new(1_000_000);
+    let store = Store::open(
+        Options::in_memory()
+            .maintenance_interval_ms(0)
+            .clock(Arc::new(clock.clone()))
+            .max_timestamp_skew_ms(60_000),
+    )
+    .unwrap();
+    let main = store.partition("t", 0).unwrap().branch("main").unwrap();
+    let at = |k: &str, ts: u64| {
+        let mut b = WriteBatch::new();
+        b.put("other", "x").put_with(
+            k,
+            "v",
+            PutOptions {
+                timestamp: Some(ts),
+                ..Default::default()
+            },
+        );
+        b
+    };
+    for ts in [1_060_001, u64::MAX] {
+        let e = main.write_blocking(at("k", ts)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("max_timestamp_skew_ms"), "{e}");
+        let mut d = WriteBatch::new();
+        d.delete_at("k", ts);
+        assert_eq!(
+            main.write_counted_blocking(d).unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
+    assert!(
+        main.get_blocking(b"other").unwrap().is_none(),
+        "a refused batch changes nothing"
+    );
+    main.write_blocking(at("k", 1_060_000)).unwrap();
+    assert_eq!(
+        main.get_blocking(b"k").unwrap().unwrap().timestamp,
+        1_060_000
+    );
+    // As the clock moves on, what was too far ahead becomes acceptable.
+    clock.advance(10_000);
+    main.write_blocking(at("k", 1_070_000)).unwrap();
+}
+
+/// A write of entries older than the stored ones changes nothing; the counted write says so
+/// (applied vs superseded) instead of reporting them as written.
+#[test]
+fn counted_writes_tell_applied_from_superseded() {
+    let store = Store::open(Options::in_memory().maintenance_interval_ms(0)).unwrap();
+    let main = store.partition("t", 0).unwrap().branch("main").unwrap();
+    let batch = |ts: u64, keys: &[&str]| {
+        let mut b = WriteBatch::new();
+        for k in keys {
+            b.put_with(
+                *k,
+                format!("v{ts}"),
+                PutOptions {
+                    timestamp: Some(ts),
+                    ..Default::default()
+                },
+            );
+        }
+        b
+    };
+    let r = main.write_counted_blocking(batch(20, &["a", "b"])).unwrap();
+    assert_eq!((r.applied, r.superseded), (2, 0));
+    let r = main
+        .write_counted_blocking(batch(10, &["a", "b", "c"]))
+        .unwrap();
+    assert_eq!((r.applied, r.superseded), (1, 2));
+    assert_eq!(main.get_blocking(b"a").unwrap().unwrap().value, b"v20");
+    let mut d = WriteBatch::new();
+    d.delete_at("a", 5).delete_at("b", 30);
+    let r = main.write_counted_blocking(d).unwrap();
+    assert_eq!((r.applied, r.superseded), (1, 1));
+    assert!(main.get_blocking(b"b").unwrap().is_none());
+    // A tombstone supersedes an older put too.
+    let r = main.write_counted_blocking(batch(25, &["b"])).unwrap();
+    assert_eq!((r.applied, r.superseded), (0, 1));
+}
+
 #[test]
 fn value_sizes_round_trip() {
     for backend in backends() {
