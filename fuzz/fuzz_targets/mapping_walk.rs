@@ -93,7 +93,11 @@ fn addr_of(i: usize) -> PageAddr {
 }
 
 fn build(input: &Input) -> Option<(Pages, PageAddr)> {
-    let n = input.pages.len().clamp(1, 64);
+    // No pages: nothing to walk (and no page a walk could read).
+    if input.pages.is_empty() {
+        return None;
+    }
+    let n = input.pages.len().min(64);
     let fanout = 1 + usize::from(input.fanout % 16);
     let salt = FileSalt::from_raw(0x5EED);
     let mut frames = HashMap::new();

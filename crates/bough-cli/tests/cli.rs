@@ -571,7 +571,7 @@ fn verify_and_inspect_find_a_flipped_byte() {
         .unwrap();
     let i = ok(s, &["inspect", "file", newest]);
     assert!(
-        i.contains("header     version 1") && i.contains("manifest_main_0"),
+        i.contains("header     version 2") && i.contains("manifest_main_0"),
         "{i}"
     );
     let i = json(&ok(s, &["--json", "inspect", "file", newest]));

@@ -157,7 +157,7 @@ fn a_killed_import_leaves_a_staging_branch_that_is_reported_then_removed() {
     ok(&s, &["put", "t.0", "a", "1"]);
     let bytes = std::fs::read(&stream).expect("read");
     // Half the stream, and the pipe left open: the import waits for the rest.
-    let mut import = spawn_piped(&s, &["import", "-", "t.0", "--batch", "100"]);
+    let mut import = spawn_piped(&s, &["import", "t.0", "-", "--batch", "100"]);
     let mut stdin = import.stdin.take().expect("stdin");
     stdin.write_all(&bytes[..bytes.len() / 2]).expect("write");
     stdin.flush().expect("flush");

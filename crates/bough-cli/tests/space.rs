@@ -307,12 +307,12 @@ fn reimport_suggests_compact_which_frees_the_old_copy() {
     let export = s.with_extension("bexp");
     let export = export.to_str().expect("utf-8 path");
     ok(&s, &["export", "orders.0", "-o", export]);
-    let first = ok(&s, &["import", export, "orders.0"]);
+    let first = ok(&s, &["import", "orders.0", export]);
     assert!(
         first.contains("hint: the branch already held entries"),
         "{first}"
     );
-    let doc = json(&ok(&s, &["--json", "import", export, "orders.0"]));
+    let doc = json(&ok(&s, &["--json", "import", "orders.0", export]));
     assert!(
         doc["hint"]
             .as_str()
@@ -334,6 +334,6 @@ fn reimport_suggests_compact_which_frees_the_old_copy() {
     );
     // Into an empty branch there is nothing to say.
     let (_d2, s2) = store();
-    let fresh = ok(&s2, &["import", export, "orders.0"]);
+    let fresh = ok(&s2, &["import", "orders.0", export]);
     assert!(!fresh.contains("hint:"), "{fresh}");
 }

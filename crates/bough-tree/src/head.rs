@@ -1148,7 +1148,10 @@ impl Head {
             staged,
             ..
         } = txn;
-        self.write_pages(&st, &pages, &new_files, now_ms)?;
+        if let Err(e) = self.write_pages(&st, &pages, &new_files, now_ms) {
+            self.skip_file_ids(&new_files);
+            return Err(e);
+        }
         let log = LogRecord {
             seq: self.seq + 1,
             root: st.root,
@@ -1164,7 +1167,10 @@ impl Head {
         let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
             what: format!("cannot encode a log record of {}: {e}", self.manifest_path),
         })?;
-        self.append_manifest(&bytes)?;
+        if let Err(e) = self.append_manifest(&bytes) {
+            self.skip_file_ids(&new_files);
+            return Err(e);
+        }
         self.seq += 1;
         self.state = st;
         for (tag, v) in staged_ext {
@@ -1349,6 +1355,14 @@ impl Head {
         });
         if let Err(e) = released {
             tracing::debug!(file = %name, error = %e, "preallocation not released");
+        }
+    }
+
+    /// After a failed commit: the data files it may have created stay on storage (a file
+    /// is never replaced), so the next commit allocates above them.
+    fn skip_file_ids(&mut self, created: &[FileId]) {
+        if let Some(&top) = created.iter().max() {
+            self.state.max_file_id = self.state.max_file_id.max(top);
         }
     }
 
