@@ -753,10 +753,9 @@ fn usage_of(p: &PartitionEntry) -> Result<Arc<Usage>> {
     Ok(usage)
 }
 
-/// The partition's usage measured now (under the catalog lock, as GC walks), and cached
+/// The partition's usage measured now, with the catalog lock held (as GC walks), and cached
 /// for the next compactions as [`usage_of`] would.
-fn measure_now(p: &PartitionEntry) -> Result<Arc<Usage>> {
-    let _catalog = p.catalog.lock();
+fn measure_locked(p: &PartitionEntry) -> Result<Arc<Usage>> {
     let epoch = p.epoch.load(Ordering::Acquire);
     let usage = bough_gc::measure(p.part.files(), || pins_of(p))
         .map_err(|e| Error::from(e).at(p.part.dir()))?;
@@ -765,11 +764,21 @@ fn measure_now(p: &PartitionEntry) -> Result<Arc<Usage>> {
     Ok(usage)
 }
 
-/// [`measure_now`] for a description: a partition another branch's damage keeps from being
+/// [`measure_locked`] for a description: a partition another branch's damage keeps from being
 /// walked still describes its branches, only their cost is unknown (GC and verify report
 /// the damage).
+/// How long a description waits for a catalog change in progress before it leaves the
+/// space figures out.
+const DESCRIBE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn measure_or_warn(p: &PartitionEntry) -> Option<Arc<Usage>> {
-    measure_now(p)
+    // A description never waits for a catalog change (a deletion stalled in I/O holds the
+    // lock): then the branches are described without their cost.
+    let Some(_catalog) = p.catalog.try_lock_for(DESCRIBE_LOCK_WAIT) else {
+        tracing::info!("a catalog change is running: the branches' space is not measured");
+        return None;
+    };
+    measure_locked(p)
         .inspect_err(|e| tracing::warn!(error = %e, "cannot measure the partition's space"))
         .ok()
 }
