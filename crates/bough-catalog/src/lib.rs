@@ -35,6 +35,19 @@ fn state_incarnation(st: &bough_manifest::ManifestState, what: &str) -> IoResult
         .map_err(|e| IoError::corruption(what, 0, format!("incarnation extension: {e}")))
 }
 
+/// The origin a restored state keeps: the archive's, or a root branch's made now when the
+/// archive records none (or an unreadable one).
+pub(crate) fn restored_origin(exts: &bough_manifest::ext::Extensions, now_ms: u64) -> BranchOrigin {
+    BranchOrigin::from_extensions(exts)
+        .ok()
+        .flatten()
+        .unwrap_or(BranchOrigin {
+            parent: None,
+            fork_version: 0,
+            created_at_ms: now_ms,
+        })
+}
+
 /// One partition directory and its branches.
 #[derive(Debug)]
 pub struct Partition {
@@ -1129,14 +1142,7 @@ impl Partition {
         // Above every id this branch ever allocated, so the new term's ranges stay disjoint
         // from everything its own view and its backup's view can name.
         snapshot.max_file_id = snapshot.max_file_id.max(head.max_file_id());
-        let origin = BranchOrigin::from_extensions(&snapshot.extensions)
-            .ok()
-            .flatten()
-            .unwrap_or(BranchOrigin {
-                parent: None,
-                fork_version: 0,
-                created_at_ms: now_ms,
-            });
+        let origin = restored_origin(&snapshot.extensions, now_ms);
         let mut exts = Vec::new();
         origin.store(&mut exts);
         // A restore is a change of the branch's state like a commit: its version moves on

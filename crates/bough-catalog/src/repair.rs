@@ -4,11 +4,11 @@
 use std::sync::atomic::Ordering;
 
 use bough_io::{ErrorKind, IoError, IoResult};
-use bough_manifest::{BLOCK_SIZE, BranchOrigin, Record, Salvaged, Snapshot, decode_record};
+use bough_manifest::{BLOCK_SIZE, Record, Salvaged, Snapshot, decode_record};
 use bough_names::{ArchiveName, BranchName, FileKind, ManifestName, Term, classify};
 use bough_tree::head::{ForkPoint, Head, MAX_MANIFEST_BYTES};
 
-use crate::Partition;
+use crate::{Partition, restored_origin};
 
 /// What is left of a branch's damaged current manifest.
 #[derive(Debug, Clone)]
@@ -96,14 +96,7 @@ impl Partition {
             .flatten()
             .unwrap_or(0);
         let damaged_version = self.version_bound(damaged);
-        let origin = BranchOrigin::from_extensions(&snapshot.extensions)
-            .ok()
-            .flatten()
-            .unwrap_or(BranchOrigin {
-                parent: None,
-                fork_version: 0,
-                created_at_ms: now_ms,
-            });
+        let origin = restored_origin(&snapshot.extensions, now_ms);
         let mut exts = Vec::new();
         origin.store(&mut exts);
         bough_manifest::set_commit_version(
