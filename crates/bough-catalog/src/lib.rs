@@ -5,6 +5,12 @@
 //! term, or a tombstone after deletion) and `manifest_<branch>_<term>`. Opening a branch reads
 //! its term and replays that manifest.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
