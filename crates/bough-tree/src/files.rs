@@ -238,6 +238,7 @@ impl FileTable {
             return Ok(h.clone());
         }
         let path = self.path_of(&key);
+        crate::cache_only::may_read_storage(&path)?;
         // Only a manifest, archive or snapshot names a file to open: if it is gone, the
         // store is damaged (e.g. a damaged last manifest record was dropped and the earlier
         // state names a file GC had already deleted). That is corruption, not "not found".
@@ -406,6 +407,7 @@ impl FileTable {
 
     /// Reads and verifies one page; returns (type, payload, file offset).
     pub fn read_raw(&self, h: &DataFile, page_index: u32) -> IoResult<(u8, Vec<u8>, u64)> {
+        crate::cache_only::may_read_storage(&h.path)?;
         let offset = page_offset(page_index, self.page_size);
         let mut buf = vec![0u8; self.page_size as usize];
         h.file.read_at(offset, &mut buf).map_err(|e| {
@@ -425,6 +427,7 @@ impl FileTable {
 
     /// Reads the payloads of `count` consecutive pages of one file in one batch.
     pub fn read_run(&self, h: &DataFile, first_index: u32, count: u32) -> IoResult<Vec<Vec<u8>>> {
+        crate::cache_only::may_read_storage(&h.path)?;
         let ps = self.page_size as usize;
         let mut buf = vec![0u8; ps * count as usize];
         let offset = page_offset(first_index, self.page_size);

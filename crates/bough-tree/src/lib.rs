@@ -8,6 +8,7 @@
 
 pub mod btree;
 pub mod cache;
+pub mod cache_only;
 pub mod diff;
 pub mod files;
 pub mod head;

@@ -36,6 +36,7 @@ mod maintenance;
 mod partition;
 mod read_only;
 mod read_view;
+mod readers;
 mod repair;
 mod results;
 mod shard;
@@ -130,6 +131,8 @@ struct Inner {
     maintenance_stop: Mutex<Option<mpsc::Sender<()>>>,
     /// Opened with [`Store::open_read_only`]: nothing is written, every change is refused.
     read_only: bool,
+    /// Threads for async reads that need storage.
+    readers: readers::Readers,
 }
 
 /// An open store. Cheap to clone; every clone is the same store.
@@ -231,6 +234,7 @@ impl Store {
             lock: Mutex::new(lock),
             maintenance_stop: Mutex::new(None),
             read_only,
+            readers: readers::Readers::default(),
             opts,
         });
         if inner.opts.maintenance_interval_ms > 0 && !read_only {

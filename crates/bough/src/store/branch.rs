@@ -140,9 +140,11 @@ impl Branch {
         })
     }
 
-    /// The value of `key`, unless absent or expired.
+    /// The value of `key`, unless absent or expired. Never waits for storage on the calling
+    /// thread: answered from cached pages there, or else on a reader thread of the store.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Value>> {
-        self.get_blocking(key)
+        let key = key.to_vec();
+        self.read_off_thread(move |view| view.get(&key)).await
     }
 
     /// Blocking [`get`](Self::get).
@@ -150,9 +152,10 @@ impl Branch {
         self.read_view()?.get(key)
     }
 
-    /// The greatest live key ≤ `key`, with its value.
+    /// The greatest live key ≤ `key`, with its value (read as [`get`](Self::get) is).
     pub async fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        self.floor_blocking(key)
+        let key = key.to_vec();
+        self.read_off_thread(move |view| view.floor(&key)).await
     }
 
     /// Blocking [`floor`](Self::floor).
@@ -160,9 +163,29 @@ impl Branch {
         self.read_view()?.floor(key)
     }
 
-    /// A page of entries in key order.
+    /// A page of entries in key order (read as [`get`](Self::get) is).
     pub async fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
-        self.scan_blocking(opts)
+        let opts = opts.clone();
+        self.read_off_thread(move |view| view.scan(&opts)).await
+    }
+
+    /// Runs `read` on this thread from cached pages only; if it needed storage, runs it again
+    /// on a reader thread (the same view: the same commit either way).
+    async fn read_off_thread<T: Send + 'static>(
+        &self,
+        read: impl Fn(&ReadView) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let view = self.read_view()?;
+        match bough_tree::cache_only::cache_only(|| read(&view)) {
+            Err(e) if e.is_not_cached() => {
+                let inner = &self.store.inner;
+                inner
+                    .readers
+                    .run(inner.opts.read_threads, move || read(&view))
+                    .await
+            }
+            done => done,
+        }
     }
 
     /// Blocking [`scan`](Self::scan).
