@@ -16,11 +16,13 @@
 //!   and everything must read exactly right: GC never deletes what a damaged manifest
 //!   could not vouch for.
 //!
-//! One outcome is allowed that is not "right or `Corruption`": a flip inside the *last*
-//! record of a manifest makes that record look torn, and a torn last record is by design the
-//! end of the log (an interrupted append looks the same). The branch then shows its state
-//! before that record — a real earlier commit, never invented data. Such flips are counted
-//! as tail rollbacks.
+//! The store is closed cleanly before the flips, so every manifest is one snapshot record
+//! and a flip in it is `Corruption`. One outcome is still allowed that is not "right or
+//! `Corruption`", for manifests that were not closed cleanly: a flip inside the *last*
+//! record makes that record look torn, and a torn last record is by design the end of the
+//! log (an interrupted append looks the same). The branch then shows its state before that
+//! record — a real earlier commit, never invented data. Such flips are counted as tail
+//! rollbacks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -14,9 +14,11 @@ use bough_io::layout::{FRAME_HEADER_LEN, max_payload, page_offset, seal_page};
 use bough_io::{ErrorKind, IoError, IoResult, OpenOptions, StorageFile};
 use bough_manifest::{
     BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
-    encode_log, encode_snapshot, replay,
+    dropped_tail_finding, encode_log, encode_snapshot, replay,
 };
-use bough_names::{BranchName, DataFileName, FileId, ManifestName, Term};
+use bough_names::{
+    BranchName, DataFileName, FileId, FileKind, ManifestName, Term, TornTailName, classify,
+};
 use parking_lot::RwLock;
 
 use crate::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
@@ -610,6 +612,10 @@ pub struct Head {
     /// After the last rewrite that dropped unreferenced branch file ranges: how many ranges
     /// were left, at which version.
     ranges_pruned: Option<(usize, u64)>,
+    /// A tail replay dropped (its offset and bytes), still in the manifest: it is kept aside
+    /// in a file of its own before the first write replaces it, so opening never destroys
+    /// it (see [`Head::keep_tail_aside`]).
+    dropped_tail: Option<(u64, Vec<u8>)>,
 }
 
 /// A rewrite looks for branch file ranges no page references (a walk over every page)
@@ -708,8 +714,18 @@ impl Head {
         let replayed = replay(&bytes)
             .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
         if let Some(off) = replayed.dropped_tail {
-            tracing::warn!(manifest = %path, offset = off, "dropped a torn last manifest record");
+            tracing::warn!(
+                manifest = %path,
+                offset = off,
+                "{}",
+                dropped_tail_finding(off)
+            );
         }
+        // Opening writes nothing: the dropped tail stays in the file until the first append
+        // or rewrite, which first keeps it aside.
+        let dropped_tail = replayed
+            .dropped_tail
+            .and_then(|off| Some((off, bytes.get(usize::try_from(off).ok()?..)?.to_vec())));
         let st = replayed.state;
         let version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
@@ -760,12 +776,6 @@ impl Head {
                 ..OpenOptions::default()
             },
         )?;
-        if replayed.dropped_tail.is_some() {
-            // Cut the torn record off, so no byte of it can outlive the next append and be
-            // mistaken for a record later.
-            manifest.set_len(replayed.end_offset)?;
-            manifest.sync()?;
-        }
         // A crash can leave data files of this term above the durable high-water mark
         // (a commit that wrote them never reached the manifest). They are never overwritten:
         // new files start above them.
@@ -808,7 +818,76 @@ impl Head {
             pending_ext: Vec::new(),
             reserved: (0, 0),
             ranges_pruned: None,
+            dropped_tail,
         })
+    }
+
+    /// Before the first write over a tail replay dropped: copies the tail into
+    /// `<manifest>.torn.<offset>.<n>` (created new, durably), then cuts it off the manifest,
+    /// so no byte of it can outlive the next append and be mistaken for a record. The tail
+    /// is a torn last append or a damaged acknowledged record — replay cannot tell — so it
+    /// is evidence for `bough verify` and the operator, and is never destroyed. A crash
+    /// between the two steps repeats them at the next open; a copy with the same bytes is
+    /// found and not made twice.
+    fn keep_tail_aside(&mut self) -> IoResult<()> {
+        let Some((offset, tail)) = &self.dropped_tail else {
+            return Ok(());
+        };
+        let offset = *offset;
+        let storage = self.files.storage().clone();
+        let manifest = ManifestName::new(self.branch.clone(), self.term);
+        let mut n = 0;
+        let mut kept = false;
+        for name in storage.list(self.files.dir())? {
+            if let FileKind::TornTail(t) = classify(&name)
+                && t.manifest == manifest
+                && t.offset == offset
+            {
+                n = n.max(t.n.saturating_add(1));
+                let path = self.files.path_of(&name);
+                if !kept && storage.read_file(&path, tail.len() as u64).ok().as_ref() == Some(tail)
+                {
+                    kept = true;
+                }
+            }
+        }
+        if !kept {
+            let name = TornTailName::new(manifest, offset, n).to_string();
+            storage.create_new(&self.files.path_of(&name), tail)?;
+            tracing::warn!(
+                manifest = %self.manifest_path,
+                offset,
+                kept_as = %name,
+                "kept the dropped manifest tail aside"
+            );
+        }
+        self.manifest.set_len(offset)?;
+        if let Err(e) = self.manifest.sync() {
+            self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
+            return Err(e);
+        }
+        self.dropped_tail = None;
+        Ok(())
+    }
+
+    /// The offset of a tail replay dropped that is still in the manifest (not yet kept
+    /// aside): a torn last append or a damaged last record.
+    pub fn dropped_tail(&self) -> Option<u64> {
+        self.dropped_tail.as_ref().map(|(off, _)| *off)
+    }
+
+    /// Ends this head's writing cleanly: the manifest is rewritten as one snapshot record
+    /// of the durable state, so its last record is known complete. A damaged record of a
+    /// cleanly closed manifest is then `Corruption` at offset 0 — never taken for a torn
+    /// append and dropped — and so is any truncation of it. Nothing is written when the
+    /// manifest is one snapshot already, or when the head may not write (poisoned, fenced,
+    /// retired).
+    pub fn close_clean(&mut self, now_ms: u64) -> IoResult<()> {
+        if self.seq == 0 && self.dropped_tail.is_none() {
+            return Ok(());
+        }
+        self.check_poisoned()?;
+        self.rewrite_manifest(now_ms)
     }
 
     /// The branch this head writes.
@@ -1288,6 +1367,7 @@ impl Head {
     }
 
     fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.keep_tail_aside()?;
         self.manifest.write_at(self.manifest_end, bytes)?;
         if let Err(e) = self.manifest.sync() {
             self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
@@ -1310,6 +1390,8 @@ impl Head {
 
     /// The durable state as a snapshot record (after a checkpoint, so it has no overlay).
     pub fn fork_point(&mut self, now_ms: u64) -> IoResult<ForkPoint> {
+        // A new term's manifest replaces this one, which is then deleted: keep the evidence.
+        self.keep_tail_aside()?;
         if self.state.mapping.current().dirty_chunks() > 0 {
             self.checkpoint(now_ms)?;
         }
@@ -1344,6 +1426,7 @@ impl Head {
     /// dropping branch file ranges no page references any more (looked for when the ranges
     /// grew since the last look, or [`PRUNE_RANGES_EVERY`] commits after it).
     pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
+        self.keep_tail_aside()?;
         self.checkpoint(now_ms)?;
         let ranges = self.state.ranges.len();
         let prune = ranges > 1

@@ -807,11 +807,22 @@ impl Inner {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        // Give back the files' unused preallocation while the directory is still ours (a
-        // handle still held would do it only when dropped, after the lock is gone).
+        // The writers have stopped: each head ends with one snapshot record, so after this
+        // clean close a damaged manifest record is reported, never dropped as a torn append;
+        // then it gives back its files' unused preallocation while the directory is still
+        // ours (a handle still held would do it only when dropped, after the lock is gone).
+        let now = self.clock.now_ms();
         for p in self.partitions.lock().values() {
             for b in p.branches.lock().values() {
-                b.head.lock().release_reservation();
+                if self.read_only || b.gone.load(Ordering::Acquire) {
+                    continue;
+                }
+                let mut head = b.head.lock();
+                if let Err(e) = head.close_clean(now) {
+                    // Every acknowledged commit is durable already; only the seal is missing.
+                    tracing::warn!(branch = %b.label, error = %e, "could not seal the manifest at close");
+                }
+                head.release_reservation();
             }
         }
         self.partitions.lock().clear();
