@@ -16,9 +16,7 @@ use bough_manifest::{
     BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
     dropped_tail_finding, encode_log, encode_snapshot, replay,
 };
-use bough_names::{
-    BranchName, DataFileName, FileId, FileKind, ManifestName, Term, TornTailName, classify,
-};
+use bough_names::{BranchName, DataFileName, FileId, ManifestName, Term};
 use parking_lot::RwLock;
 
 use crate::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
@@ -30,6 +28,7 @@ use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
 mod read_only;
+mod tail;
 
 /// Largest manifest file read back into memory (a guard against hostile lengths).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 32;
@@ -616,6 +615,9 @@ pub struct Head {
     /// in a file of its own before the first write replaces it, so opening never destroys
     /// it (see [`Head::keep_tail_aside`]).
     dropped_tail: Option<(u64, Vec<u8>)>,
+    /// A log record was appended since the head opened or last sealed its manifest: a clean
+    /// close seals it then, and only then (see [`Head::close_clean`]).
+    appended: bool,
 }
 
 /// A rewrite looks for branch file ranges no page references (a walk over every page)
@@ -819,75 +821,8 @@ impl Head {
             reserved: (0, 0),
             ranges_pruned: None,
             dropped_tail,
+            appended: false,
         })
-    }
-
-    /// Before the first write over a tail replay dropped: copies the tail into
-    /// `<manifest>.torn.<offset>.<n>` (created new, durably), then cuts it off the manifest,
-    /// so no byte of it can outlive the next append and be mistaken for a record. The tail
-    /// is a torn last append or a damaged acknowledged record — replay cannot tell — so it
-    /// is evidence for `bough verify` and the operator, and is never destroyed. A crash
-    /// between the two steps repeats them at the next open; a copy with the same bytes is
-    /// found and not made twice.
-    fn keep_tail_aside(&mut self) -> IoResult<()> {
-        let Some((offset, tail)) = &self.dropped_tail else {
-            return Ok(());
-        };
-        let offset = *offset;
-        let storage = self.files.storage().clone();
-        let manifest = ManifestName::new(self.branch.clone(), self.term);
-        let mut n = 0;
-        let mut kept = false;
-        for name in storage.list(self.files.dir())? {
-            if let FileKind::TornTail(t) = classify(&name)
-                && t.manifest == manifest
-                && t.offset == offset
-            {
-                n = n.max(t.n.saturating_add(1));
-                let path = self.files.path_of(&name);
-                if !kept && storage.read_file(&path, tail.len() as u64).ok().as_ref() == Some(tail)
-                {
-                    kept = true;
-                }
-            }
-        }
-        if !kept {
-            let name = TornTailName::new(manifest, offset, n).to_string();
-            storage.create_new(&self.files.path_of(&name), tail)?;
-            tracing::warn!(
-                manifest = %self.manifest_path,
-                offset,
-                kept_as = %name,
-                "kept the dropped manifest tail aside"
-            );
-        }
-        self.manifest.set_len(offset)?;
-        if let Err(e) = self.manifest.sync() {
-            self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
-            return Err(e);
-        }
-        self.dropped_tail = None;
-        Ok(())
-    }
-
-    /// The offset of a tail replay dropped that is still in the manifest (not yet kept
-    /// aside): a torn last append or a damaged last record.
-    pub fn dropped_tail(&self) -> Option<u64> {
-        self.dropped_tail.as_ref().map(|(off, _)| *off)
-    }
-
-    /// Ends this head's writing cleanly: the manifest is rewritten as one snapshot record
-    /// of the durable state, so its last record is known complete. A damaged record of a
-    /// cleanly closed manifest is then `Corruption` at offset 0 — never taken for a torn
-    /// append and dropped — and so is any truncation of it. Nothing is written when the
-    /// manifest is one snapshot already, or when the head may not write (poisoned, fenced,
-    /// retired).
-    pub fn close_clean(&mut self, now_ms: u64) -> IoResult<()> {
-        if self.seq == 0 && self.dropped_tail.is_none() {
-            return Ok(());
-        }
-        self.check_poisoned()?;
-        self.rewrite_manifest(now_ms)
     }
 
     /// The branch this head writes.
@@ -1374,6 +1309,7 @@ impl Head {
             return Err(e);
         }
         self.manifest_end += bytes.len() as u64;
+        self.appended = true;
         Ok(())
     }
 
@@ -1449,10 +1385,22 @@ impl Head {
             encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
                 what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
             })?;
+        self.replace_manifest(&bytes)?;
+        // The new snapshot carries the version: it continues from there, not from 0.
+        self.version_base = self.version();
+        self.seq = 0;
+        self.publish();
+        Ok(())
+    }
+
+    /// Replaces the manifest with `bytes` (one snapshot record: tmp + fsync + rename + dir
+    /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
+    /// version and sequence the snapshot carries.
+    fn replace_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
         if let Err(e) = self
             .files
             .storage()
-            .write_atomic(&self.manifest_path, &bytes)
+            .write_atomic(&self.manifest_path, bytes)
         {
             // Creating or writing the temporary file failed (ENOSPC, EIO): the manifest was
             // not touched and this head goes on appending to it, like after any failed
@@ -1486,10 +1434,6 @@ impl Head {
             }
         };
         self.manifest_end = bytes.len() as u64;
-        // The new snapshot carries the version: it continues from there, not from 0.
-        self.version_base = self.version();
-        self.seq = 0;
-        self.publish();
         Ok(())
     }
 

@@ -249,3 +249,222 @@ fn damaged_record_before_an_intact_one_is_corruption_after_a_crash() {
         flip(&m, at + 30);
     }
 }
+
+/// The number of records of the manifest at `path`.
+fn records(path: &Path) -> usize {
+    record_offsets(&std::fs::read(path).expect("manifest")).len()
+}
+
+fn version(store: &Store, branch: &str) -> u64 {
+    store
+        .partition("t", 0)
+        .and_then(|p| p.branch(branch))
+        .and_then(|b| b.read_view())
+        .expect("view")
+        .version()
+}
+
+/// The seal a clean close writes is no commit: the version a user sees is the same before
+/// the close and after the reopen, and closing again without writing rewrites nothing.
+#[test]
+fn a_clean_close_seals_without_changing_the_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = commits(dir.path(), 5);
+    let before = version(&store, "main");
+    assert_eq!(
+        records(&manifest(dir.path())),
+        6,
+        "a snapshot and five log records"
+    );
+    store.close().expect("close");
+    assert_eq!(
+        records(&manifest(dir.path())),
+        1,
+        "sealed: one snapshot record"
+    );
+
+    let store = open(dir.path());
+    assert_eq!(
+        version(&store, "main"),
+        before,
+        "the seal changed the version"
+    );
+    let sealed = image(dir.path());
+    store.close().expect("close");
+    assert_eq!(image(dir.path()), sealed, "a close without writes wrote");
+
+    let store = open(dir.path());
+    let main = store
+        .partition("t", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("main");
+    put(&main, "k9", "v9").expect("commit");
+    assert_eq!(version(&store, "main"), before + 1);
+    store.close().expect("close");
+    let store = open(dir.path());
+    assert_eq!(version(&store, "main"), before + 1);
+    store.close().expect("close");
+}
+
+/// A clean close rewrites only the manifests of branches written since the store opened
+/// (or holding a dropped tail): one that was only read keeps its bytes, log records and
+/// all, so closing a store with many untouched branches costs nothing per branch.
+#[test]
+fn a_clean_close_seals_only_the_branches_written_to() {
+    let live = tempfile::tempdir().expect("tempdir");
+    let crashed = tempfile::tempdir().expect("tempdir");
+    let store = commits(live.path(), 3);
+    let part = store.partition("t", 0).expect("partition");
+    let dev = part.create_branch("dev", "main").expect("dev");
+    for i in 0..3 {
+        put(&dev, format!("d{i}"), "x").expect("commit");
+    }
+    crash_copy(live.path(), crashed.path());
+    drop((dev, part));
+    store.close().expect("close");
+
+    let main_m = manifest(crashed.path());
+    let dev_m = crashed.path().join("t.0").join("manifest_dev_0");
+    // Log records in both (creating `dev` records it on `main` too).
+    assert!(records(&main_m) >= 4, "{}", records(&main_m));
+    assert_eq!(records(&dev_m), 4, "a snapshot and three log records");
+    let dev_before = std::fs::read(&dev_m).expect("dev manifest");
+    let store = open(crashed.path());
+    let part = store.partition("t", 0).expect("partition");
+    let dev = part.branch("dev").expect("dev");
+    assert_eq!(
+        dev.scan_blocking(&ScanOptions::default())
+            .expect("scan")
+            .entries
+            .len(),
+        6
+    );
+    put(&part.branch("main").expect("main"), "k3", "v3").expect("commit");
+    drop((dev, part));
+    store.close().expect("close");
+    assert_eq!(records(&main_m), 1, "the branch written to is sealed");
+    assert_eq!(
+        std::fs::read(&dev_m).expect("dev manifest"),
+        dev_before,
+        "a branch only read was rewritten at close"
+    );
+}
+
+/// `Store::open_read_only` over a crashed store whose manifest ends in a damaged record:
+/// opening, reading and closing create no file and change no byte — no seal, no tail kept
+/// aside, nothing cut (issue 14 §3: opening for reading never modifies a file).
+#[test]
+fn a_read_only_store_writes_nothing_over_a_dropped_tail() {
+    let live = tempfile::tempdir().expect("tempdir");
+    let crashed = tempfile::tempdir().expect("tempdir");
+    let store = commits(live.path(), 3);
+    crash_copy(live.path(), crashed.path());
+    store.close().expect("close");
+    let m = manifest(crashed.path());
+    let last = *record_offsets(&std::fs::read(&m).expect("manifest"))
+        .last()
+        .expect("records");
+    flip(&m, last + 40);
+    let before = image(crashed.path());
+
+    let store = Store::open_read_only(options(crashed.path())).expect("read-only open");
+    let main = store
+        .partition("t", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("the ambiguous tail is read around");
+    let all = main.scan_blocking(&ScanOptions::default()).expect("scan");
+    assert_eq!(
+        all.entries.len(),
+        2,
+        "the damaged last commit is not applied"
+    );
+    assert!(put(&main, "x", "y").is_err(), "a read-only store wrote");
+    drop(main);
+    store.close().expect("close");
+    let after = image(crashed.path());
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "a read-only store created or deleted a file"
+    );
+    assert_eq!(after, before, "a read-only store changed a byte");
+}
+
+/// Power lost at any sync of the clean close (the seal's temporary file, its rename, the
+/// directory) loses no acknowledged commit: until the rename is durable the manifest with
+/// its log records is what a reopen reads, after it the seal, and both hold every commit.
+#[test]
+fn power_lost_during_the_clean_close_loses_nothing() {
+    use bough::io::{CrashPolicy, FaultInjector, FaultOp, MemoryStorage, RandomCrash, Storage};
+
+    fn build(mem: &MemoryStorage) -> Store {
+        let store = Store::open(
+            Options::in_memory()
+                .memory(mem.clone())
+                .maintenance_interval_ms(0),
+        )
+        .expect("open");
+        let p = store.partition("t", 0).expect("partition");
+        let main = p.branch("main").expect("main");
+        let dev = p.create_branch("dev", "main").expect("dev");
+        for i in 0..4 {
+            put(&main, format!("m{i}"), "x").expect("commit");
+            put(&dev, format!("d{i}"), "y").expect("commit");
+        }
+        store
+    }
+    // How many syncs the close makes (two manifests sealed).
+    let mem = MemoryStorage::new();
+    let store = build(&mem);
+    let before = mem.stats().snapshot();
+    store.close().expect("close");
+    let after = mem.stats().snapshot();
+    let close_syncs = after.syncs + after.dir_syncs - before.syncs - before.dir_syncs;
+    assert!(close_syncs >= 2, "the close synced {close_syncs} times");
+
+    for k in 0..close_syncs {
+        for (p, policy) in [
+            CrashPolicy::DropAllUnsynced,
+            CrashPolicy::KeepAllUnsynced,
+            CrashPolicy::Random(RandomCrash::new(k)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let faults = FaultInjector::new();
+            let mem = MemoryStorage::with_faults(faults.clone());
+            let store = build(&mem);
+            // From now on: the close's first `k` syncs succeed, then every one fails.
+            faults.fail_after(FaultOp::Sync, k, EIO, u64::MAX);
+            store.close().expect("close");
+            assert!(faults.fired() > 0, "sync {k} of the close did not fail");
+            faults.clear();
+            mem.crash(policy);
+            let store = Store::open(
+                Options::in_memory()
+                    .memory(mem.clone())
+                    .maintenance_interval_ms(0),
+            )
+            .unwrap_or_else(|e| panic!("close sync {k}, policy {p}: reopen: {e}"));
+            let part = store.partition("t", 0).expect("partition");
+            for (branch, n) in [("main", 4), ("dev", 4)] {
+                let b = part
+                    .branch(branch)
+                    .unwrap_or_else(|e| panic!("close sync {k}, policy {p}: {branch}: {e}"));
+                let all = b.scan_blocking(&ScanOptions::default()).expect("scan");
+                assert_eq!(all.entries.len(), n, "close sync {k}, policy {p}: {branch}");
+            }
+            drop(part);
+            store.close().expect("close");
+        }
+    }
+}
+
+/// Linux's EIO (this test binary does not depend on libc).
+const EIO: i32 = 5;
+
+fn put(b: &bough::Branch, k: impl Into<Vec<u8>>, v: impl Into<Vec<u8>>) -> bough::Result<()> {
+    let mut wb = WriteBatch::new();
+    wb.put(k, v);
+    b.write_blocking(wb).map(|_| ())
+}
