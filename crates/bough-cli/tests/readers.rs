@@ -296,9 +296,23 @@ fn a_damaged_main_comes_back_from_its_newest_archive_saying_what_is_lost() {
         &["branch", "create", "feature", "t.0", "--from", "main"],
     );
     ok(&s, &["archive", "create", "t.0"]);
-    for (k, v) in [("k2", "v2"), ("k3", "v3"), ("k1", "v1b"), ("k4", "v4")] {
-        ok(&s, &["put", "t.0", k, v]);
-    }
+    // Four commits, one log record each, by a writer that is then killed: a clean close
+    // would seal the manifest into one snapshot record (where any damage is plain
+    // `Corruption`), so only a manifest left by a crash has records to salvage.
+    let mut loader = spawn_piped(&s, &["load", "t.0", "-", "--batch", "1"]);
+    let mut stdin = loader.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"k2\tv2\nk3\tv3\nk1\tv1b\nk4\tv4\nlast\tnever-committed\n")
+        .expect("write");
+    stdin.flush().expect("flush");
+    // k4's batch commits once the next line arrives; a reader sees it beside the loader.
+    eventually("k4 to be committed by the loader", || {
+        let r = run(&s, &["get", "t.0", "k4"]);
+        r.code == 0 && r.stdout.contains("v4")
+    });
+    loader.kill().expect("kill the loader");
+    loader.wait().expect("reaped");
+    drop(stdin);
     // Damage the second-to-last record of main's manifest (the `k1 = v1b` commit).
     let m = manifest_of(&s, "main");
     let mut bytes = std::fs::read(&m).expect("read");

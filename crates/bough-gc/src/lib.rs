@@ -620,6 +620,9 @@ fn mark<'a>(
             // The cloud tier's own objects (its GC lease, numbered versions) never reach a
             // listing of the storage layer; were they found, they would be no data file.
             FileKind::Tmp(_) | FileKind::Lock | FileKind::GcLease | FileKind::Version(_) => {}
+            // Evidence kept for the operator (`bough verify` reports it): no data file, and
+            // not GC's to delete.
+            FileKind::TornTail(_) => {}
         }
     }
     require_live_manifests(&storage, &dir, &terms, &mut manifests)?;

@@ -53,7 +53,7 @@ pub use record::{
     MAX_RECORD_PAYLOAD, MIN_PAGE_SIZE, ManifestMetadata, Record, RecordHeader, RecordKind,
     Snapshot, decode_record, encode_log, encode_snapshot, record_len,
 };
-pub use replay::{ManifestState, Replayed, replay};
+pub use replay::{ManifestState, Replayed, dropped_tail_finding, replay};
 pub use salvage::{Salvaged, salvage};
 pub use staging::{MAX_STAGING_LEN, STAGING, set_staging, staging_purpose};
 pub use version::{VERSION, commit_version, decode_version, encode_version, set_commit_version};

@@ -11,7 +11,7 @@ use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::BranchName;
 use crate::names::{
     ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
-    VersionName, VersionTarget,
+    TornTailName, VersionName, VersionTarget,
 };
 use crate::{CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, MANIFEST_PREFIX};
 
@@ -35,6 +35,9 @@ pub enum FileKind {
     /// `<target>.v<version>`: one version of an object kept as numbered versions (object
     /// stores without If-Match only).
     Version(VersionName),
+    /// `<manifest>.torn.<offset>.<n>`: the bytes a manifest's dropped torn tail held, kept
+    /// aside as evidence. Never store data; GC leaves it alone.
+    TornTail(TornTailName),
     /// Anything else, kept verbatim. Never to be treated as store data.
     Unknown(String),
 }
@@ -49,6 +52,7 @@ impl FileKind {
             FileKind::CurrentTerm(n) => Some(&n.branch),
             FileKind::Tmp(n) => Some(n.target.branch()),
             FileKind::Version(n) => n.target.branch(),
+            FileKind::TornTail(n) => Some(&n.manifest.branch),
             FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => None,
         }
     }
@@ -66,6 +70,7 @@ impl From<TmpTarget> for FileKind {
             TmpTarget::Archive(n) => FileKind::Archive(n),
             TmpTarget::Data(n) => FileKind::Data(n),
             TmpTarget::CurrentTerm(n) => FileKind::CurrentTerm(n),
+            TmpTarget::TornTail(n) => FileKind::TornTail(n),
         }
     }
 }
@@ -83,6 +88,7 @@ impl fmt::Display for FileKind {
             FileKind::Lock => f.write_str(LOCK_FILE),
             FileKind::GcLease => f.write_str(GC_LEASE_FILE),
             FileKind::Version(n) => n.fmt(f),
+            FileKind::TornTail(n) => n.fmt(f),
             FileKind::Unknown(s) => f.write_str(s),
         }
     }
@@ -309,6 +315,49 @@ mod tests {
             classify("manifest_main_5.7.tmp"),
             FileKind::Tmp(_)
         ));
+    }
+
+    #[test]
+    fn kept_aside_torn_tails() {
+        assert_eq!(
+            known("manifest_main_5.torn.8192.0"),
+            FileKind::TornTail(TornTailName::new(
+                ManifestName::new(BranchName::main(), 5),
+                8192,
+                0
+            ))
+        );
+        assert_eq!(
+            known("manifest_a_b_1.torn.0.18446744073709551615"),
+            FileKind::TornTail(TornTailName::new(
+                ManifestName::new(b("a_b"), 1),
+                0,
+                u64::MAX
+            ))
+        );
+        assert_eq!(classify("manifest_x_2.torn.4096.1").branch(), Some(&b("x")));
+        // It is written through a temporary file like every file created new.
+        assert_eq!(
+            known("manifest_main_5.torn.8192.0.7.tmp"),
+            FileKind::Tmp(TmpName::new(
+                TornTailName::new(ManifestName::new(BranchName::main(), 5), 8192, 0),
+                7
+            ))
+        );
+        for s in [
+            "manifest_main_5.torn",
+            "manifest_main_5.torn.",
+            "manifest_main_5.torn.8192",
+            "manifest_main_5.torn.8192.",
+            "manifest_main_5.torn.08192.0",
+            "manifest_main_5.torn.8192.0.v1",
+            "manifest_main_5.torn.8192.0.1",
+            "manifest_main_5_7.torn.8192.0",
+            "data_1_main_2.torn.0.0",
+            "CURRENT_TERM.main.torn.0.0",
+        ] {
+            assert_eq!(classify(s), FileKind::Unknown(s.to_owned()), "{s:?}");
+        }
     }
 
     #[test]

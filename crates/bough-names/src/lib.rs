@@ -91,7 +91,7 @@ pub use ident::{
 };
 pub use names::{
     ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
-    VersionName, VersionTarget,
+    TornTailName, VersionName, VersionTarget,
 };
 
 /// Term of a writer on a branch; grows each time a new writer takes over.
@@ -117,3 +117,6 @@ pub const TMP_SUFFIX: &str = ".tmp";
 pub const GC_LEASE_FILE: &str = "GC_LEASE";
 /// What separates a target from its version number in a version name (`<target>.v<n>`).
 pub const VERSION_INFIX: &str = ".v";
+/// What separates a manifest's name from the offset in a kept-aside torn tail's name
+/// (`<manifest>.torn.<offset>.<n>`).
+pub const TORN_INFIX: &str = ".torn.";

@@ -8,7 +8,7 @@ use std::fmt;
 use crate::ident::{BranchName, TableName};
 use crate::{
     CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, MANIFEST_PREFIX, PartitionId,
-    TMP_SUFFIX, Term, Timestamp, VERSION_INFIX,
+    TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.
@@ -150,6 +150,8 @@ pub enum TmpTarget {
     Data(DataFileName),
     /// A CURRENT_TERM file.
     CurrentTerm(CurrentTermName),
+    /// A kept-aside torn tail.
+    TornTail(TornTailName),
 }
 
 impl TmpTarget {
@@ -160,6 +162,7 @@ impl TmpTarget {
             TmpTarget::Archive(n) => &n.branch,
             TmpTarget::Data(n) => &n.branch,
             TmpTarget::CurrentTerm(n) => &n.branch,
+            TmpTarget::TornTail(n) => &n.manifest.branch,
         }
     }
 }
@@ -171,6 +174,7 @@ impl fmt::Display for TmpTarget {
             TmpTarget::Archive(n) => n.fmt(f),
             TmpTarget::Data(n) => n.fmt(f),
             TmpTarget::CurrentTerm(n) => n.fmt(f),
+            TmpTarget::TornTail(n) => n.fmt(f),
         }
     }
 }
@@ -196,6 +200,12 @@ impl From<DataFileName> for TmpTarget {
 impl From<CurrentTermName> for TmpTarget {
     fn from(n: CurrentTermName) -> Self {
         TmpTarget::CurrentTerm(n)
+    }
+}
+
+impl From<TornTailName> for TmpTarget {
+    fn from(n: TornTailName) -> Self {
+        TmpTarget::TornTail(n)
     }
 }
 
@@ -298,6 +308,38 @@ impl VersionName {
 impl fmt::Display for VersionName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{VERSION_INFIX}{}", self.target, self.version)
+    }
+}
+
+/// The bytes a manifest held from `offset` to its end when that tail failed its checksum
+/// and replay dropped it, kept aside before the next append replaced them:
+/// `<manifest>.torn.<offset>.<n>`. `n` tells apart tails dropped at the same offset at
+/// different times. Evidence for `bough verify` and the operator, never store data: nothing
+/// reads it as a manifest, and GC never deletes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TornTailName {
+    /// The manifest the tail was cut from.
+    pub manifest: ManifestName,
+    /// Where the tail started in the manifest (a block boundary).
+    pub offset: u64,
+    /// Which tail dropped at that offset: 0, then 1, ...
+    pub n: u64,
+}
+
+impl TornTailName {
+    /// Builds the name of tail `n` dropped at `offset` of `manifest`.
+    pub fn new(manifest: ManifestName, offset: u64, n: u64) -> Self {
+        TornTailName {
+            manifest,
+            offset,
+            n,
+        }
+    }
+}
+
+impl fmt::Display for TornTailName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{TORN_INFIX}{}.{}", self.manifest, self.offset, self.n)
     }
 }
 

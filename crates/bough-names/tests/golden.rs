@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, VersionName, VersionTarget, classify,
+    TableName, TmpName, TornTailName, VersionName, VersionTarget, classify,
 };
 
 fn b(s: &str) -> BranchName {
@@ -35,6 +35,10 @@ fn table(names: &[String]) -> String {
             FileKind::Lock => "lock".to_string(),
             FileKind::GcLease => "gc-lease".to_string(),
             FileKind::Version(v) => format!("version target={} version={}", v.target, v.version),
+            FileKind::TornTail(t) => format!(
+                "torn-tail manifest={} offset={} n={}",
+                t.manifest, t.offset, t.n
+            ),
             FileKind::Unknown(u) => format!("unknown {u}"),
         };
         let _ = writeln!(out, "{n:<40} {what}");
@@ -63,6 +67,7 @@ fn every_kind_of_name() {
         VersionName::new(ManifestName::new(main.clone(), 5), 3).to_string(),
         VersionName::new(CurrentTermName::new(b("feature")), 12).to_string(),
         VersionName::new(VersionTarget::GcLease, 0).to_string(),
+        TornTailName::new(ManifestName::new(main.clone(), 5), 8192, 0).to_string(),
     ];
     // The partition directory is not a file name: it is checked on its own.
     let dir = &names[0];

@@ -3,8 +3,8 @@
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, TmpTarget, VersionName, VersionTarget, classify, classify_dir,
-    parse_file_name,
+    TableName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget, classify,
+    classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -64,6 +64,12 @@ fn target() -> impl Strategy<Value = TmpTarget> {
         (branch(), num(), num()).prop_map(|(b, t, ts)| ArchiveName::new(b, t, ts).into()),
         (num(), branch(), num()).prop_map(|(f, b, t)| DataFileName::new(f, b, t).into()),
         branch().prop_map(|b| CurrentTermName::new(b).into()),
+        (branch(), num(), num(), num()).prop_map(|(b, t, o, n)| TornTailName::new(
+            ManifestName::new(b, t),
+            o,
+            n
+        )
+        .into()),
     ]
 }
 
@@ -98,7 +104,17 @@ fn near_grammar() -> impl Strategy<Value = String> {
             "GC_LEASE",
         ]),
         "[a-zA-Z0-9_.-]{0,24}",
-        prop::sample::select(vec!["", ".tmp", ".0.tmp", ".7.tmp", ".v0", ".v12", ".v"]),
+        prop::sample::select(vec![
+            "",
+            ".tmp",
+            ".0.tmp",
+            ".7.tmp",
+            ".v0",
+            ".v12",
+            ".v",
+            ".torn.0.0",
+            ".torn.4096",
+        ]),
     )
         .prop_map(|(p, body, s)| format!("{p}{body}{s}"))
 }
@@ -142,6 +158,7 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         CurrentTermName::parse(s).ok().map(FileKind::CurrentTerm),
         TmpName::parse(s).ok().map(FileKind::Tmp),
         VersionName::parse(s).ok().map(FileKind::Version),
+        TornTailName::parse(s).ok().map(FileKind::TornTail),
     ];
     let accepted: Vec<FileKind> = typed.into_iter().flatten().collect();
     match &kind {
@@ -167,6 +184,7 @@ proptest! {
             FileKind::CurrentTerm(n) => prop_assert_eq!(&CurrentTermName::parse(&text)?, n),
             FileKind::Tmp(n) => prop_assert_eq!(&TmpName::parse(&text)?, n),
             FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),
+            FileKind::TornTail(n) => prop_assert_eq!(&TornTailName::parse(&text)?, n),
             FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => {}
         }
     }

@@ -14,7 +14,7 @@ use bough_io::layout::{FRAME_HEADER_LEN, max_payload, page_offset, seal_page};
 use bough_io::{ErrorKind, IoError, IoResult, OpenOptions, StorageFile};
 use bough_manifest::{
     BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
-    encode_log, encode_snapshot, replay,
+    dropped_tail_finding, encode_log, encode_snapshot, replay,
 };
 use bough_names::{BranchName, DataFileName, FileId, ManifestName, Term};
 use parking_lot::RwLock;
@@ -28,6 +28,7 @@ use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
 mod read_only;
+mod tail;
 
 /// Largest manifest file read back into memory (a guard against hostile lengths).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 32;
@@ -610,6 +611,13 @@ pub struct Head {
     /// After the last rewrite that dropped unreferenced branch file ranges: how many ranges
     /// were left, at which version.
     ranges_pruned: Option<(usize, u64)>,
+    /// A tail replay dropped (its offset and bytes), still in the manifest: it is kept aside
+    /// in a file of its own before the first write replaces it, so opening never destroys
+    /// it (see [`Head::keep_tail_aside`]).
+    dropped_tail: Option<(u64, Vec<u8>)>,
+    /// A log record was appended since the head opened or last sealed its manifest: a clean
+    /// close seals it then, and only then (see [`Head::close_clean`]).
+    appended: bool,
 }
 
 /// A rewrite looks for branch file ranges no page references (a walk over every page)
@@ -708,8 +716,18 @@ impl Head {
         let replayed = replay(&bytes)
             .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
         if let Some(off) = replayed.dropped_tail {
-            tracing::warn!(manifest = %path, offset = off, "dropped a torn last manifest record");
+            tracing::warn!(
+                manifest = %path,
+                offset = off,
+                "{}",
+                dropped_tail_finding(off)
+            );
         }
+        // Opening writes nothing: the dropped tail stays in the file until the first append
+        // or rewrite, which first keeps it aside.
+        let dropped_tail = replayed
+            .dropped_tail
+            .and_then(|off| Some((off, bytes.get(usize::try_from(off).ok()?..)?.to_vec())));
         let st = replayed.state;
         let version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
@@ -760,12 +778,6 @@ impl Head {
                 ..OpenOptions::default()
             },
         )?;
-        if replayed.dropped_tail.is_some() {
-            // Cut the torn record off, so no byte of it can outlive the next append and be
-            // mistaken for a record later.
-            manifest.set_len(replayed.end_offset)?;
-            manifest.sync()?;
-        }
         // A crash can leave data files of this term above the durable high-water mark
         // (a commit that wrote them never reached the manifest). They are never overwritten:
         // new files start above them.
@@ -808,6 +820,8 @@ impl Head {
             pending_ext: Vec::new(),
             reserved: (0, 0),
             ranges_pruned: None,
+            dropped_tail,
+            appended: false,
         })
     }
 
@@ -1288,12 +1302,14 @@ impl Head {
     }
 
     fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.keep_tail_aside()?;
         self.manifest.write_at(self.manifest_end, bytes)?;
         if let Err(e) = self.manifest.sync() {
             self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
             return Err(e);
         }
         self.manifest_end += bytes.len() as u64;
+        self.appended = true;
         Ok(())
     }
 
@@ -1310,6 +1326,8 @@ impl Head {
 
     /// The durable state as a snapshot record (after a checkpoint, so it has no overlay).
     pub fn fork_point(&mut self, now_ms: u64) -> IoResult<ForkPoint> {
+        // A new term's manifest replaces this one, which is then deleted: keep the evidence.
+        self.keep_tail_aside()?;
         if self.state.mapping.current().dirty_chunks() > 0 {
             self.checkpoint(now_ms)?;
         }
@@ -1344,6 +1362,7 @@ impl Head {
     /// dropping branch file ranges no page references any more (looked for when the ranges
     /// grew since the last look, or [`PRUNE_RANGES_EVERY`] commits after it).
     pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
+        self.keep_tail_aside()?;
         self.checkpoint(now_ms)?;
         let ranges = self.state.ranges.len();
         let prune = ranges > 1
@@ -1366,10 +1385,22 @@ impl Head {
             encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
                 what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
             })?;
+        self.replace_manifest(&bytes)?;
+        // The new snapshot carries the version: it continues from there, not from 0.
+        self.version_base = self.version();
+        self.seq = 0;
+        self.publish();
+        Ok(())
+    }
+
+    /// Replaces the manifest with `bytes` (one snapshot record: tmp + fsync + rename + dir
+    /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
+    /// version and sequence the snapshot carries.
+    fn replace_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
         if let Err(e) = self
             .files
             .storage()
-            .write_atomic(&self.manifest_path, &bytes)
+            .write_atomic(&self.manifest_path, bytes)
         {
             // Creating or writing the temporary file failed (ENOSPC, EIO): the manifest was
             // not touched and this head goes on appending to it, like after any failed
@@ -1403,10 +1434,6 @@ impl Head {
             }
         };
         self.manifest_end = bytes.len() as u64;
-        // The new snapshot carries the version: it continues from there, not from 0.
-        self.version_base = self.version();
-        self.seq = 0;
-        self.publish();
         Ok(())
     }
 

@@ -97,6 +97,9 @@ impl Head {
             branch,
             term,
             incarnation,
+            // Keeping a dropped tail aside is the writer's job: a reader never writes.
+            dropped_tail: None,
+            appended: false,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,
