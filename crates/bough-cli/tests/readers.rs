@@ -373,21 +373,22 @@ fn verify_names_every_referent_of_a_bad_page_once_with_the_remedy() {
     let s = dir.path().join("s");
     ok(&s, &["put", "t.0", "k1", "v1"]);
     ok(&s, &["archive", "create", "t.0"]);
-    let before: Vec<PathBuf> = data_files(&s);
+    // Every process continues the one data file: the second put's page is the one it
+    // appends.
+    let files = data_files(&s);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let before = std::fs::metadata(&files[0]).expect("stat").len();
     ok(&s, &["put", "t.0", "k1", "v2"]);
-    let new: Vec<PathBuf> = data_files(&s)
-        .into_iter()
-        .filter(|f| !before.contains(f))
-        .collect();
-    assert_eq!(new.len(), 1, "{new:?}");
+    let after = std::fs::metadata(&files[0]).expect("stat").len();
+    assert_eq!(after - before, 4096, "one leaf page");
     for b in ["b1", "b2", "b3"] {
         ok(&s, &["branch", "create", b, "t.0", "--from", "main"]);
     }
-    // Page 1 of the file the second put wrote: main and its three branches reach it, the
-    // archive (taken before) does not.
-    let mut bytes = std::fs::read(&new[0]).expect("read");
-    bytes[4096 + 100] ^= 0xff;
-    std::fs::write(&new[0], &bytes).expect("write");
+    // The page the second put wrote: main and its three branches reach it, the archive
+    // (taken before) does not.
+    let mut bytes = std::fs::read(&files[0]).expect("read");
+    bytes[before as usize + 100] ^= 0xff;
+    std::fs::write(&files[0], &bytes).expect("write");
     let r = run(&s, &["verify"]);
     assert_eq!(r.code, 5, "{}", r.stdout);
     let errors: Vec<&str> = r
