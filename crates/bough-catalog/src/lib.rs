@@ -284,7 +284,9 @@ impl Partition {
         let mut head = Head::open(self.files.clone(), self.cfg.clone(), branch.clone(), term)
             .map_err(|e| self.missing_manifest_is_corruption(branch, term, e))?;
         head.set_fence(self.fence(branch, term));
-        head.release_previous_file();
+        // Continue the last data file and fold a long manifest log: what lets short-lived
+        // writers leave no more on disk than a long-lived one.
+        head.prepare_for_writing()?;
         Ok(head)
     }
 

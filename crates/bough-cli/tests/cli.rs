@@ -580,10 +580,13 @@ fn verify_and_inspect_find_a_flipped_byte() {
     assert!(ok(s, &["inspect", "file", "t.0"]).contains("partition directory"));
     fails(s, &["inspect", "file", "no_such_file"], 3);
 
-    // Flip one byte inside a referenced page: verify and inspect exit 5.
+    // Flip one byte inside a referenced page: verify and inspect exit 5. The file's last
+    // page is referenced: every process continued this file, and the last one (`branch
+    // create`) checkpointed the mapping table into it.
     let target = s.join("t.0").join(newest);
     let mut bytes = std::fs::read(&target).unwrap();
-    bytes[4096 + 100] ^= 0x01;
+    let last = bytes.len() - 4096;
+    bytes[last + 100] ^= 0x01;
     std::fs::write(&target, &bytes).unwrap();
     let r = fails(s, &["verify"], 5);
     assert!(

@@ -8,8 +8,10 @@
 //!   manifest's own branch and term, would miss those);
 //! - every merge base recorded in those manifests (a later three-way merge reads it);
 //! - every snapshot a reader still holds (passed in by the caller);
-//! - every file a writer is still filling (`writing`), and every file above the durable
-//!   high-water mark of a live (branch, term) — a commit may be about to reference it.
+//! - every file a writer is still filling (`writing`), and every file at or above the
+//!   durable high-water mark of a live (branch, term) — a commit may be about to reference
+//!   it, or the term's next writer continue the newest one (`Head::resume_last_file`)
+//!   before GC sees it registered as being written.
 //!
 //! Mapping pages shared by many branches are visited once (they are identified by physical
 //! location), so the cost grows with the distinct mapping pages, not with branches × pages.
@@ -50,8 +52,8 @@ pub enum KeepReason {
     PinnedByReader,
     /// A writer is appending to it.
     Writing,
-    /// Its id is above the durable high-water mark of its live (branch, term): a commit in
-    /// flight may reference it.
+    /// Its id is at or above the durable high-water mark of its live (branch, term): a
+    /// commit in flight may reference it, or a writer continue it.
     InFlight,
 }
 
@@ -789,7 +791,7 @@ fn sweep(
         let above = marked
             .high_water
             .get(&(d.branch.clone(), d.term))
-            .is_none_or(|&max| d.file_id > max);
+            .is_none_or(|&max| d.file_id >= max);
         if live_term && above {
             report.kept.push((name, KeepReason::InFlight));
             continue;

@@ -266,7 +266,7 @@ impl FileTable {
                 ),
             ));
         }
-        Ok(self.register(name.clone(), incarnation, path, file))
+        Ok(self.register(name.clone(), incarnation, path, file, false))
     }
 
     /// Creates a new data file (header page written, not yet synced). An existing file of
@@ -300,15 +300,56 @@ impl FileTable {
             now_ms,
         );
         file.write_at(0, &header.encode())?;
-        Ok(self.register(name, incarnation, path, file))
+        Ok(self.register(name, incarnation, path, file, false))
     }
 
+    /// Opens the existing file `name` for appending (its writer continues it after a
+    /// reopen): its header must name the file, `incarnation` and the partition's page size.
+    /// The writable handle replaces any registered one (keeping its cached pages: appending
+    /// changes none of them). Returns the handle and the file's length.
+    pub fn open_for_append(
+        &self,
+        name: &DataFileName,
+        incarnation: u64,
+    ) -> IoResult<(Arc<DataFile>, u64)> {
+        let key = name.to_string();
+        let path = self.path_of(&key);
+        let file = self.storage.open(
+            &path,
+            OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        let header = DataFileHeader::read_from(file.as_ref())?;
+        header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
+        header.verify_incarnation(&path, incarnation)?;
+        if header.page_size != self.page_size {
+            return Err(IoError::corruption(
+                path,
+                0,
+                format!(
+                    "data file page size {} differs from the partition's {}",
+                    header.page_size, self.page_size
+                ),
+            ));
+        }
+        let len = file.len()?;
+        Ok((
+            self.register(name.clone(), incarnation, path, file, true),
+            len,
+        ))
+    }
+
+    /// Registers an open file; with `replace`, in place of a handle registered already
+    /// (otherwise that handle is kept and returned).
     fn register(
         &self,
         name: DataFileName,
         incarnation: u64,
         path: String,
         file: Arc<dyn StorageFile>,
+        replace: bool,
     ) -> Arc<DataFile> {
         let salt = FileSalt::new(name.file_id, &name.branch, name.term, incarnation);
         let key = name.to_string();
@@ -327,6 +368,9 @@ impl FileTable {
             used: AtomicBool::new(true),
         });
         let mut handles = self.handles.lock();
+        if replace && let Some(old) = handles.remove(&key) {
+            unindex(&mut self.by_id.write(), &old);
+        }
         let h = match handles.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => return e.get().clone(),
             std::collections::hash_map::Entry::Vacant(e) => {

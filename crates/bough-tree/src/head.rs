@@ -28,7 +28,10 @@ use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
 mod read_only;
+mod resume;
 mod tail;
+
+pub use resume::FOLD_LOG_BYTES;
 
 /// Largest manifest file read back into memory (a guard against hostile lengths).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 32;
@@ -357,6 +360,9 @@ struct HeadState {
     ranges: BranchFileMapping,
     max_file_id: FileId,
     active: Option<Active>,
+    /// The last file of this (branch, term), to be continued by the first commit that
+    /// needs a page (see [`Head::resume_last_file`]): taken into `active` then.
+    resume: Option<Active>,
 }
 
 /// A page staged for writing.
@@ -396,7 +402,9 @@ impl Txn<'_> {
             .active
             .is_none_or(|a| a.next_index >= self.cfg.file_pages)
             || (self.cfg.file_per_commit && self.new_files.is_empty());
-        if need_new {
+        if need_new && !self.cfg.file_per_commit && self.st.resume.is_some() {
+            self.st.active = self.st.resume.take();
+        } else if need_new {
             let id = self.st.max_file_id + 1;
             self.st
                 .ranges
@@ -606,8 +614,11 @@ pub struct Head {
     fence: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// Extension values to write with the next commit.
     pending_ext: bough_manifest::ext::Extensions,
-    /// (file id, bytes reserved) of the file being appended to.
+    /// (file id, end of the reserved space) of the file being appended to.
     reserved: (FileId, u64),
+    /// Where this head's reservation of that file began: 0 for a file it created, the
+    /// file's length for one it continues (see [`Head::resume_last_file`]).
+    reserve_base: u64,
     /// After the last rewrite that dropped unreferenced branch file ranges: how many ranges
     /// were left, at which version.
     ranges_pruned: Option<(usize, u64)>,
@@ -788,9 +799,10 @@ impl Head {
             mapping,
             ranges: st.meta.branch_file_ranges.clone(),
             max_file_id,
-            // Never append to a file written before this open: its tail may hold pages of a
-            // commit that never became durable.
+            // No file is continued here: the writing open may continue the last one, past
+            // every byte it holds (`resume_last_file`).
             active: None,
+            resume: None,
         };
         let snapshot = Arc::new(TreeSnapshot {
             root: state.root,
@@ -819,6 +831,7 @@ impl Head {
             fence: None,
             pending_ext: Vec::new(),
             reserved: (0, 0),
+            reserve_base: 0,
             ranges_pruned: None,
             dropped_tail,
             appended: false,
@@ -906,6 +919,7 @@ impl Head {
             ranges: src.meta.branch_file_ranges.clone(),
             max_file_id: src.max_file_id.max(self.state.max_file_id),
             active: None,
+            resume: None,
         };
         let log = LogRecord {
             seq: self.seq + 1,
@@ -943,6 +957,7 @@ impl Head {
         self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);
         self.state.active = None;
+        self.state.resume = None;
         self.poisoned = Some("the branch was deleted".into());
     }
 
@@ -1164,6 +1179,7 @@ impl Head {
                 self.files
                     .create(id, &self.branch, self.term, self.incarnation, first, now_ms)?;
             self.reserved = (id, first);
+            self.reserve_base = 0;
             // Registered before any manifest names it, so GC keeps it from now on.
             self.files
                 .set_writing(&self.writer_id(), Some(f.name.to_string()));
@@ -1184,9 +1200,8 @@ impl Head {
             let end = page_offset(pages[j - 1].addr.page_index() + 1, self.cfg.page_size);
             if self.reserved.0 == file_id && end > self.reserved.1 && self.cfg.preallocate > 0 {
                 // Double the reservation (bounded): appends stay inside reserved space.
-                let grow = self
-                    .reserved
-                    .1
+                let grow = (self.reserved.1 - self.reserve_base.min(self.reserved.1))
+                    .max(FIRST_RESERVATION.min(self.cfg.preallocate))
                     .max(end - self.reserved.1)
                     .min(self.cfg.preallocate.max(end - self.reserved.1));
                 h.file.preallocate(self.reserved.1, grow)?;
@@ -1242,10 +1257,10 @@ impl Head {
     }
 
     /// Gives back the preallocation of the last file this (branch, term) wrote before the
-    /// head opened: a writer that was killed never sealed it, and no head appends to a file
-    /// written before its open. For the writing open only (it changes the file's allocation,
-    /// never its bytes). Best effort, as every release.
-    pub fn release_previous_file(&self) {
+    /// head opened, when it is not continued: a writer that was killed never released it.
+    /// For the writing open only (it changes the file's allocation, never its bytes). Best
+    /// effort, as every release.
+    fn release_previous_file(&self) {
         let id = self.state.max_file_id;
         let own = self
             .state
@@ -1373,7 +1388,7 @@ impl Head {
             let snap = self.snapshot();
             let mut referenced = Vec::new();
             snap.for_each_page(&mut |a| referenced.push(a.file_id()))?;
-            if let Some(a) = self.state.active {
+            for a in [self.state.active, self.state.resume].into_iter().flatten() {
                 referenced.push(a.file_id);
             }
             self.state
@@ -1385,7 +1400,13 @@ impl Head {
             encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
                 what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
             })?;
-        self.replace_manifest(&bytes)?;
+        self.install_snapshot(&bytes)
+    }
+
+    /// Replaces the manifest with `bytes`, one snapshot record of the durable state, and goes
+    /// on from the version it carries.
+    fn install_snapshot(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.replace_manifest(bytes)?;
         // The new snapshot carries the version: it continues from there, not from 0.
         self.version_base = self.version();
         self.seq = 0;
@@ -1469,6 +1490,7 @@ impl Head {
         if victims.is_empty() {
             return Ok(0);
         }
+        self.give_up_resume_of(victims);
         let snap = self.snapshot();
         let fetch = snap.fetch();
         // Tree and overflow pages: found through the mapping slots.

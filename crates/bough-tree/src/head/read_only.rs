@@ -77,6 +77,7 @@ impl Head {
             ranges: st.meta.branch_file_ranges.clone(),
             max_file_id: st.max_file_id,
             active: None,
+            resume: None,
         };
         let snapshot = Arc::new(TreeSnapshot {
             root: state.root,
@@ -113,6 +114,7 @@ impl Head {
             fence: None,
             pending_ext: Vec::new(),
             reserved: (0, 0),
+            reserve_base: 0,
             ranges_pruned: None,
         })
     }
