@@ -394,7 +394,7 @@ fn check_extensions(exts: &[(u64, Vec<u8>)], known: Known) -> Result<(), EncodeE
     }
 }
 
-fn put_branch(out: &mut Vec<u8>, branch: &BranchName) {
+pub(crate) fn put_branch(out: &mut Vec<u8>, branch: &BranchName) {
     // BranchName guarantees 1..=64 bytes, so the length always fits its u8.
     let name = branch.as_str().as_bytes();
     put_u8(out, name.len() as u8);
@@ -621,7 +621,7 @@ fn decode_log(
     })
 }
 
-fn get_branch(r: &mut Reader<'_>) -> Result<BranchName, DecodeReason> {
+pub(crate) fn get_branch(r: &mut Reader<'_>) -> Result<BranchName, DecodeReason> {
     let len = r.u8()?;
     if len == 0 || usize::from(len) > MAX_BRANCH_LEN {
         return Err(DecodeReason::InvalidBranchName);
