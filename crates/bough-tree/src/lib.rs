@@ -1,9 +1,11 @@
 //! Bough: page layouts and the copy-on-write B+tree over the page-mapping table.
 
 pub mod btree;
+pub mod buffer;
 pub mod cache;
 pub mod diff;
 pub mod files;
 pub mod head;
+pub mod lww;
 pub mod mapping;
 pub mod page;

@@ -1073,12 +1073,12 @@ fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
     for (muts, reply) in group {
         replies.push(reply);
         for m in muts {
-            match merged.get(&m.key) {
-                Some(old) if op_ts(old) > op_ts(&m.op) => {}
-                _ => {
-                    merged.insert(m.key, m.op);
-                }
-            }
+            // Later batches compose over earlier ones by the one last-writer-wins rule.
+            let op = match merged.remove(&m.key) {
+                Some(old) => bough_tree::lww::compose(old, m.op),
+                None => m.op,
+            };
+            merged.insert(m.key, op);
         }
     }
     let run: Vec<Mutation> = merged
@@ -1104,13 +1104,6 @@ fn commit_merged(
     match result {
         Ok(()) => replies.into_iter().for_each(|r| r.send(Ok(()))),
         Err(e) => replies.into_iter().for_each(|r| r.send(Err(e.duplicate()))),
-    }
-}
-
-fn op_ts(op: &Op) -> u64 {
-    match op {
-        Op::Put { timestamp, .. } | Op::Delete { timestamp, .. } => *timestamp,
-        Op::ForceDelete | Op::Replace { .. } | Op::ReplaceWithTombstone { .. } => u64::MAX,
     }
 }
 
