@@ -9,3 +9,4 @@ pub mod head;
 pub mod lww;
 pub mod mapping;
 pub mod page;
+pub mod wal;
