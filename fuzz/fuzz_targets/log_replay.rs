@@ -11,8 +11,8 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use bough_manifest::{
-    BranchName, LOG_BLOCK, LogEntry, LogMutation, LogOp, LogRecordKind, LogSalt, decode_log_entry,
-    encode_log_entry, replay_log,
+    BranchName, LOG_BLOCK, LOG_HEADER_LEN, LogEntry, LogMutation, LogOp, LogRecordKind, LogSalt,
+    decode_log_entry, encode_log_entry, replay_log,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -204,7 +204,20 @@ fn check(input: Input) {
                 "end offset of a {n}-record prefix"
             );
             if let Some(len) = truncated_only {
-                let whole_records = offsets[1..].iter().filter(|&&o| o <= len).count();
+                // A record is kept when its header and body are: its zero padding, and zero
+                // bytes ending its body, cannot be told from the zeros of a truncated,
+                // preallocated file.
+                let whole_records = offsets[..offsets.len() - 1]
+                    .iter()
+                    .take_while(|&&o| {
+                        let at = o as usize;
+                        let body = u32::from_le_bytes(
+                            image[at + 16..at + 20].try_into().expect("4 bytes"),
+                        );
+                        let end = at + LOG_HEADER_LEN + body as usize;
+                        damaged[at..end] == image[at..end]
+                    })
+                    .count();
                 assert_eq!(n, whole_records, "truncated at {len}");
             }
         }
