@@ -21,6 +21,12 @@
 //! counted once) and which durable referents — branch heads, archives, merge bases — hold
 //! it. Compaction uses that to move a branch's pages only out of files it alone holds.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 

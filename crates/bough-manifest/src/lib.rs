@@ -16,6 +16,12 @@
 //!   of it a branch's state still needs.
 //! - A branch's commit version survives manifest rewrites: [`commit_version`] ([`VERSION`]).
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod checksum;
 mod codec;
 mod current_term;

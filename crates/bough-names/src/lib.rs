@@ -65,6 +65,16 @@
 //!
 //! The on-disk format reference is `docs/format.md ("File and directory names")`.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 #![forbid(unsafe_code)]
 
 mod classify;

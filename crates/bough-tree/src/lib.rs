@@ -1,5 +1,11 @@
 //! Bough: page layouts and the copy-on-write B+tree over the page-mapping table.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod btree;
 pub mod buffer;
 pub mod cache;
