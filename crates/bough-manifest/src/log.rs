@@ -258,8 +258,8 @@ fn put_mutation(out: &mut Vec<u8>, m: &LogMutation) {
 }
 
 /// Whether a record at `offset` is *intact*: header present with the magic, a body length
-/// within the maximum and within `bytes`, and a matching checksum. Intact says nothing
-/// about the version, the padding or whether the body decodes.
+/// within the maximum, its padded extent within `bytes`, and a matching checksum. Intact
+/// says nothing about the version, the padding's bytes or whether the body decodes.
 pub fn log_record_is_intact(bytes: &[u8], offset: u64, salt: LogSalt) -> bool {
     frame(bytes, offset, salt).is_ok()
 }
@@ -276,6 +276,11 @@ fn frame(bytes: &[u8], offset: u64, salt: LogSalt) -> Result<(LogHeader, &[u8]),
         return Err(DecodeReason::PayloadTooLarge(h.body_len));
     }
     let end = LOG_HEADER_LEN + h.body_len as usize;
+    // The padded extent must be present too: a file that ends inside a record's padding
+    // was cut during that record's append (its last one), which is a torn record.
+    if rest.len() < log_record_len(h.body_len as usize) {
+        return Err(DecodeReason::Truncated);
+    }
     let covered = rest.get(8..end).ok_or(DecodeReason::Truncated)?;
     let computed = record_checksum(salt, offset, covered);
     if computed != h.checksum {
@@ -496,6 +501,10 @@ mod tests {
             decode_log_entry(&bytes, 0, salt()).map_err(|e| e.reason),
             Err(DecodeReason::Truncated)
         );
+        // A record whose padding is cut off is not intact (a torn last append).
+        let whole = encode_log_entry(&e, salt(), 0).expect("encodes");
+        assert!(log_record_is_intact(&whole, 0, salt()));
+        assert!(!log_record_is_intact(&whole[..100], 0, salt()));
         // Non-zero padding.
         let mut bytes = encode_log_entry(&e, salt(), 0).expect("encodes");
         bytes[LOG_BLOCK - 1] = 1;

@@ -223,6 +223,17 @@ mod tests {
         assert_eq!(r.dropped_tail, Some(offsets[1]));
     }
 
+    /// The file ends inside the last record's padding (its header and body survived, the
+    /// file length did not): a torn last append, not corruption.
+    #[test]
+    fn a_record_cut_in_its_padding_is_torn() {
+        let (bytes, offsets) = file(&[commit(1, 1), commit(2, 1)], 0);
+        let cut = &bytes[..offsets[1] as usize + 200];
+        let r = replay_log(cut, salt(), 0).expect("torn, not corruption");
+        assert_eq!(r.records.len(), 1);
+        assert_eq!(r.dropped_tail, Some(offsets[1]));
+    }
+
     #[test]
     fn damage_followed_by_a_valid_record_is_corruption() {
         let entries = [commit(1, 1), commit(2, 1), commit(3, 1)];
