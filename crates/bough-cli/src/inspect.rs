@@ -432,6 +432,10 @@ fn not_a_manifest(kind: &FileKind, bytes: &[u8], shown: &str) -> CliResult<()> {
             "data file {} of branch {} term {}",
             d.file_id, d.branch, d.term
         ),
+        FileKind::Log(l) => format!(
+            "write-ahead log file {} of branch {} term {}",
+            l.log_id, l.branch, l.term
+        ),
         FileKind::Tmp(_) => "a data file being written (a temporary file)".into(),
         FileKind::Lock => "the store lock".into(),
         FileKind::GcLease => "a GC lease".into(),
@@ -537,6 +541,15 @@ fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
     let base = format!("{shown} ({})", output::size(size));
     match kind {
         FileKind::Data(d) => data_file(ctx, &root, &dir, &name, &d, size, &shown),
+        FileKind::Log(l) => report(
+            ctx,
+            &format!(
+                "{base}: write-ahead log file {} of branch {} term {}",
+                l.log_id, l.branch, l.term
+            ),
+            json!({"path": path.display().to_string(), "kind": "log", "branch": l.branch.as_str(), "term": l.term, "log_id": l.log_id}),
+            code::OK,
+        ),
         FileKind::Manifest(m) => {
             let storage = walk::storage(&root)?;
             let r = walk::read_manifest(storage.as_ref(), &format!("{dir}/{name}"));

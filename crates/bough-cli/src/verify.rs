@@ -268,6 +268,10 @@ fn verify_partition(
                 "leftover temporary file of an interrupted write (the next open removes it)",
             ),
             FileKind::Unknown(_) => r.warn(name, "not a Bough file name; ignored by the store"),
+            FileKind::Log(_) => r.warn(
+                name,
+                "a write-ahead log file; this version does not write or read log files (kept)",
+            ),
             FileKind::Lock => r.warn(name, "a LOCK file inside a partition directory"),
             FileKind::GcLease | FileKind::Version(_) => r.warn(
                 name,

@@ -619,6 +619,10 @@ fn mark<'a>(
                 terms.insert(ct.branch, rec);
             }
             FileKind::Unknown(u) => report.unknown.push(u),
+            // Write-ahead log files are kept: manifests name the ones they need in the `LOG`
+            // extension, and until GC walks those references nothing proves a log file
+            // unreachable (ARCHITECTURE.md, "Write path").
+            FileKind::Log(_) => {}
             // The cloud tier's own objects (its GC lease, numbered versions) never reach a
             // listing of the storage layer; were they found, they would be no data file.
             FileKind::Tmp(_) | FileKind::Lock | FileKind::GcLease | FileKind::Version(_) => {}

@@ -17,6 +17,8 @@ pub(crate) use decode::*;
 #[cfg(test)]
 pub(crate) use encode::{build_record, encode_log_with, encode_snapshot_with};
 pub use encode::{encode_log, encode_snapshot};
+// The log references' codec spells branch names the same way.
+pub(crate) use encode::put_branch;
 
 /// Records start at multiples of this many bytes and are zero-padded to it, so appending a
 /// record never rewrites a block that holds an acknowledged one. Fixed in format version 1.

@@ -18,12 +18,12 @@ use nom::{IResult, Parser};
 
 use crate::ident::{BranchName, NameError, Shown, TableName, is_all_digits};
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
-    TornTailName, VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
+    TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, MANIFEST_PREFIX, TMP_SUFFIX, TORN_INFIX,
-    VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TMP_SUFFIX,
+    TORN_INFIX, VERSION_INFIX,
 };
 
 /// Why a number field was refused.
@@ -61,6 +61,8 @@ pub enum NameKind {
     Archive,
     /// `data_<file_id>_<branch>_<term>`
     Data,
+    /// `wal_<log_id>_<branch>_<term>`
+    Log,
     /// `CURRENT_TERM.<branch>`
     CurrentTerm,
     /// `<inner>.<nonce>.tmp`
@@ -81,6 +83,7 @@ impl fmt::Display for NameKind {
             NameKind::Manifest => "manifest",
             NameKind::Archive => "archive",
             NameKind::Data => "data file",
+            NameKind::Log => "log file",
             NameKind::CurrentTerm => "CURRENT_TERM",
             NameKind::Tmp => "temporary file",
             NameKind::Version => "version",
@@ -338,6 +341,25 @@ pub(crate) fn data(i: &str) -> Res<'_, DataFileName> {
     .parse(i)
 }
 
+/// `wal_<log_id>_<branch>_<term>`: the same shape as a data name, so the same reading
+/// rule (the first all-digit segment after the log id ends the branch) applies.
+pub(crate) fn log(i: &str) -> Res<'_, LogFileName> {
+    preceded(
+        tag(LOG_PREFIX),
+        cut((
+            context("log id", dec_u64),
+            preceded(tag("_"), branch),
+            sep_u64("term"),
+        )),
+    )
+    .map(|(log_id, branch, term)| LogFileName {
+        log_id,
+        branch,
+        term,
+    })
+    .parse(i)
+}
+
 pub(crate) fn current_term(i: &str) -> Res<'_, CurrentTermName> {
     preceded(tag(CURRENT_TERM_PREFIX), cut(branch))
         .map(|branch| CurrentTermName { branch })
@@ -495,6 +517,20 @@ impl std::str::FromStr for DataFileName {
     type Err = NameParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         DataFileName::parse(s)
+    }
+}
+
+impl LogFileName {
+    /// Parses `wal_<log_id>_<branch>_<term>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Log, s, log)
+    }
+}
+
+impl std::str::FromStr for LogFileName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LogFileName::parse(s)
     }
 }
 

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, TornTailName, VersionName, VersionTarget, classify,
+    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
+    PartitionDir, TableName, TmpName, TornTailName, VersionName, VersionTarget, classify,
 };
 
 fn b(s: &str) -> BranchName {
@@ -29,6 +29,10 @@ fn table(names: &[String]) -> String {
             FileKind::Data(d) => format!(
                 "data file_id={} branch={} term={}",
                 d.file_id, d.branch, d.term
+            ),
+            FileKind::Log(l) => format!(
+                "log log_id={} branch={} term={}",
+                l.log_id, l.branch, l.term
             ),
             FileKind::CurrentTerm(c) => format!("current-term branch={}", c.branch),
             FileKind::Tmp(t) => format!("tmp target={} nonce={}", t.target, t.nonce),
@@ -60,6 +64,7 @@ fn every_kind_of_name() {
         ArchiveName::new(b("v"), 1, 2).to_string(),
         DataFileName::new(10, b("feature"), 5).to_string(),
         CurrentTermName::new(b("feature")).to_string(),
+        LogFileName::new(4, b("feature"), 5).to_string(),
         TmpName::new(ManifestName::new(main.clone(), 5), 42).to_string(),
         TmpName::new(CurrentTermName::new(main.clone()), 3).to_string(),
         "LOCK".to_string(),

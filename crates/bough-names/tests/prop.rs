@@ -2,9 +2,9 @@
 //! classify -> format is the identity on every name classify recognises.
 
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget, classify,
-    classify_dir, parse_file_name,
+    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
+    PartitionDir, TableName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
+    classify, classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -76,6 +76,7 @@ fn target() -> impl Strategy<Value = TmpTarget> {
 fn file_kind() -> impl Strategy<Value = FileKind> {
     prop_oneof![
         4 => target().prop_map(FileKind::from),
+        1 => (num(), branch(), num()).prop_map(|(l, b, t)| FileKind::Log(LogFileName::new(l, b, t))),
         2 => (target(), num()).prop_map(|(t, n)| FileKind::Tmp(TmpName::new(t, n))),
         1 => Just(FileKind::Lock),
         1 => Just(FileKind::GcLease),
@@ -99,6 +100,7 @@ fn near_grammar() -> impl Strategy<Value = String> {
             "",
             "manifest_",
             "data_",
+            "wal_",
             "CURRENT_TERM.",
             "LOCK",
             "GC_LEASE",
@@ -155,6 +157,7 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         ManifestName::parse(s).ok().map(FileKind::Manifest),
         ArchiveName::parse(s).ok().map(FileKind::Archive),
         DataFileName::parse(s).ok().map(FileKind::Data),
+        LogFileName::parse(s).ok().map(FileKind::Log),
         CurrentTermName::parse(s).ok().map(FileKind::CurrentTerm),
         TmpName::parse(s).ok().map(FileKind::Tmp),
         VersionName::parse(s).ok().map(FileKind::Version),
@@ -181,6 +184,7 @@ proptest! {
             FileKind::Manifest(n) => prop_assert_eq!(&ManifestName::parse(&text)?, n),
             FileKind::Archive(n) => prop_assert_eq!(&ArchiveName::parse(&text)?, n),
             FileKind::Data(n) => prop_assert_eq!(&DataFileName::parse(&text)?, n),
+            FileKind::Log(n) => prop_assert_eq!(&LogFileName::parse(&text)?, n),
             FileKind::CurrentTerm(n) => prop_assert_eq!(&CurrentTermName::parse(&text)?, n),
             FileKind::Tmp(n) => prop_assert_eq!(&TmpName::parse(&text)?, n),
             FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),

@@ -200,8 +200,10 @@ fn check_partition(
             // The cloud tier's own objects never reach a storage listing; the harness
             // runs on local storage anyway.
             // A kept-aside torn tail is what a crash during an append leaves: evidence for
-            // the operator, not damage.
+            // the operator, not damage. Write-ahead log files are read through the manifests
+            // that name them.
             FileKind::Manifest(_)
+            | FileKind::Log(_)
             | FileKind::Tmp(_)
             | FileKind::Lock
             | FileKind::GcLease

@@ -50,7 +50,10 @@ mod tests {
         );
         let nested = cache_only(|| cache_only(|| 7));
         assert_eq!(nested, 7);
-        assert!(may_read_storage("f").is_ok(), "a nested call restored the outer setting");
+        assert!(
+            may_read_storage("f").is_ok(),
+            "a nested call restored the outer setting"
+        );
         assert!(may_read_storage("f").is_ok());
         let unwound = std::panic::catch_unwind(|| cache_only(|| panic!("inside")));
         assert!(unwound.is_err());

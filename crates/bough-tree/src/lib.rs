@@ -7,10 +7,13 @@
 )]
 
 pub mod btree;
+pub mod buffer;
 pub mod cache;
 pub mod cache_only;
 pub mod diff;
 pub mod files;
 pub mod head;
+pub mod lww;
 pub mod mapping;
 pub mod page;
+pub mod wal;

@@ -62,8 +62,8 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_gro
 }
 
 /// Commits several batches of one branch as one tree update. Batches keep their order:
-/// for a key written by two of them, last-writer-wins by timestamp decides, and a tie goes
-/// to the later batch, exactly as if they had been committed one after the other. (A delete
+/// for a key written by two of them, last-writer-wins by timestamp decides
+/// (`bough_tree::lww`), and a tie goes to the later batch, exactly as if they had been committed one after the other. (A delete
 /// leaves a tombstone, so a delete followed by an older put resolves the same way merged as
 /// committed in turn: the delete wins.)
 pub(super) fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
@@ -81,12 +81,12 @@ pub(super) fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dy
     for (muts, reply) in group {
         replies.push(reply);
         for m in muts {
-            match merged.get(&m.key) {
-                Some(old) if op_ts(old) > op_ts(&m.op) => {}
-                _ => {
-                    merged.insert(m.key, m.op);
-                }
-            }
+            // Later batches compose over earlier ones by the one last-writer-wins rule.
+            let op = match merged.remove(&m.key) {
+                Some(old) => bough_tree::lww::compose(old, m.op),
+                None => m.op,
+            };
+            merged.insert(m.key, op);
         }
     }
     let run: Vec<Mutation> = merged
@@ -112,12 +112,5 @@ pub(super) fn commit_merged(
     match result {
         Ok(()) => replies.into_iter().for_each(|r| r.send(Ok(()))),
         Err(e) => replies.into_iter().for_each(|r| r.send(Err(e.duplicate()))),
-    }
-}
-
-pub(super) fn op_ts(op: &Op) -> u64 {
-    match op {
-        Op::Put { timestamp, .. } | Op::Delete { timestamp, .. } => *timestamp,
-        Op::ForceDelete | Op::Replace { .. } | Op::ReplaceWithTombstone { .. } => u64::MAX,
     }
 }
