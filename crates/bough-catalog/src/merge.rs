@@ -282,10 +282,11 @@ impl Partition {
         let base = self
             .merge_base(target, source_name, &source.extensions)?
             .ok_or_else(|| IoError::InvalidArgument {
-                what: format!(
-                    "{} and {} share no recorded merge base (neither was forked from or merged with the other)",
+                what: no_merge_base(
                     target.branch(),
-                    source_name
+                    target.extensions(),
+                    source_name,
+                    &source.extensions,
                 ),
             })?;
         let files = self.files().clone();
@@ -442,5 +443,41 @@ impl Partition {
             pages_copied: copied,
             bytes_copied: copied * u64::from(self.config().page_size),
         })
+    }
+}
+
+/// Why a pair has no merge base, as far as the branches' origins tell: a fork whose base was
+/// dropped (a re-home of either forgets merge bases) reads differently from two branches that
+/// never shared a state through a fork or a merge.
+fn no_merge_base(
+    target: &BranchName,
+    target_exts: &[(u64, Vec<u8>)],
+    source: &BranchName,
+    source_exts: &[(u64, Vec<u8>)],
+) -> String {
+    let parent_of = |exts: &[(u64, Vec<u8>)]| {
+        bough_manifest::BranchOrigin::from_extensions(exts)
+            .ok()
+            .flatten()
+            .and_then(|o| o.parent.map(|(p, _)| p))
+    };
+    let forked = if parent_of(source_exts).as_ref() == Some(target) {
+        Some((source, target))
+    } else if parent_of(target_exts).as_ref() == Some(source) {
+        Some((target, source))
+    } else {
+        None
+    };
+    match forked {
+        Some((child, parent)) => format!(
+            "{target} and {source} share no recorded merge base: {child} was forked from \
+             {parent}, but the merge base that fork recorded is no longer kept (a re-home of \
+             either branch forgets its merge bases)"
+        ),
+        None => format!(
+            "{target} and {source} share no recorded merge base: neither was forked from the \
+             other, and no merge between them is recorded (or a re-home forgot it); a merge \
+             needs the state the two last shared"
+        ),
     }
 }

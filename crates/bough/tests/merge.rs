@@ -628,3 +628,37 @@ fn regression_the_same_overflow_value_on_both_sides_is_no_conflict() {
     assert!(main.get_blocking(b"x").unwrap().unwrap().value == big);
     drop(s);
 }
+
+/// Issue 19 ("Messages that mislead"): after a re-home the merge refusal said "neither was
+/// forked from or merged with the other", which is false for a fork. It now says which fork
+/// it was and what dropped its merge base; two unrelated branches still read as unrelated.
+#[test]
+fn regression_merge_refusal_after_a_rehome_tells_the_truth() {
+    let (s, _d) = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut rng = Rng::new(11);
+    let (mut m, mut ts) = (Model::new(), 0);
+    scribble(&main, &mut m, &mut rng, "", 300, 300, &mut ts);
+    let feature = p.create_branch("feature", "main").unwrap();
+    scribble(&feature, &mut m.clone(), &mut rng, "", 300, 50, &mut ts);
+    scribble(&main, &mut m, &mut rng, "", 300, 50, &mut ts);
+    feature.rehome().unwrap();
+    let e = p
+        .merge("feature", "main", MergeOptions::default())
+        .expect_err("the merge base is gone");
+    let text = e.to_string();
+    assert!(!text.contains("neither was forked"), "{text}");
+    assert!(text.contains("feature was forked from main"), "{text}");
+    assert!(text.contains("re-home"), "{text}");
+    // A root that never shared a state with main (restored from an archive: no parent).
+    let archive = main.archive().unwrap();
+    main.branch_from_archive(&archive, "other").unwrap();
+    let e = p
+        .merge("other", "feature", MergeOptions::default())
+        .expect_err("unrelated");
+    assert!(
+        e.to_string().contains("neither was forked from the other"),
+        "{e}"
+    );
+}
