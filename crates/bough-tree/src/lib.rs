@@ -1,5 +1,6 @@
 //! Bough: page layouts and the copy-on-write B+tree over the page-mapping table.
 
+pub mod bounds;
 pub mod btree;
 pub mod cache;
 pub mod diff;
