@@ -10,11 +10,17 @@
 //! 3. No `todo!`, `unimplemented!` or `dbg!` in library code (`crates/*/src`).
 //! 4. Every crate under `crates/` has `[lints] workspace = true`.
 //! 5. No file or module directory named `utils`, `util` or `helpers`.
+//! 6. No source file over [`rooms::ROOM_LIMIT`] lines before its unit tests ([`rooms`]).
+//! 7. Each crate depends only on what ARCHITECTURE.md's layer table allows it
+//!    ([`dependency_table`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::workspace::{self, CrateInfo};
+
+pub mod dependency_table;
+pub mod rooms;
 
 /// The layers of the workspace, lowest first. A crate may depend only on crates that
 /// come before it here.
@@ -456,6 +462,8 @@ pub struct Inputs {
     pub sources: Vec<SourceFile>,
     /// All files and directories in the tree (relative paths) for the name check.
     pub paths: Vec<PathBuf>,
+    /// ARCHITECTURE.md's text, for its layer table.
+    pub architecture: String,
 }
 
 /// Runs every check over `inputs`.
@@ -472,6 +480,15 @@ pub fn check_all(inputs: &Inputs) -> Vec<Problem> {
         }
     }
     problems.extend(check_names(&inputs.paths));
+    problems.extend(rooms::check_rooms(
+        &inputs.sources,
+        rooms::ROOM_LIMIT,
+        rooms::ROOM_EXCEPTIONS,
+    ));
+    problems.extend(dependency_table::check_dependency_table(
+        &inputs.crates,
+        &dependency_table::parse_table(&inputs.architecture),
+    ));
     problems
 }
 
@@ -523,12 +540,16 @@ pub fn gather(root: &Path) -> Result<Inputs, String> {
             }
         }
     }
+    let architecture_path = root.join("ARCHITECTURE.md");
+    let architecture = std::fs::read_to_string(&architecture_path)
+        .map_err(|e| format!("cannot read {}: {e}", architecture_path.display()))?;
     Ok(Inputs {
         crates,
         crate_dirs,
         manifests,
         sources,
         paths,
+        architecture,
     })
 }
 

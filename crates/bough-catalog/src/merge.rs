@@ -157,7 +157,7 @@ fn same(
 /// timestamp: it loses against anything (both absent cannot conflict).
 fn newest_is_theirs(ours: Option<&Entry>, theirs: Option<&Entry>) -> bool {
     match (ours, theirs) {
-        (Some(o), Some(t)) => t.timestamp >= o.timestamp,
+        (Some(o), Some(t)) => bough_tree::lww::wins(t.timestamp, o.timestamp),
         (None, Some(_)) => true,
         (_, None) => false,
     }

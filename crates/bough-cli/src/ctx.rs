@@ -255,14 +255,19 @@ pub fn partition(
     Ok(handle)
 }
 
-/// Opens a branch, turning "not found" into a message that lists the branches.
+/// Opens a branch, turning "not found" into a message that lists the branches and a
+/// branch whose state cannot be read into the way back (`bough repair`).
 pub fn branch(part: &PartitionHandle, name: &str) -> CliResult<Branch> {
-    part.branch(name).map_err(|e| {
-        if e.kind() == ErrorKind::NotFound {
-            missing_branch(part, name)
-        } else {
-            e.into()
+    part.branch(name).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => missing_branch(part, name),
+        // The branch's state cannot be read (its manifest is damaged): say how it comes
+        // back, whatever the command was (`reset`, `get`, `merge`, ...).
+        ErrorKind::Corruption => {
+            let has_archive = part.archives(name).is_ok_and(|a| !a.is_empty());
+            let label = format!("{}@{name}", part.dir());
+            CliError::from(e).hint(crate::repair::remedy(&label, has_archive))
         }
+        _ => e.into(),
     })
 }
 

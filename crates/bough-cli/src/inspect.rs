@@ -352,7 +352,7 @@ fn manifest(ctx: &Ctx, arg: &str, verbose: bool) -> CliResult<u8> {
                     r.records,
                     r.end_offset,
                     r.dropped_tail
-                        .map_or(String::new(), |t| format!(", torn tail dropped at {t}"))
+                        .map_or(String::new(), |t| format!(", tail dropped at {t}"))
                 );
                 println!("  branch         {} term {}", s.meta.branch, s.meta.term);
                 println!(
@@ -394,7 +394,19 @@ fn manifest(ctx: &Ctx, arg: &str, verbose: bool) -> CliResult<u8> {
         }
     }
     match replayed {
-        Ok(_) => Ok(code::OK),
+        // A dropped tail is a torn append or a damaged acknowledged record: not fine.
+        Ok(r) => match r.dropped_tail {
+            None => Ok(code::OK),
+            Some(off) => {
+                if !ctx.json {
+                    eprintln!(
+                        "warning: {shown}: {}",
+                        bough_manifest::dropped_tail_finding(off)
+                    );
+                }
+                Ok(code::CORRUPT)
+            }
+        },
         Err(e) => {
             if !ctx.json {
                 eprintln!(
@@ -414,10 +426,15 @@ fn not_a_manifest(kind: &FileKind, bytes: &[u8], shown: &str) -> CliResult<()> {
     let what = match kind {
         FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::CurrentTerm(_) => return Ok(()),
         FileKind::Tmp(t) if !matches!(t.target, bough_names::TmpTarget::Data(_)) => return Ok(()),
-        FileKind::Version(_) => return Ok(()),
+        // A kept-aside torn tail holds manifest bytes: decoded like a manifest.
+        FileKind::Version(_) | FileKind::TornTail(_) => return Ok(()),
         FileKind::Data(d) => format!(
             "data file {} of branch {} term {}",
             d.file_id, d.branch, d.term
+        ),
+        FileKind::Log(l) => format!(
+            "write-ahead log file {} of branch {} term {}",
+            l.log_id, l.branch, l.term
         ),
         FileKind::Tmp(_) => "a data file being written (a temporary file)".into(),
         FileKind::Lock => "the store lock".into(),
@@ -524,6 +541,15 @@ fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
     let base = format!("{shown} ({})", output::size(size));
     match kind {
         FileKind::Data(d) => data_file(ctx, &root, &dir, &name, &d, size, &shown),
+        FileKind::Log(l) => report(
+            ctx,
+            &format!(
+                "{base}: write-ahead log file {} of branch {} term {}",
+                l.log_id, l.branch, l.term
+            ),
+            json!({"path": path.display().to_string(), "kind": "log", "branch": l.branch.as_str(), "term": l.term, "log_id": l.log_id}),
+            code::OK,
+        ),
         FileKind::Manifest(m) => {
             let storage = walk::storage(&root)?;
             let r = walk::read_manifest(storage.as_ref(), &format!("{dir}/{name}"));
@@ -598,6 +624,17 @@ fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
                 v.version, v.target
             ),
             json!({"path": path.display().to_string(), "kind": "version", "target": v.target.to_string(), "version": v.version}),
+            code::OK,
+        ),
+        FileKind::TornTail(t) => report(
+            ctx,
+            &format!(
+                "{base}: the tail of {} from offset {}, kept aside when the engine appended over it: {}; evidence only (never read as data, never deleted by GC), delete it once seen",
+                t.manifest,
+                t.offset,
+                bough_manifest::dropped_tail_finding(t.offset)
+            ),
+            json!({"path": path.display().to_string(), "kind": "torn_tail", "manifest": t.manifest.to_string(), "offset": t.offset, "n": t.n}),
             code::OK,
         ),
         FileKind::Unknown(_) => report(

@@ -130,13 +130,19 @@ pub fn damaged_info(
             println!("  {a}  term {}  {}", a.term, output::time(a.timestamp));
         }
     }
-    let hint = if archives.is_empty() {
-        "it has no archive to come back from: `bough branch delete` it (other branches are unaffected)".to_string()
+    Ok(e.hint(remedy(&t.label(), !archives.is_empty())))
+}
+
+/// The way back for a branch that cannot be opened (its manifest is damaged), labelled
+/// `label`: `bough repair` when it has an archive to come back from.
+pub fn remedy(label: &str, has_archive: bool) -> String {
+    if has_archive {
+        format!(
+            "`bough repair {label}` brings it back from its newest intact archive and lists what is lost"
+        )
     } else {
         format!(
-            "`bough repair {}` brings it back from its newest intact archive and lists what is lost",
-            t.label()
+            "{label} has no archive to come back from: `bough branch delete` it (other branches are unaffected)"
         )
-    };
-    Ok(e.hint(hint))
+    }
 }

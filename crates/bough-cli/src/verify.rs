@@ -12,7 +12,9 @@
 //!    layout; a referenced page that is missing, past the end of its file or bad is an
 //!    error; a bad page nothing references (left by an interrupted or superseded write) is a
 //!    warning;
-//! 5. unknown and leftover temporary files are warnings.
+//! 5. unknown and leftover temporary files are warnings; so is a manifest tail that replay
+//!    drops (a torn last append or a damaged last record: the commit it held, if any, is
+//!    not applied) and a torn tail the engine kept aside before appending over it.
 //!
 //! The exit code is 0 only when no error was found (with `--strict`, no warning either).
 
@@ -266,10 +268,22 @@ fn verify_partition(
                 "leftover temporary file of an interrupted write (the next open removes it)",
             ),
             FileKind::Unknown(_) => r.warn(name, "not a Bough file name; ignored by the store"),
+            FileKind::Log(_) => r.warn(
+                name,
+                "a write-ahead log file; this version does not write or read log files (kept)",
+            ),
             FileKind::Lock => r.warn(name, "a LOCK file inside a partition directory"),
             FileKind::GcLease | FileKind::Version(_) => r.warn(
                 name,
                 "an object-store object (GC lease or numbered version) in a local directory",
+            ),
+            FileKind::TornTail(t) => r.warn(
+                name,
+                format!(
+                    "kept aside from {}: {}; delete this file once it has been looked at",
+                    t.manifest,
+                    bough_manifest::dropped_tail_finding(t.offset)
+                ),
             ),
             FileKind::Manifest(_) | FileKind::Data(_) => {}
         }
@@ -311,6 +325,9 @@ fn verify_partition(
         if let Err(e) = res {
             r.error(name, e.clone());
         }
+    }
+    for (name, off) in &pf.dropped_tails {
+        r.warn(name, bough_manifest::dropped_tail_finding(*off));
     }
     // 3. Every snapshot: keys, values, TTL index, referenced pages.
     let (held, errors) = pf.held();

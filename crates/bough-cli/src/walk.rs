@@ -10,7 +10,7 @@ use std::io::Read;
 
 use bough_io::layout::max_payload;
 use bough_io::{DataFileHeader, IoResult, MIN_PAGE_SIZE, PreadStorage, Storage, open_page};
-use bough_manifest::{ManifestState, PageAddr, Snapshot, merge_bases, replay};
+use bough_manifest::{ManifestState, PageAddr, Replayed, Snapshot, merge_bases, replay};
 use bough_names::{DataFileName, FileKind, classify};
 use bough_tree::cache::PageCache;
 use bough_tree::files::FileTable;
@@ -35,6 +35,9 @@ pub struct PartitionFiles {
     pub files: Arc<FileTable>,
     /// Every manifest and archive, replayed (or why not).
     pub manifests: Vec<(String, Result<ManifestState, String>)>,
+    /// Manifests whose replay dropped a tail, with the tail's offset: a torn last append
+    /// or a damaged last record (replay cannot tell which).
+    pub dropped_tails: Vec<(String, u64)>,
 }
 
 impl std::fmt::Debug for PartitionFiles {
@@ -75,14 +78,18 @@ impl PartitionFiles {
             })
             .collect();
         let mut manifests = Vec::new();
+        let mut dropped_tails = Vec::new();
         let mut page_size = None;
         for (n, k) in &names {
             if matches!(k, FileKind::Manifest(_) | FileKind::Archive(_)) {
-                let r = read_manifest(storage.as_ref(), &format!("{dir}/{n}"));
+                let r = replay_manifest(storage.as_ref(), &format!("{dir}/{n}"));
                 if let Ok(s) = &r {
-                    page_size.get_or_insert(s.page_size);
+                    page_size.get_or_insert(s.state.page_size);
+                    if let Some(off) = s.dropped_tail {
+                        dropped_tails.push((n.clone(), off));
+                    }
                 }
-                manifests.push((n.clone(), r));
+                manifests.push((n.clone(), r.map(|r| r.state)));
             }
         }
         let files = Arc::new(FileTable::new(
@@ -97,6 +104,7 @@ impl PartitionFiles {
             names,
             files,
             manifests,
+            dropped_tails,
         })
     }
 
@@ -155,12 +163,15 @@ impl PartitionFiles {
 
 /// Reads and replays a manifest or archive file.
 pub fn read_manifest(storage: &dyn Storage, path: &str) -> Result<ManifestState, String> {
+    replay_manifest(storage, path).map(|r| r.state)
+}
+
+/// Reads and replays a manifest or archive file, keeping what replay says of its tail.
+pub fn replay_manifest(storage: &dyn Storage, path: &str) -> Result<Replayed, String> {
     let bytes = storage
         .read_file(path, MAX_MANIFEST_BYTES)
         .map_err(|e| e.to_string())?;
-    replay(&bytes)
-        .map(|r| r.state)
-        .map_err(|e| format!("corruption in {path} at offset {}: {}", e.offset, e.reason))
+    replay(&bytes).map_err(|e| format!("corruption in {path} at offset {}: {}", e.offset, e.reason))
 }
 
 /// Finds a store file by path or by name; returns (store root, partition dir, file name).

@@ -580,10 +580,13 @@ fn verify_and_inspect_find_a_flipped_byte() {
     assert!(ok(s, &["inspect", "file", "t.0"]).contains("partition directory"));
     fails(s, &["inspect", "file", "no_such_file"], 3);
 
-    // Flip one byte inside a referenced page: verify and inspect exit 5.
+    // Flip one byte inside a referenced page: verify and inspect exit 5. The file's last
+    // page is referenced: every process continued this file, and the last one (`branch
+    // create`) checkpointed the mapping table into it.
     let target = s.join("t.0").join(newest);
     let mut bytes = std::fs::read(&target).unwrap();
-    bytes[4096 + 100] ^= 0x01;
+    let last = bytes.len() - 4096;
+    bytes[last + 100] ^= 0x01;
     std::fs::write(&target, &bytes).unwrap();
     let r = fails(s, &["verify"], 5);
     assert!(
@@ -605,6 +608,47 @@ fn verify_and_inspect_find_a_flipped_byte() {
         r.stdout.contains("BAD") || r.stdout.contains("replay fails"),
         "{}",
         r.stdout
+    );
+}
+
+/// Issue 14 §3: a manifest tail replay drops (a torn write or damage: ambiguous) is a
+/// finding — `verify` reports it, `--strict` fails, `inspect manifest` does not call it fine
+/// — and none of them changes a byte. Before the fix all three said clean and exited 0.
+#[test]
+fn verify_strict_fails_on_an_ambiguous_manifest_tail() {
+    let (_d, s) = store();
+    let s = s.as_path();
+    ok(s, &["put", "t.0", "k", "v"]);
+    let m = s.join("t.0").join("manifest_main_0");
+    let mut bytes = std::fs::read(&m).unwrap();
+    assert_eq!(bytes.len() % 4096, 0);
+    let tail = bytes.len();
+    // A torn append: one block of non-zero bytes that is no intact record.
+    bytes.extend((0..4096).map(|i| (i % 251 + 1) as u8));
+    std::fs::write(&m, &bytes).unwrap();
+    let finding = format!(
+        "tail record at offset {tail} fails its checksum: a torn write or damage; the commit it held, if any, was discarded"
+    );
+
+    let r = run(s, &["verify"]);
+    assert_eq!(r.code, 0, "a warning, not an error:\n{}", r.stdout);
+    assert!(r.stdout.contains(&finding), "{}", r.stdout);
+    assert!(
+        !r.stdout.contains("verified 1 partition: clean\n"),
+        "{}",
+        r.stdout
+    );
+    let r = fails(s, &["verify", "--strict"], 5);
+    assert!(r.stdout.contains(&finding), "{}", r.stdout);
+    let j = json(&fails(s, &["--json", "verify", "--strict"], 5).stdout);
+    assert_eq!(j["clean"], false);
+    assert_eq!(j["warnings"], 1);
+    let r = fails(s, &["inspect", "manifest", "t.0/manifest_main_0"], 5);
+    assert!(r.stderr.contains(&finding), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read(&m).unwrap(),
+        bytes,
+        "read-only commands wrote"
     );
 }
 

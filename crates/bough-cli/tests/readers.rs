@@ -296,9 +296,23 @@ fn a_damaged_main_comes_back_from_its_newest_archive_saying_what_is_lost() {
         &["branch", "create", "feature", "t.0", "--from", "main"],
     );
     ok(&s, &["archive", "create", "t.0"]);
-    for (k, v) in [("k2", "v2"), ("k3", "v3"), ("k1", "v1b"), ("k4", "v4")] {
-        ok(&s, &["put", "t.0", k, v]);
-    }
+    // Four commits, one log record each, by a writer that is then killed: a clean close
+    // would seal the manifest into one snapshot record (where any damage is plain
+    // `Corruption`), so only a manifest left by a crash has records to salvage.
+    let mut loader = spawn_piped(&s, &["load", "t.0", "-", "--batch", "1"]);
+    let mut stdin = loader.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"k2\tv2\nk3\tv3\nk1\tv1b\nk4\tv4\nlast\tnever-committed\n")
+        .expect("write");
+    stdin.flush().expect("flush");
+    // k4's batch commits once the next line arrives; a reader sees it beside the loader.
+    eventually("k4 to be committed by the loader", || {
+        let r = run(&s, &["get", "t.0", "k4"]);
+        r.code == 0 && r.stdout.contains("v4")
+    });
+    loader.kill().expect("kill the loader");
+    loader.wait().expect("reaped");
+    drop(stdin);
     // Damage the second-to-last record of main's manifest (the `k1 = v1b` commit).
     let m = manifest_of(&s, "main");
     let mut bytes = std::fs::read(&m).expect("read");
@@ -373,21 +387,22 @@ fn verify_names_every_referent_of_a_bad_page_once_with_the_remedy() {
     let s = dir.path().join("s");
     ok(&s, &["put", "t.0", "k1", "v1"]);
     ok(&s, &["archive", "create", "t.0"]);
-    let before: Vec<PathBuf> = data_files(&s);
+    // Every process continues the one data file: the second put's page is the one it
+    // appends.
+    let files = data_files(&s);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let before = std::fs::metadata(&files[0]).expect("stat").len();
     ok(&s, &["put", "t.0", "k1", "v2"]);
-    let new: Vec<PathBuf> = data_files(&s)
-        .into_iter()
-        .filter(|f| !before.contains(f))
-        .collect();
-    assert_eq!(new.len(), 1, "{new:?}");
+    let after = std::fs::metadata(&files[0]).expect("stat").len();
+    assert_eq!(after - before, 4096, "one leaf page");
     for b in ["b1", "b2", "b3"] {
         ok(&s, &["branch", "create", b, "t.0", "--from", "main"]);
     }
-    // Page 1 of the file the second put wrote: main and its three branches reach it, the
-    // archive (taken before) does not.
-    let mut bytes = std::fs::read(&new[0]).expect("read");
-    bytes[4096 + 100] ^= 0xff;
-    std::fs::write(&new[0], &bytes).expect("write");
+    // The page the second put wrote: main and its three branches reach it, the archive
+    // (taken before) does not.
+    let mut bytes = std::fs::read(&files[0]).expect("read");
+    bytes[before as usize + 100] ^= 0xff;
+    std::fs::write(&files[0], &bytes).expect("write");
     let r = run(&s, &["verify"]);
     assert_eq!(r.code, 5, "{}", r.stdout);
     let errors: Vec<&str> = r
@@ -415,4 +430,116 @@ fn data_files(s: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Copies a store directory (a second damaged store from the same bytes).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).expect("copy");
+        }
+    }
+}
+
+/// Every command issue 19 names, against a store whose `main` manifest is damaged (its
+/// snapshot, or a log record with an intact one after it) while an archive of `main` is
+/// intact: `archive list` and `archive branch` work; `branch info` shows what is known and
+/// names `bough repair`; `reset` cannot use the damaged state either way (as target or as
+/// source) and says so, naming `bough repair` and leaving every branch as it was; `archive
+/// restore` and `bough repair` bring `main` back, after which `reset` works again.
+#[test]
+fn every_command_beside_a_damaged_main_works_or_names_the_repair() {
+    for (what, damage) in [("snapshot", 0usize), ("log record", 1)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = dir.path().join("s");
+        ok(&s, &["put", "t.0", "k1", "v1"]);
+        ok(
+            &s,
+            &["branch", "create", "feature", "t.0", "--from", "main"],
+        );
+        ok(&s, &["put", "t.0@feature", "f1", "on-feature"]);
+        ok(&s, &["archive", "create", "t.0"]);
+        let listed = ok(&s, &["--json", "archive", "list", "t.0"]);
+        let v: serde_json::Value = serde_json::from_str(&listed).expect("json");
+        let ts = v["archives"][0]["timestamp_ms"]
+            .as_u64()
+            .expect("ts")
+            .to_string();
+        for (k, v) in [("k2", "v2"), ("k3", "v3")] {
+            ok(&s, &["put", "t.0", k, v]);
+        }
+        let m = manifest_of(&s, "main");
+        let mut bytes = std::fs::read(&m).expect("read");
+        if damage == 0 {
+            bytes[20] ^= 0xff;
+        } else {
+            // The k2 commit's record; the k3 record after it is intact, so this is no
+            // torn last append replay could drop.
+            let blocks = bytes.len() / 4096;
+            bytes[(blocks - 2) * 4096 + 40] ^= 0xff;
+        }
+        std::fs::write(&m, &bytes).expect("write");
+
+        let listed = ok(&s, &["archive", "list", "t.0"]);
+        assert!(listed.contains(&ts), "{what}: {listed}");
+        let info = run(&s, &["branch", "info", "t.0"]);
+        assert_eq!(info.code, 5, "{what}: {}", info.stderr);
+        assert!(
+            info.stdout.contains("archives   1"),
+            "{what}: {}",
+            info.stdout
+        );
+        assert!(
+            info.stderr.contains("bough repair t.0@main"),
+            "{what}: {}",
+            info.stderr
+        );
+        ok(&s, &["branch", "info", "t.0@feature"]);
+        ok(&s, &["archive", "branch", "t.0", &ts, "yesterday"]);
+        assert_eq!(ok(&s, &["get", "t.0@yesterday", "k1"]).trim(), "v1");
+
+        // reset, with the damaged branch as its target and as its source.
+        for args in [
+            ["reset", "t.0", "--to", "feature"],
+            ["reset", "t.0@feature", "--to", "main"],
+        ] {
+            let r = run(&s, &args);
+            assert_eq!(r.code, 5, "{what}: {args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("t.0@main") && r.stderr.contains("`bough repair t.0@main`"),
+                "{what}: {args:?}: {}",
+                r.stderr
+            );
+            let j = run(&s, &[&["--json"][..], &args[..]].concat());
+            assert_eq!(j.code, 5, "{what}: {args:?}");
+            assert!(
+                format!("{}{}", j.stdout, j.stderr).contains("bough repair t.0@main"),
+                "{what}: {args:?}: {}{}",
+                j.stdout,
+                j.stderr
+            );
+        }
+        assert_eq!(ok(&s, &["get", "t.0@feature", "k1"]).trim(), "v1");
+        assert_eq!(ok(&s, &["get", "t.0@feature", "f1"]).trim(), "on-feature");
+
+        // Back through `bough repair` (on a copy) and through `archive restore`.
+        let copy = dir.path().join("copy");
+        copy_dir(&s, &copy);
+        let repaired = ok(&copy, &["repair", "t.0"]);
+        assert!(repaired.contains("repaired t.0@main"), "{what}: {repaired}");
+        assert!(repaired.contains("lost:"), "{what}: {repaired}");
+        let restored = ok(&s, &["archive", "restore", "t.0", &ts]);
+        assert!(restored.contains("repaired t.0@main"), "{what}: {restored}");
+        for store in [&s, &copy] {
+            assert_eq!(ok(store, &["get", "t.0", "k1"]).trim(), "v1");
+            ok(store, &["reset", "t.0", "--to", "feature"]);
+            assert_eq!(ok(store, &["get", "t.0", "f1"]).trim(), "on-feature");
+            ok(store, &["verify", "--strict"]);
+        }
+    }
 }

@@ -21,6 +21,12 @@
 //! Integers are little-endian; every checksum is CRC-64/NVME through
 //! `bough_manifest::checksum` with its own domain tag.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 use std::io::{self, Read, Write};
 
 use bough_manifest::checksum::{Checksum, Domain, checksum};

@@ -8,8 +8,10 @@
 //!   manifest's own branch and term, would miss those);
 //! - every merge base recorded in those manifests (a later three-way merge reads it);
 //! - every snapshot a reader still holds (passed in by the caller);
-//! - every file a writer is still filling (`writing`), and every file above the durable
-//!   high-water mark of a live (branch, term) — a commit may be about to reference it.
+//! - every file a writer is still filling (`writing`), and every file at or above the
+//!   durable high-water mark of a live (branch, term) — a commit may be about to reference
+//!   it, or the term's next writer continue the newest one (`Head::resume_last_file`)
+//!   before GC sees it registered as being written.
 //!
 //! Mapping pages shared by many branches are visited once (they are identified by physical
 //! location), so the cost grows with the distinct mapping pages, not with branches × pages.
@@ -20,6 +22,12 @@
 //! distinct pages anything references (the union over every referent, each shared page
 //! counted once) and which durable referents — branch heads, archives, merge bases — hold
 //! it. Compaction uses that to move a branch's pages only out of files it alone holds.
+
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -44,8 +52,8 @@ pub enum KeepReason {
     PinnedByReader,
     /// A writer is appending to it.
     Writing,
-    /// Its id is above the durable high-water mark of its live (branch, term): a commit in
-    /// flight may reference it.
+    /// Its id is at or above the durable high-water mark of its live (branch, term): a
+    /// commit in flight may reference it, or a writer continue it.
     InFlight,
 }
 
@@ -611,9 +619,16 @@ fn mark<'a>(
                 terms.insert(ct.branch, rec);
             }
             FileKind::Unknown(u) => report.unknown.push(u),
+            // Write-ahead log files are kept: manifests name the ones they need in the `LOG`
+            // extension, and until GC walks those references nothing proves a log file
+            // unreachable (ARCHITECTURE.md, "Write path").
+            FileKind::Log(_) => {}
             // The cloud tier's own objects (its GC lease, numbered versions) never reach a
             // listing of the storage layer; were they found, they would be no data file.
             FileKind::Tmp(_) | FileKind::Lock | FileKind::GcLease | FileKind::Version(_) => {}
+            // Evidence kept for the operator (`bough verify` reports it): no data file, and
+            // not GC's to delete.
+            FileKind::TornTail(_) => {}
         }
     }
     require_live_manifests(&storage, &dir, &terms, &mut manifests)?;
@@ -780,7 +795,7 @@ fn sweep(
         let above = marked
             .high_water
             .get(&(d.branch.clone(), d.term))
-            .is_none_or(|&max| d.file_id > max);
+            .is_none_or(|&max| d.file_id >= max);
         if live_term && above {
             report.kept.push((name, KeepReason::InFlight));
             continue;

@@ -86,6 +86,9 @@ pub enum IoError {
     InvalidArgument { what: String },
     /// A newer term took over `what`; this writer must stop.
     Fenced { what: String },
+    /// A read allowed to use cached pages only (an async read's first try, on the caller's
+    /// executor thread) needed `path` from storage; the caller retries it off that thread.
+    NotCached { path: String },
 }
 
 impl IoError {
@@ -111,6 +114,7 @@ impl IoError {
                 ErrorKind::InvalidArgument
             }
             IoError::Fenced { .. } => ErrorKind::Fenced,
+            IoError::NotCached { .. } => ErrorKind::Busy,
         }
     }
 
@@ -192,6 +196,12 @@ impl fmt::Display for IoError {
             IoError::Unsupported { what } => write!(f, "unsupported: {what}"),
             IoError::InvalidArgument { what } => write!(f, "invalid argument: {what}"),
             IoError::Fenced { what } => write!(f, "fenced: {what}"),
+            IoError::NotCached { path } => {
+                write!(
+                    f,
+                    "{path}: not cached, and this read may not wait for storage"
+                )
+            }
         }
     }
 }

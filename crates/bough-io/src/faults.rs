@@ -8,6 +8,7 @@
 //!   fail with `errno`, as if the system call had returned it;
 //! - *stalls*: `stall_sync()` closes a gate that every sync (file or directory) waits at until
 //!   `release_sync()`, so a test can hold a writer "inside fsync" and check who else waits;
+//!   `stall_reads()` / `release_reads()` do the same for file reads (a slow device);
 //! - *short writes*: `short_writes_next(count)` makes the next `count` file writes of a backend
 //!   that supports it (the memory backend) write only a prefix of their buffer and then fail
 //!   with `EIO`, as a write cut short by a device error would;
@@ -76,6 +77,9 @@ struct PlannedShortRead {
 struct Gate {
     closed: bool,
     waiting: usize,
+    /// The read gate: like the sync gate, for file reads.
+    reads_closed: bool,
+    reads_waiting: usize,
 }
 
 #[derive(Debug, Default)]
@@ -245,9 +249,37 @@ impl FaultInjector {
         true
     }
 
-    /// Called by backends before an operation: waits at the sync gate (for `Sync`), then
-    /// returns the planned error, if any.
+    /// Closes the read gate: every file read started from now on blocks until
+    /// [`release_reads`](FaultInjector::release_reads).
+    pub fn stall_reads(&self) {
+        self.inner.gate.lock().reads_closed = true;
+    }
+
+    /// Opens the read gate and wakes the stalled reads.
+    pub fn release_reads(&self) {
+        self.inner.gate.lock().reads_closed = false;
+        self.inner.gate_cv.notify_all();
+    }
+
+    /// How many file reads are waiting at the closed read gate right now.
+    pub fn stalled_reads(&self) -> usize {
+        self.inner.gate.lock().reads_waiting
+    }
+
+    /// Called by backends before an operation: waits at the sync gate (for `Sync`) or the
+    /// read gate (for `Read`), then returns the planned error, if any.
     pub fn before(&self, op: FaultOp) -> Result<(), std::io::Error> {
+        if op == FaultOp::Read {
+            let mut gate = self.inner.gate.lock();
+            if gate.reads_closed {
+                gate.reads_waiting += 1;
+                self.inner.gate_cv.notify_all();
+                while gate.reads_closed {
+                    self.inner.gate_cv.wait(&mut gate);
+                }
+                gate.reads_waiting -= 1;
+            }
+        }
         if op == FaultOp::Sync {
             let mut gate = self.inner.gate.lock();
             if gate.closed {

@@ -11,6 +11,12 @@
 //! - [`lock_dir`]: the store lock; [`ReadOnlyStorage`]: a backend that refuses every change.
 //!
 //! The on-disk format and the durability rules are described in `docs/format.md ("Data files")`.
+
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 #![allow(unsafe_code)]
 
 pub mod error;

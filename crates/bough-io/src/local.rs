@@ -14,10 +14,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{IoError, IoResult};
 use crate::faults::{self, FaultInjector, FaultOp};
-use crate::path::{self, components};
+use crate::path;
 use crate::stats::{IoStats, Poison};
 use crate::storage::{BackendKind, OpenOptions, Storage, StorageFile};
 use crate::uring::{self, RingPool};
+
+mod file;
+mod namespace;
+
+use namespace::{create_dir, delete, file_len, list_where, open, read_file, remove_dir};
 
 /// How file contents move.
 #[derive(Debug)]
@@ -281,80 +286,6 @@ impl Local {
     }
 }
 
-/// An open local file.
-#[derive(Debug)]
-struct LocalFile {
-    local: Arc<Local>,
-    file: File,
-    path: String,
-    writable: bool,
-}
-
-impl LocalFile {
-    fn writable(&self, op: &'static str) -> IoResult<()> {
-        if !self.writable {
-            return Err(IoError::errno(op, &self.path, libc::EBADF));
-        }
-        self.local.poison.check()
-    }
-}
-
-impl StorageFile for LocalFile {
-    fn path(&self) -> &str {
-        &self.path
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> IoResult<()> {
-        self.local
-            .read_into(&self.file, &self.path, &mut [(offset, buf)])
-    }
-
-    fn read_batch(&self, reqs: &mut [(u64, &mut [u8])]) -> IoResult<()> {
-        self.local.read_into(&self.file, &self.path, reqs)
-    }
-
-    fn write_at(&self, offset: u64, buf: &[u8]) -> IoResult<()> {
-        self.writable("write")?;
-        self.local
-            .write_from(&self.file, &self.path, &[(offset, buf)])
-    }
-
-    fn write_batch(&self, reqs: &[(u64, &[u8])]) -> IoResult<()> {
-        self.writable("write")?;
-        self.local.write_from(&self.file, &self.path, reqs)
-    }
-
-    fn sync(&self) -> IoResult<()> {
-        self.local.sync_file(&self.file, &self.path)
-    }
-
-    fn len(&self) -> IoResult<u64> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| IoError::os("stat", &self.path, e))
-    }
-
-    fn set_len(&self, len: u64) -> IoResult<()> {
-        self.writable("set_len")?;
-        self.local.fault(FaultOp::Write, "set_len", &self.path)?;
-        self.file
-            .set_len(len)
-            .map_err(|e| IoError::os("set_len", &self.path, e))
-    }
-
-    fn preallocate(&self, offset: u64, len: u64) -> IoResult<()> {
-        self.writable("preallocate")?;
-        self.local
-            .fault(FaultOp::Write, "preallocate", &self.path)?;
-        if len == 0 {
-            return Ok(());
-        }
-        fallocate_keep_size(&self.file, offset, len)
-            .map_err(|e| IoError::os("preallocate", &self.path, e))
-    }
-}
-
 /// Reads all of `buf` at `offset`. One `pread` may transfer less than asked (a signal, a
 /// network or FUSE file system, a device splitting the request): `read_exact_at` reads the
 /// rest again until the buffer is full or the file ends. An injected short read (`cut`)
@@ -377,146 +308,6 @@ fn pread_exact(
         done = prefix;
     }
     file.read_exact_at(&mut buf[done..], offset + done as u64)
-}
-
-fn open(local: &Arc<Local>, path: &str, opts: OpenOptions) -> IoResult<Arc<dyn StorageFile>> {
-    path::check_file(path)?;
-    let creating = opts.create || opts.create_new;
-    let writable = opts.write || creating;
-    if writable {
-        local.poison.check()?;
-    }
-    if creating {
-        local.fault(FaultOp::Create, "open", path)?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(writable)
-        .create(opts.create && !opts.create_new)
-        .create_new(opts.create_new)
-        .open(local.abs(path))
-        .map_err(|e| map_os("open", path, e))?;
-    let meta = file.metadata().map_err(|e| IoError::os("stat", path, e))?;
-    if meta.is_dir() {
-        return Err(IoError::errno("open", path, libc::EISDIR));
-    }
-    let f = LocalFile {
-        local: local.clone(),
-        file,
-        path: path.to_string(),
-        writable,
-    };
-    if writable && opts.preallocate > 0 {
-        f.preallocate(0, opts.preallocate)?;
-    }
-    Ok(Arc::new(f))
-}
-
-fn read_file(local: &Arc<Local>, path: &str, max_len: u64) -> IoResult<Vec<u8>> {
-    path::check_file(path)?;
-    let file = File::open(local.abs(path)).map_err(|e| map_os("open", path, e))?;
-    let meta = file.metadata().map_err(|e| IoError::os("stat", path, e))?;
-    if meta.is_dir() {
-        return Err(IoError::errno("read", path, libc::EISDIR));
-    }
-    let len = meta.len();
-    if len > max_len {
-        return Err(IoError::corruption(
-            path,
-            max_len,
-            format!("file is {len} bytes, longer than the limit of {max_len}"),
-        ));
-    }
-    let len = usize::try_from(len).map_err(|_| IoError::errno("read", path, libc::EFBIG))?;
-    let mut buf = vec![0u8; len];
-    local.read_into(&file, path, &mut [(0, &mut buf[..])])?;
-    Ok(buf)
-}
-
-fn delete(local: &Local, path: &str) -> IoResult<()> {
-    path::check_file(path)?;
-    local.poison.check()?;
-    local.fault(FaultOp::Delete, "delete", path)?;
-    match std::fs::remove_file(local.abs(path)) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(IoError::os("delete", path, e)),
-    }
-}
-
-/// Names in `dir` whose type passes `want`, sorted; a missing directory lists empty.
-fn list_where(
-    local: &Local,
-    dir: &str,
-    want: fn(&std::fs::FileType) -> bool,
-) -> IoResult<Vec<String>> {
-    path::check_dir(dir)?;
-    let entries = match std::fs::read_dir(local.abs(dir)) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(IoError::os("list", dir, e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| IoError::os("list", dir, e))?;
-        let ty = entry.file_type().map_err(|e| IoError::os("list", dir, e))?;
-        if !want(&ty) {
-            continue;
-        }
-        match entry.file_name().into_string() {
-            Ok(name) => names.push(name),
-            Err(name) => {
-                tracing::warn!(dir, name = ?name, "skipping a file name that is not UTF-8");
-            }
-        }
-    }
-    names.sort();
-    Ok(names)
-}
-
-fn create_dir(local: &Local, dir: &str) -> IoResult<()> {
-    path::check_dir(dir)?;
-    if dir.is_empty() {
-        return Ok(());
-    }
-    local.poison.check()?;
-    local.fault(FaultOp::Create, "create_dir", dir)?;
-    std::fs::create_dir_all(local.abs(dir)).map_err(|e| IoError::os("create_dir", dir, e))?;
-    // Sync the parent of every component, so each entry on the path is durable.
-    let mut parent = String::new();
-    for c in components(dir) {
-        local.sync_dir_entries(&parent)?;
-        if !parent.is_empty() {
-            parent.push('/');
-        }
-        parent.push_str(c);
-    }
-    Ok(())
-}
-
-fn remove_dir(local: &Local, dir: &str) -> IoResult<()> {
-    path::check_dir(dir)?;
-    if dir.is_empty() {
-        return Err(IoError::InvalidArgument {
-            what: "cannot remove the root directory".into(),
-        });
-    }
-    local.poison.check()?;
-    local.fault(FaultOp::Delete, "remove_dir", dir)?;
-    match std::fs::remove_dir(local.abs(dir)) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(IoError::os("remove_dir", dir, e)),
-    }
-}
-
-fn file_len(local: &Local, path: &str) -> IoResult<u64> {
-    path::check_file(path)?;
-    let meta = std::fs::metadata(local.abs(path)).map_err(|e| map_os("stat", path, e))?;
-    if meta.is_dir() {
-        return Err(IoError::errno("stat", path, libc::EISDIR));
-    }
-    Ok(meta.len())
 }
 
 macro_rules! local_storage {

@@ -144,6 +144,29 @@ pub enum DecodeReason {
         /// The record's term.
         term: u64,
     },
+    /// A log record does not start with the log magic (zeros, or not a log record).
+    BadMagic,
+    /// A log record was asked for at an offset that is not a block boundary.
+    MisalignedOffset,
+    /// A logged batch breaks a batch rule (empty key, keys not strictly increasing, a close
+    /// record with mutations).
+    InvalidBatch(&'static str),
+    /// A logged mutation's op byte is not a known op.
+    UnknownLogOp(u8),
+    /// A log record's commit version is not the one that must come next.
+    LogVersionGap {
+        /// The version that should come next.
+        expected: u64,
+        /// The one found.
+        found: u64,
+    },
+    /// A log ends before the version the manifest says it covers.
+    LogEndsEarly {
+        /// The version the manifest names.
+        needed: u64,
+        /// The last version the log holds (0: none).
+        last: u64,
+    },
 }
 
 impl From<VarintError> for DecodeReason {
@@ -211,6 +234,17 @@ impl std::fmt::Display for DecodeReason {
             FirstTermAboveTerm { first_term, term } => {
                 write!(f, "first term {first_term} is above the term {term}")
             }
+            BadMagic => f.write_str("no log record magic"),
+            MisalignedOffset => f.write_str("offset is not a block boundary"),
+            InvalidBatch(why) => write!(f, "invalid logged batch: {why}"),
+            UnknownLogOp(op) => write!(f, "unknown logged op {op}"),
+            LogVersionGap { expected, found } => {
+                write!(f, "log version gap: expected {expected}, found {found}")
+            }
+            LogEndsEarly { needed, last } => write!(
+                f,
+                "the log ends at version {last}, before version {needed} the manifest covers"
+            ),
         }
     }
 }
@@ -245,6 +279,11 @@ pub enum EncodeError {
     InvalidExtension(u64),
     /// A log record's sequence number is 0.
     InvalidSeq,
+    /// A log record's offset is not a block boundary.
+    MisalignedOffset(u64),
+    /// A batch the log reader would refuse (empty key, keys out of order, a close record
+    /// with mutations).
+    InvalidBatch(&'static str),
 }
 
 impl std::fmt::Display for EncodeError {
@@ -262,6 +301,8 @@ impl std::fmt::Display for EncodeError {
             MisplacedExtension(t) => write!(f, "extension {t} is not allowed in this record kind"),
             InvalidExtension(t) => write!(f, "extension {t} has an invalid payload"),
             InvalidSeq => f.write_str("log sequence number 0"),
+            MisalignedOffset(o) => write!(f, "log record offset {o} is not a block boundary"),
+            InvalidBatch(why) => write!(f, "invalid batch: {why}"),
         }
     }
 }

@@ -11,7 +11,16 @@
 //! - `CURRENT_TERM.<branch>` holds a [`CurrentTerm`].
 //! - [`BranchFileMapping`] answers which (branch, term) allocated a file id.
 //! - [`PageAddr`] packs a page's physical location; [`PageId`] is a logical page id.
+//! - A write-ahead log file holds [`LogEntry`] records ([`encode_log_entry`],
+//!   [`decode_log_entry`], [`replay_log`]); the `LOG` extension ([`LogRef`]) names the part
+//!   of it a branch's state still needs.
 //! - A branch's commit version survives manifest rewrites: [`commit_version`] ([`VERSION`]).
+
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod checksum;
 mod codec;
@@ -19,6 +28,9 @@ mod current_term;
 mod error;
 pub mod ext;
 mod incarnation;
+mod log;
+mod log_ref;
+mod log_replay;
 mod origin;
 mod page;
 mod ranges;
@@ -33,6 +45,13 @@ pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
 pub use error::{DecodeError, DecodeReason, EncodeError};
 pub use incarnation::{INCARNATION, incarnation, set_incarnation};
+pub use log::{
+    LOG_BLOCK, LOG_HEADER_LEN, LOG_MAGIC, LOG_VERSION, LogEntry, LogHeader, LogMutation, LogOp,
+    LogRecordKind, LogSalt, MAX_LOG_BODY, decode_log_entry, encode_log_entry, log_record_is_intact,
+    log_record_len,
+};
+pub use log_ref::{LOG, LogRef, decode_log_refs, encode_log_refs};
+pub use log_replay::{LogReplayed, LoggedRecord, replay_log};
 pub use origin::{
     BranchOrigin, MERGE_BASES, MergeBase, ORIGIN, decode_merge_bases, encode_merge_bases,
     merge_bases,
@@ -47,7 +66,7 @@ pub use record::{
     MAX_RECORD_PAYLOAD, MIN_PAGE_SIZE, ManifestMetadata, Record, RecordHeader, RecordKind,
     Snapshot, decode_record, encode_log, encode_snapshot, record_len,
 };
-pub use replay::{ManifestState, Replayed, replay};
+pub use replay::{ManifestState, Replayed, dropped_tail_finding, replay};
 pub use salvage::{Salvaged, salvage};
 pub use staging::{MAX_STAGING_LEN, STAGING, set_staging, staging_purpose};
 pub use version::{VERSION, commit_version, decode_version, encode_version, set_commit_version};

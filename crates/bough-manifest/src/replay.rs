@@ -157,6 +157,17 @@ pub struct Replayed {
     pub dropped_tail: Option<u64>,
 }
 
+/// What a dropped tail means, in the words every tool reports it with: the bytes at
+/// `offset` (the first block boundary without an intact record, with non-zero bytes at or
+/// after it and no intact record later) are either a torn last append or damage to the
+/// last record. Replay cannot tell which, so the commit they held, if any, is not applied.
+pub fn dropped_tail_finding(offset: u64) -> String {
+    format!(
+        "tail record at offset {offset} fails its checksum: a torn write or damage; \
+         the commit it held, if any, was discarded"
+    )
+}
+
 /// Replays a whole manifest file.
 ///
 /// - Offset 0 must hold an intact, decodable snapshot; otherwise the error names offset 0

@@ -443,3 +443,53 @@ fn malformed_version_payloads_are_refused() {
         );
     }
 }
+
+/// Issue 14 §3: only the last record can be a torn tail. Damage of any kind (a flipped bit
+/// anywhere in its block — header, payload or padding — zeros, garbage, a cut-down length
+/// field) to a record that a valid record follows is an error naming that record, never a
+/// dropped tail, whichever record it is and however far the next valid record lies.
+#[test]
+fn a_record_followed_by_a_valid_record_is_never_a_torn_tail() {
+    let (file, offsets) = file_with_logs(5);
+    let inner = &offsets[..offsets.len() - 1];
+    for (victim, &at) in inner.iter().enumerate().skip(1) {
+        let mut damaged: Vec<(String, Vec<u8>)> = Vec::new();
+        for bit in (0..8 * BLOCK_SIZE).step_by(61) {
+            let mut f = file.clone();
+            f[at + bit / 8] ^= 1 << (bit % 8);
+            damaged.push((format!("bit {bit}"), f));
+        }
+        let mut zeroed = file.clone();
+        zeroed[at..at + BLOCK_SIZE].fill(0);
+        damaged.push(("zeroed".into(), zeroed));
+        let mut garbage = file.clone();
+        for (i, b) in garbage[at..at + BLOCK_SIZE].iter_mut().enumerate() {
+            *b = (i * 13 + 5) as u8;
+        }
+        damaged.push(("garbage".into(), garbage));
+        let mut long = file.clone();
+        long[at + 20..at + 24].copy_from_slice(&u32::MAX.to_le_bytes());
+        damaged.push(("payload length too long".into(), long));
+        for (what, f) in damaged {
+            let e = replay(&f).expect_err(&format!("record {victim}, {what}: must fail"));
+            assert_eq!(e.offset, at as u64, "record {victim}, {what}");
+        }
+    }
+    // The valid record may lie several blocks after the damaged one (a damaged multi-block
+    // record): still an error, not a tail.
+    let (mut file, _) = file_with_logs(1);
+    let at = file.len();
+    let mut big = sample_log(2);
+    big.next_page_id = 100_000;
+    big.changes = (0..5000)
+        .map(|i| (i * 7, addr(14, i + 1).to_u64()))
+        .collect();
+    let bytes = encode_log(&big).expect("encodes");
+    file.extend(&bytes);
+    file.extend(encode_log(&sample_log(3)).expect("encodes"));
+    for flip in [at + 3, at + bytes.len() / 2, at + bytes.len() - 1] {
+        let mut f = file.clone();
+        f[flip] ^= 0x40;
+        assert_eq!(error_at(&f).0, at as u64, "flip at {flip}");
+    }
+}

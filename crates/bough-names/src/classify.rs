@@ -10,10 +10,12 @@ use nom::combinator::{opt, value, verify};
 use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::BranchName;
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
-    VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
+    TmpTarget, TornTailName, VersionName, VersionTarget,
 };
-use crate::{CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, MANIFEST_PREFIX};
+use crate::{
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, LOG_PREFIX, MANIFEST_PREFIX,
+};
 
 /// What a file name in a partition or store directory denotes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,6 +26,8 @@ pub enum FileKind {
     Archive(ArchiveName),
     /// `data_<file_id>_<branch>_<term>`
     Data(DataFileName),
+    /// `wal_<log_id>_<branch>_<term>`: a write-ahead log file.
+    Log(LogFileName),
     /// `CURRENT_TERM.<branch>`
     CurrentTerm(CurrentTermName),
     /// `<target>.<nonce>.tmp`
@@ -35,6 +39,9 @@ pub enum FileKind {
     /// `<target>.v<version>`: one version of an object kept as numbered versions (object
     /// stores without If-Match only).
     Version(VersionName),
+    /// `<manifest>.torn.<offset>.<n>`: the bytes a manifest's dropped torn tail held, kept
+    /// aside as evidence. Never store data; GC leaves it alone.
+    TornTail(TornTailName),
     /// Anything else, kept verbatim. Never to be treated as store data.
     Unknown(String),
 }
@@ -46,9 +53,11 @@ impl FileKind {
             FileKind::Manifest(n) => Some(&n.branch),
             FileKind::Archive(n) => Some(&n.branch),
             FileKind::Data(n) => Some(&n.branch),
+            FileKind::Log(n) => Some(&n.branch),
             FileKind::CurrentTerm(n) => Some(&n.branch),
             FileKind::Tmp(n) => Some(n.target.branch()),
             FileKind::Version(n) => n.target.branch(),
+            FileKind::TornTail(n) => Some(&n.manifest.branch),
             FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => None,
         }
     }
@@ -66,6 +75,7 @@ impl From<TmpTarget> for FileKind {
             TmpTarget::Archive(n) => FileKind::Archive(n),
             TmpTarget::Data(n) => FileKind::Data(n),
             TmpTarget::CurrentTerm(n) => FileKind::CurrentTerm(n),
+            TmpTarget::TornTail(n) => FileKind::TornTail(n),
         }
     }
 }
@@ -78,11 +88,13 @@ impl fmt::Display for FileKind {
             FileKind::Manifest(n) => n.fmt(f),
             FileKind::Archive(n) => n.fmt(f),
             FileKind::Data(n) => n.fmt(f),
+            FileKind::Log(n) => n.fmt(f),
             FileKind::CurrentTerm(n) => n.fmt(f),
             FileKind::Tmp(n) => n.fmt(f),
             FileKind::Lock => f.write_str(LOCK_FILE),
             FileKind::GcLease => f.write_str(GC_LEASE_FILE),
             FileKind::Version(n) => n.fmt(f),
+            FileKind::TornTail(n) => n.fmt(f),
             FileKind::Unknown(s) => f.write_str(s),
         }
     }
@@ -90,9 +102,10 @@ impl fmt::Display for FileKind {
 
 /// Prefixes that claim a name for the store: a name with one of these that
 /// fails to parse is damage or a bug, not a stranger's file.
-const KNOWN_PREFIXES: [&str; 4] = [
+const KNOWN_PREFIXES: [&str; 5] = [
     MANIFEST_PREFIX,
     DATA_PREFIX,
+    LOG_PREFIX,
     CURRENT_TERM_PREFIX,
     GC_LEASE_FILE,
 ];
@@ -107,6 +120,9 @@ enum Suffix {
 /// Parses any file name the store writes.
 pub fn parse_file_name(name: &str) -> Result<FileKind, NameParseError> {
     let lock = value(FileKind::Lock, tag(LOCK_FILE));
+    // A log file takes no suffix: it is never written through a temporary file (it is
+    // created with create_new) and has no numbered versions.
+    let log = grammar::log.map(FileKind::Log);
     let lease = (grammar::gc_lease, opt(grammar::version_suffix)).map(|(_, v)| match v {
         Some(version) => FileKind::Version(VersionName {
             target: VersionTarget::GcLease,
@@ -138,12 +154,12 @@ pub fn parse_file_name(name: &str) -> Result<FileKind, NameParseError> {
         }
         (target, _) => FileKind::from(target),
     });
-    grammar::run(NameKind::File, name, alt((lock, lease, stored)))
+    grammar::run(NameKind::File, name, alt((lock, lease, log, stored)))
 }
 
 /// Classifies one file name. Never fails and never panics.
 ///
-/// A name that carries a store prefix (`manifest_`, `data_`, `CURRENT_TERM.`, `GC_LEASE`)
+/// A name that carries a store prefix (`manifest_`, `data_`, `wal_`, `CURRENT_TERM.`, `GC_LEASE`)
 /// but does not parse is logged at `warn` level, since it points at damage or
 /// a bug; any other foreign name is logged at `debug` level. Both come back
 /// as [`FileKind::Unknown`] and must be left alone.
@@ -180,6 +196,11 @@ pub fn is_branch_manifest(file_name: &str) -> bool {
 /// Whether `file_name` is a manifest archive of some branch.
 pub fn is_branch_archive(file_name: &str) -> bool {
     matches!(classify(file_name), FileKind::Archive(_))
+}
+
+/// Whether `file_name` is a write-ahead log file of some branch.
+pub fn is_branch_log_file(file_name: &str) -> bool {
+    matches!(classify(file_name), FileKind::Log(_))
 }
 
 /// Whether `file_name` is a data file of some branch.
@@ -281,6 +302,30 @@ mod tests {
     }
 
     #[test]
+    fn log_files() {
+        assert_eq!(
+            known("wal_7_feature_3"),
+            FileKind::Log(LogFileName::new(7, b("feature"), 3))
+        );
+        assert_eq!(
+            known("wal_0_v_1"),
+            FileKind::Log(LogFileName::new(0, b("v"), 1))
+        );
+        assert_eq!(classify("wal_7_f_3").branch(), Some(&b("f")));
+        // A log file is never a temporary-file target and has no versions.
+        for s in [
+            "wal_7_main_3.1.tmp",
+            "wal_7_main_3.v1",
+            "wal_7_main",
+            "wal_07_main_3",
+        ] {
+            assert_eq!(classify(s), FileKind::Unknown(s.to_owned()), "{s:?}");
+        }
+        assert!(is_branch_log_file("wal_1_main_2"));
+        assert!(!is_branch_log_file("data_1_main_2"));
+    }
+
+    #[test]
     fn gc_lease_and_versions() {
         assert_eq!(known("GC_LEASE"), FileKind::GcLease);
         assert_eq!(
@@ -309,6 +354,49 @@ mod tests {
             classify("manifest_main_5.7.tmp"),
             FileKind::Tmp(_)
         ));
+    }
+
+    #[test]
+    fn kept_aside_torn_tails() {
+        assert_eq!(
+            known("manifest_main_5.torn.8192.0"),
+            FileKind::TornTail(TornTailName::new(
+                ManifestName::new(BranchName::main(), 5),
+                8192,
+                0
+            ))
+        );
+        assert_eq!(
+            known("manifest_a_b_1.torn.0.18446744073709551615"),
+            FileKind::TornTail(TornTailName::new(
+                ManifestName::new(b("a_b"), 1),
+                0,
+                u64::MAX
+            ))
+        );
+        assert_eq!(classify("manifest_x_2.torn.4096.1").branch(), Some(&b("x")));
+        // It is written through a temporary file like every file created new.
+        assert_eq!(
+            known("manifest_main_5.torn.8192.0.7.tmp"),
+            FileKind::Tmp(TmpName::new(
+                TornTailName::new(ManifestName::new(BranchName::main(), 5), 8192, 0),
+                7
+            ))
+        );
+        for s in [
+            "manifest_main_5.torn",
+            "manifest_main_5.torn.",
+            "manifest_main_5.torn.8192",
+            "manifest_main_5.torn.8192.",
+            "manifest_main_5.torn.08192.0",
+            "manifest_main_5.torn.8192.0.v1",
+            "manifest_main_5.torn.8192.0.1",
+            "manifest_main_5_7.torn.8192.0",
+            "data_1_main_2.torn.0.0",
+            "CURRENT_TERM.main.torn.0.0",
+        ] {
+            assert_eq!(classify(s), FileKind::Unknown(s.to_owned()), "{s:?}");
+        }
     }
 
     #[test]

@@ -18,11 +18,12 @@ use nom::{IResult, Parser};
 
 use crate::ident::{BranchName, NameError, Shown, TableName, is_all_digits};
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
-    VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
+    TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, MANIFEST_PREFIX, TMP_SUFFIX, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TMP_SUFFIX,
+    TORN_INFIX, VERSION_INFIX,
 };
 
 /// Why a number field was refused.
@@ -60,12 +61,16 @@ pub enum NameKind {
     Archive,
     /// `data_<file_id>_<branch>_<term>`
     Data,
+    /// `wal_<log_id>_<branch>_<term>`
+    Log,
     /// `CURRENT_TERM.<branch>`
     CurrentTerm,
     /// `<inner>.<nonce>.tmp`
     Tmp,
     /// `<target>.v<version>`
     Version,
+    /// `<manifest>.torn.<offset>.<n>`
+    TornTail,
     /// `<table>.<partition_id>`
     PartitionDir,
     /// Any file name, as tried by [`crate::classify`].
@@ -78,9 +83,11 @@ impl fmt::Display for NameKind {
             NameKind::Manifest => "manifest",
             NameKind::Archive => "archive",
             NameKind::Data => "data file",
+            NameKind::Log => "log file",
             NameKind::CurrentTerm => "CURRENT_TERM",
             NameKind::Tmp => "temporary file",
             NameKind::Version => "version",
+            NameKind::TornTail => "kept-aside torn tail",
             NameKind::PartitionDir => "partition directory",
             NameKind::File => "file",
         })
@@ -334,6 +341,25 @@ pub(crate) fn data(i: &str) -> Res<'_, DataFileName> {
     .parse(i)
 }
 
+/// `wal_<log_id>_<branch>_<term>`: the same shape as a data name, so the same reading
+/// rule (the first all-digit segment after the log id ends the branch) applies.
+pub(crate) fn log(i: &str) -> Res<'_, LogFileName> {
+    preceded(
+        tag(LOG_PREFIX),
+        cut((
+            context("log id", dec_u64),
+            preceded(tag("_"), branch),
+            sep_u64("term"),
+        )),
+    )
+    .map(|(log_id, branch, term)| LogFileName {
+        log_id,
+        branch,
+        term,
+    })
+    .parse(i)
+}
+
 pub(crate) fn current_term(i: &str) -> Res<'_, CurrentTermName> {
     preceded(tag(CURRENT_TERM_PREFIX), cut(branch))
         .map(|branch| CurrentTermName { branch })
@@ -343,6 +369,8 @@ pub(crate) fn current_term(i: &str) -> Res<'_, CurrentTermName> {
 /// Anything that may be written through a temporary file.
 pub(crate) fn tmp_target(i: &str) -> Res<'_, TmpTarget> {
     alt((
+        // Before the plain manifest: a torn tail's name starts with one.
+        torn_tail.map(TmpTarget::TornTail),
         manifest_or_archive,
         data.map(TmpTarget::Data),
         current_term.map(TmpTarget::CurrentTerm),
@@ -373,6 +401,29 @@ pub(crate) fn tmp(i: &str) -> Res<'_, TmpName> {
 /// temporary-file suffix; once `.v` is seen only a number may follow.
 pub(crate) fn version_suffix(i: &str) -> Res<'_, u64> {
     preceded(tag(VERSION_INFIX), cut(context("version", dec_u64))).parse(i)
+}
+
+/// `.torn.<offset>.<n>` after a manifest name. `.t` starts neither a nonce (a digit) nor
+/// a version (`v`); once `.torn.` is seen only the two numbers may follow.
+pub(crate) fn torn_suffix(i: &str) -> Res<'_, (u64, u64)> {
+    preceded(
+        tag(TORN_INFIX),
+        cut((
+            context("offset", dec_u64),
+            preceded(tag("."), context("tail number", dec_u64)),
+        )),
+    )
+    .parse(i)
+}
+
+pub(crate) fn torn_tail(i: &str) -> Res<'_, TornTailName> {
+    (manifest, torn_suffix)
+        .map(|(manifest, (offset, n))| TornTailName {
+            manifest,
+            offset,
+            n,
+        })
+        .parse(i)
 }
 
 /// The partition's GC lease, `GC_LEASE`.
@@ -469,6 +520,20 @@ impl std::str::FromStr for DataFileName {
     }
 }
 
+impl LogFileName {
+    /// Parses `wal_<log_id>_<branch>_<term>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Log, s, log)
+    }
+}
+
+impl std::str::FromStr for LogFileName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LogFileName::parse(s)
+    }
+}
+
 impl CurrentTermName {
     /// Parses `CURRENT_TERM.<branch>`.
     pub fn parse(s: &str) -> Result<Self, NameParseError> {
@@ -494,6 +559,20 @@ impl std::str::FromStr for VersionName {
     type Err = NameParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         VersionName::parse(s)
+    }
+}
+
+impl TornTailName {
+    /// Parses `<manifest>.torn.<offset>.<n>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::TornTail, s, torn_tail)
+    }
+}
+
+impl std::str::FromStr for TornTailName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TornTailName::parse(s)
     }
 }
 

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! number        = "0" | [1-9] [0-9]*          ; canonical decimal, fits the field type
-//! term, file-id, timestamp, nonce, version = number ; u64
+//! term, file-id, log-id, timestamp, nonce, version = number ; u64
 //! partition-id  = number                      ; u32
 //!
 //! word          = [a-zA-Z0-9-]+               ; with at least one non-digit
@@ -20,6 +20,7 @@
 //! manifest      = "manifest_" branch "_" term
 //! archive       = "manifest_" branch "_" term "_" timestamp
 //! data          = "data_" file-id "_" branch "_" term
+//! log           = "wal_" log-id "_" branch "_" term
 //! current-term  = "CURRENT_TERM." branch
 //! tmp           = (manifest | archive | data | current-term) "." nonce ".tmp"
 //! lock          = "LOCK"
@@ -64,6 +65,16 @@
 //!
 //! The on-disk format reference is `docs/format.md ("File and directory names")`.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 #![forbid(unsafe_code)]
 
 mod classify;
@@ -72,22 +83,24 @@ mod ident;
 mod names;
 
 pub use classify::{
-    FileKind, classify, classify_dir, is_branch_archive, is_branch_data_file, is_branch_manifest,
-    parse_file_name,
+    FileKind, classify, classify_dir, is_branch_archive, is_branch_data_file, is_branch_log_file,
+    is_branch_manifest, parse_file_name,
 };
 pub use grammar::{NameKind, NameParseError, NumberError, ParseFailure};
 pub use ident::{
     BranchName, IdentKind, MAIN_BRANCH, MAX_BRANCH_LEN, MAX_TABLE_LEN, NameError, TableName,
 };
 pub use names::{
-    ArchiveName, CurrentTermName, DataFileName, ManifestName, PartitionDir, TmpName, TmpTarget,
-    VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
+    TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 
 /// Term of a writer on a branch; grows each time a new writer takes over.
 pub type Term = u64;
 /// Id of a data file, allocated per branch.
 pub type FileId = u64;
+/// Id of a write-ahead log file, allocated per branch incarnation; grows, never reused.
+pub type LogId = u64;
 /// Partition of a table.
 pub type PartitionId = u32;
 /// Timestamp of a manifest archive.
@@ -99,6 +112,8 @@ pub const LOCK_FILE: &str = "LOCK";
 pub const MANIFEST_PREFIX: &str = "manifest_";
 /// Prefix of data file names.
 pub const DATA_PREFIX: &str = "data_";
+/// Prefix of write-ahead log file names.
+pub const LOG_PREFIX: &str = "wal_";
 /// Prefix of CURRENT_TERM file names.
 pub const CURRENT_TERM_PREFIX: &str = "CURRENT_TERM.";
 /// Suffix of temporary file names.
@@ -107,3 +122,6 @@ pub const TMP_SUFFIX: &str = ".tmp";
 pub const GC_LEASE_FILE: &str = "GC_LEASE";
 /// What separates a target from its version number in a version name (`<target>.v<n>`).
 pub const VERSION_INFIX: &str = ".v";
+/// What separates a manifest's name from the offset in a kept-aside torn tail's name
+/// (`<manifest>.torn.<offset>.<n>`).
+pub const TORN_INFIX: &str = ".torn.";

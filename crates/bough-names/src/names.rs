@@ -7,8 +7,8 @@ use std::fmt;
 
 use crate::ident::{BranchName, TableName};
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, MANIFEST_PREFIX, PartitionId,
-    TMP_SUFFIX, Term, Timestamp, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, LOG_PREFIX, LogId, MANIFEST_PREFIX,
+    PartitionId, TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.
@@ -119,6 +119,42 @@ impl fmt::Display for DataFileName {
     }
 }
 
+/// A write-ahead log file: `wal_<log_id>_<branch>_<term>`.
+///
+/// Written only by the head of `(branch, term)` (and its incarnation, which salts every
+/// record), created with `create_new` and never renamed, so it is no temporary-file target:
+/// a name that exists is never written by anyone else.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LogFileName {
+    /// Log id, allocated per branch; a new file always gets a higher one.
+    pub log_id: LogId,
+    /// Branch whose commits the file holds.
+    pub branch: BranchName,
+    /// Term of the writer that appends to it.
+    pub term: Term,
+}
+
+impl LogFileName {
+    /// Builds the log file name.
+    pub fn new(log_id: LogId, branch: BranchName, term: Term) -> Self {
+        LogFileName {
+            log_id,
+            branch,
+            term,
+        }
+    }
+}
+
+impl fmt::Display for LogFileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{LOG_PREFIX}{}_{}_{}",
+            self.log_id, self.branch, self.term
+        )
+    }
+}
+
 /// The file holding a branch's current term: `CURRENT_TERM.<branch>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CurrentTermName {
@@ -150,6 +186,8 @@ pub enum TmpTarget {
     Data(DataFileName),
     /// A CURRENT_TERM file.
     CurrentTerm(CurrentTermName),
+    /// A kept-aside torn tail.
+    TornTail(TornTailName),
 }
 
 impl TmpTarget {
@@ -160,6 +198,7 @@ impl TmpTarget {
             TmpTarget::Archive(n) => &n.branch,
             TmpTarget::Data(n) => &n.branch,
             TmpTarget::CurrentTerm(n) => &n.branch,
+            TmpTarget::TornTail(n) => &n.manifest.branch,
         }
     }
 }
@@ -171,6 +210,7 @@ impl fmt::Display for TmpTarget {
             TmpTarget::Archive(n) => n.fmt(f),
             TmpTarget::Data(n) => n.fmt(f),
             TmpTarget::CurrentTerm(n) => n.fmt(f),
+            TmpTarget::TornTail(n) => n.fmt(f),
         }
     }
 }
@@ -196,6 +236,12 @@ impl From<DataFileName> for TmpTarget {
 impl From<CurrentTermName> for TmpTarget {
     fn from(n: CurrentTermName) -> Self {
         TmpTarget::CurrentTerm(n)
+    }
+}
+
+impl From<TornTailName> for TmpTarget {
+    fn from(n: TornTailName) -> Self {
+        TmpTarget::TornTail(n)
     }
 }
 
@@ -301,6 +347,38 @@ impl fmt::Display for VersionName {
     }
 }
 
+/// The bytes a manifest held from `offset` to its end when that tail failed its checksum
+/// and replay dropped it, kept aside before the next append replaced them:
+/// `<manifest>.torn.<offset>.<n>`. `n` tells apart tails dropped at the same offset at
+/// different times. Evidence for `bough verify` and the operator, never store data: nothing
+/// reads it as a manifest, and GC never deletes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TornTailName {
+    /// The manifest the tail was cut from.
+    pub manifest: ManifestName,
+    /// Where the tail started in the manifest (a block boundary).
+    pub offset: u64,
+    /// Which tail dropped at that offset: 0, then 1, ...
+    pub n: u64,
+}
+
+impl TornTailName {
+    /// Builds the name of tail `n` dropped at `offset` of `manifest`.
+    pub fn new(manifest: ManifestName, offset: u64, n: u64) -> Self {
+        TornTailName {
+            manifest,
+            offset,
+            n,
+        }
+    }
+}
+
+impl fmt::Display for TornTailName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{TORN_INFIX}{}.{}", self.manifest, self.offset, self.n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,6 +454,49 @@ mod tests {
             "CURRENT_TERM.feature",
             CurrentTermName::parse,
             CurrentTermName::new(b("feature")),
+        );
+    }
+
+    #[test]
+    fn log_file_names() {
+        round_trip(
+            "wal_0_main_1",
+            LogFileName::parse,
+            LogFileName::new(0, BranchName::main(), 1),
+        );
+        round_trip(
+            "wal_12_release_v2_7",
+            LogFileName::parse,
+            LogFileName::new(12, b("release_v2"), 7),
+        );
+        round_trip(
+            "wal_3_v-1_2",
+            LogFileName::parse,
+            LogFileName::new(3, b("v-1"), 2),
+        );
+        for s in [
+            "wal_",
+            "wal_1",
+            "wal_1_main",
+            "wal_01_main_1",
+            "wal_1_main_01",
+            "wal_1_main_1_2",
+            "wal_1_x_2_3",
+            "wal_1_2_x_3",
+            "wal__main_1",
+            "wal_1_Main_1",
+            "wal_1_main_1.tmp",
+            "wal_1_main_1.3.tmp",
+            "wal_1_main_1.v2",
+            "wal_18446744073709551616_main_1",
+            "WAL_1_main_1",
+        ] {
+            assert!(LogFileName::parse(s).is_err(), "{s:?}");
+        }
+        let e = LogFileName::parse("wal_x_main_1").unwrap_err();
+        assert_eq!(
+            (e.kind, e.offset, e.field),
+            (NameKind::Log, 4, Some("log id"))
         );
     }
 

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, VersionName, VersionTarget, classify,
+    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
+    PartitionDir, TableName, TmpName, TornTailName, VersionName, VersionTarget, classify,
 };
 
 fn b(s: &str) -> BranchName {
@@ -30,11 +30,19 @@ fn table(names: &[String]) -> String {
                 "data file_id={} branch={} term={}",
                 d.file_id, d.branch, d.term
             ),
+            FileKind::Log(l) => format!(
+                "log log_id={} branch={} term={}",
+                l.log_id, l.branch, l.term
+            ),
             FileKind::CurrentTerm(c) => format!("current-term branch={}", c.branch),
             FileKind::Tmp(t) => format!("tmp target={} nonce={}", t.target, t.nonce),
             FileKind::Lock => "lock".to_string(),
             FileKind::GcLease => "gc-lease".to_string(),
             FileKind::Version(v) => format!("version target={} version={}", v.target, v.version),
+            FileKind::TornTail(t) => format!(
+                "torn-tail manifest={} offset={} n={}",
+                t.manifest, t.offset, t.n
+            ),
             FileKind::Unknown(u) => format!("unknown {u}"),
         };
         let _ = writeln!(out, "{n:<40} {what}");
@@ -56,6 +64,7 @@ fn every_kind_of_name() {
         ArchiveName::new(b("v"), 1, 2).to_string(),
         DataFileName::new(10, b("feature"), 5).to_string(),
         CurrentTermName::new(b("feature")).to_string(),
+        LogFileName::new(4, b("feature"), 5).to_string(),
         TmpName::new(ManifestName::new(main.clone(), 5), 42).to_string(),
         TmpName::new(CurrentTermName::new(main.clone()), 3).to_string(),
         "LOCK".to_string(),
@@ -63,6 +72,7 @@ fn every_kind_of_name() {
         VersionName::new(ManifestName::new(main.clone(), 5), 3).to_string(),
         VersionName::new(CurrentTermName::new(b("feature")), 12).to_string(),
         VersionName::new(VersionTarget::GcLease, 0).to_string(),
+        TornTailName::new(ManifestName::new(main.clone(), 5), 8192, 0).to_string(),
     ];
     // The partition directory is not a file name: it is checked on its own.
     let dir = &names[0];

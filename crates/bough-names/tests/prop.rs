@@ -2,9 +2,9 @@
 //! classify -> format is the identity on every name classify recognises.
 
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, TmpTarget, VersionName, VersionTarget, classify, classify_dir,
-    parse_file_name,
+    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
+    PartitionDir, TableName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
+    classify, classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -64,12 +64,19 @@ fn target() -> impl Strategy<Value = TmpTarget> {
         (branch(), num(), num()).prop_map(|(b, t, ts)| ArchiveName::new(b, t, ts).into()),
         (num(), branch(), num()).prop_map(|(f, b, t)| DataFileName::new(f, b, t).into()),
         branch().prop_map(|b| CurrentTermName::new(b).into()),
+        (branch(), num(), num(), num()).prop_map(|(b, t, o, n)| TornTailName::new(
+            ManifestName::new(b, t),
+            o,
+            n
+        )
+        .into()),
     ]
 }
 
 fn file_kind() -> impl Strategy<Value = FileKind> {
     prop_oneof![
         4 => target().prop_map(FileKind::from),
+        1 => (num(), branch(), num()).prop_map(|(l, b, t)| FileKind::Log(LogFileName::new(l, b, t))),
         2 => (target(), num()).prop_map(|(t, n)| FileKind::Tmp(TmpName::new(t, n))),
         1 => Just(FileKind::Lock),
         1 => Just(FileKind::GcLease),
@@ -93,12 +100,23 @@ fn near_grammar() -> impl Strategy<Value = String> {
             "",
             "manifest_",
             "data_",
+            "wal_",
             "CURRENT_TERM.",
             "LOCK",
             "GC_LEASE",
         ]),
         "[a-zA-Z0-9_.-]{0,24}",
-        prop::sample::select(vec!["", ".tmp", ".0.tmp", ".7.tmp", ".v0", ".v12", ".v"]),
+        prop::sample::select(vec![
+            "",
+            ".tmp",
+            ".0.tmp",
+            ".7.tmp",
+            ".v0",
+            ".v12",
+            ".v",
+            ".torn.0.0",
+            ".torn.4096",
+        ]),
     )
         .prop_map(|(p, body, s)| format!("{p}{body}{s}"))
 }
@@ -139,9 +157,11 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         ManifestName::parse(s).ok().map(FileKind::Manifest),
         ArchiveName::parse(s).ok().map(FileKind::Archive),
         DataFileName::parse(s).ok().map(FileKind::Data),
+        LogFileName::parse(s).ok().map(FileKind::Log),
         CurrentTermName::parse(s).ok().map(FileKind::CurrentTerm),
         TmpName::parse(s).ok().map(FileKind::Tmp),
         VersionName::parse(s).ok().map(FileKind::Version),
+        TornTailName::parse(s).ok().map(FileKind::TornTail),
     ];
     let accepted: Vec<FileKind> = typed.into_iter().flatten().collect();
     match &kind {
@@ -164,9 +184,11 @@ proptest! {
             FileKind::Manifest(n) => prop_assert_eq!(&ManifestName::parse(&text)?, n),
             FileKind::Archive(n) => prop_assert_eq!(&ArchiveName::parse(&text)?, n),
             FileKind::Data(n) => prop_assert_eq!(&DataFileName::parse(&text)?, n),
+            FileKind::Log(n) => prop_assert_eq!(&LogFileName::parse(&text)?, n),
             FileKind::CurrentTerm(n) => prop_assert_eq!(&CurrentTermName::parse(&text)?, n),
             FileKind::Tmp(n) => prop_assert_eq!(&TmpName::parse(&text)?, n),
             FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),
+            FileKind::TornTail(n) => prop_assert_eq!(&TornTailName::parse(&text)?, n),
             FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => {}
         }
     }

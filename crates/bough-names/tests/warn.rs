@@ -55,6 +55,8 @@ fn malformed_store_names_warn() {
         "data_10_main",
         "data_1_main_18446744073709551616",
         "data_1_x_2_3",
+        "wal_1_main",
+        "wal_01_main_2",
         "CURRENT_TERM.",
         "CURRENT_TERM.MAIN",
     ] {
@@ -82,6 +84,7 @@ fn valid_names_log_nothing() {
         "manifest_main_5",
         "manifest_feature_5_123",
         "data_10_main_5",
+        "wal_3_main_5",
         "CURRENT_TERM.feature",
         "CURRENT_TERM.main.1.tmp",
         "LOCK",

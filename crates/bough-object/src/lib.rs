@@ -17,6 +17,12 @@
 //!
 //! The object layout is specified in `docs/format.md` ("Object storage layout").
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 mod cache;
 mod cloud;
 mod config;

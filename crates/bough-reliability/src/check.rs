@@ -199,11 +199,16 @@ fn check_partition(
             FileKind::Unknown(u) => report.problem(format!("{dir}/{u}: unrecognised file")),
             // The cloud tier's own objects never reach a storage listing; the harness
             // runs on local storage anyway.
+            // A kept-aside torn tail is what a crash during an append leaves: evidence for
+            // the operator, not damage. Write-ahead log files are read through the manifests
+            // that name them.
             FileKind::Manifest(_)
+            | FileKind::Log(_)
             | FileKind::Tmp(_)
             | FileKind::Lock
             | FileKind::GcLease
-            | FileKind::Version(_) => {}
+            | FileKind::Version(_)
+            | FileKind::TornTail(_) => {}
         }
     }
     for (label, s) in &states {

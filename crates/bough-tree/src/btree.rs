@@ -796,7 +796,7 @@ fn merge_leaf<'a>(
         let wins = match (&existing, &m.op) {
             (None, _) => true,
             (Some(e), Op::Put { timestamp, .. }) | (Some(e), Op::Delete { timestamp, .. }) => {
-                *timestamp >= e.timestamp
+                crate::lww::wins(*timestamp, e.timestamp)
             }
             (Some(_), Op::ForceDelete | Op::Replace { .. } | Op::ReplaceWithTombstone { .. }) => {
                 true

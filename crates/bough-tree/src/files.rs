@@ -238,6 +238,7 @@ impl FileTable {
             return Ok(h.clone());
         }
         let path = self.path_of(&key);
+        crate::cache_only::may_read_storage(&path)?;
         // Only a manifest, archive or snapshot names a file to open: if it is gone, the
         // store is damaged (e.g. a damaged last manifest record was dropped and the earlier
         // state names a file GC had already deleted). That is corruption, not "not found".
@@ -265,7 +266,7 @@ impl FileTable {
                 ),
             ));
         }
-        Ok(self.register(name.clone(), incarnation, path, file))
+        Ok(self.register(name.clone(), incarnation, path, file, false))
     }
 
     /// Creates a new data file (header page written, not yet synced). An existing file of
@@ -299,15 +300,56 @@ impl FileTable {
             now_ms,
         );
         file.write_at(0, &header.encode())?;
-        Ok(self.register(name, incarnation, path, file))
+        Ok(self.register(name, incarnation, path, file, false))
     }
 
+    /// Opens the existing file `name` for appending (its writer continues it after a
+    /// reopen): its header must name the file, `incarnation` and the partition's page size.
+    /// The writable handle replaces any registered one (keeping its cached pages: appending
+    /// changes none of them). Returns the handle and the file's length.
+    pub fn open_for_append(
+        &self,
+        name: &DataFileName,
+        incarnation: u64,
+    ) -> IoResult<(Arc<DataFile>, u64)> {
+        let key = name.to_string();
+        let path = self.path_of(&key);
+        let file = self.storage.open(
+            &path,
+            OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        let header = DataFileHeader::read_from(file.as_ref())?;
+        header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
+        header.verify_incarnation(&path, incarnation)?;
+        if header.page_size != self.page_size {
+            return Err(IoError::corruption(
+                path,
+                0,
+                format!(
+                    "data file page size {} differs from the partition's {}",
+                    header.page_size, self.page_size
+                ),
+            ));
+        }
+        let len = file.len()?;
+        Ok((
+            self.register(name.clone(), incarnation, path, file, true),
+            len,
+        ))
+    }
+
+    /// Registers an open file; with `replace`, in place of a handle registered already
+    /// (otherwise that handle is kept and returned).
     fn register(
         &self,
         name: DataFileName,
         incarnation: u64,
         path: String,
         file: Arc<dyn StorageFile>,
+        replace: bool,
     ) -> Arc<DataFile> {
         let salt = FileSalt::new(name.file_id, &name.branch, name.term, incarnation);
         let key = name.to_string();
@@ -326,6 +368,9 @@ impl FileTable {
             used: AtomicBool::new(true),
         });
         let mut handles = self.handles.lock();
+        if replace && let Some(old) = handles.remove(&key) {
+            unindex(&mut self.by_id.write(), &old);
+        }
         let h = match handles.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => return e.get().clone(),
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -406,6 +451,7 @@ impl FileTable {
 
     /// Reads and verifies one page; returns (type, payload, file offset).
     pub fn read_raw(&self, h: &DataFile, page_index: u32) -> IoResult<(u8, Vec<u8>, u64)> {
+        crate::cache_only::may_read_storage(&h.path)?;
         let offset = page_offset(page_index, self.page_size);
         let mut buf = vec![0u8; self.page_size as usize];
         h.file.read_at(offset, &mut buf).map_err(|e| {
@@ -425,6 +471,7 @@ impl FileTable {
 
     /// Reads the payloads of `count` consecutive pages of one file in one batch.
     pub fn read_run(&self, h: &DataFile, first_index: u32, count: u32) -> IoResult<Vec<Vec<u8>>> {
+        crate::cache_only::may_read_storage(&h.path)?;
         let ps = self.page_size as usize;
         let mut buf = vec![0u8; ps * count as usize];
         let offset = page_offset(first_index, self.page_size);

@@ -14,7 +14,7 @@ use bough_io::layout::{FRAME_HEADER_LEN, max_payload, page_offset, seal_page};
 use bough_io::{ErrorKind, IoError, IoResult, OpenOptions, StorageFile};
 use bough_manifest::{
     BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
-    encode_log, encode_snapshot, replay,
+    dropped_tail_finding, encode_log, encode_snapshot, replay,
 };
 use bough_names::{BranchName, DataFileName, FileId, ManifestName, Term};
 use parking_lot::RwLock;
@@ -28,6 +28,10 @@ use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
 mod read_only;
+mod resume;
+mod tail;
+
+pub use resume::FOLD_LOG_BYTES;
 
 /// Largest manifest file read back into memory (a guard against hostile lengths).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 32;
@@ -364,6 +368,9 @@ struct HeadState {
     ranges: BranchFileMapping,
     max_file_id: FileId,
     active: Option<Active>,
+    /// The last file of this (branch, term), to be continued by the first commit that
+    /// needs a page (see [`Head::resume_last_file`]): taken into `active` then.
+    resume: Option<Active>,
 }
 
 /// A page staged for writing.
@@ -403,7 +410,9 @@ impl Txn<'_> {
             .active
             .is_none_or(|a| a.next_index >= self.cfg.file_pages)
             || (self.cfg.file_per_commit && self.new_files.is_empty());
-        if need_new {
+        if need_new && !self.cfg.file_per_commit && self.st.resume.is_some() {
+            self.st.active = self.st.resume.take();
+        } else if need_new {
             let id = self.st.max_file_id + 1;
             self.st
                 .ranges
@@ -621,11 +630,21 @@ pub struct Head {
     fence: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// Extension values to write with the next commit.
     pending_ext: bough_manifest::ext::Extensions,
-    /// (file id, bytes reserved) of the file being appended to.
+    /// (file id, end of the reserved space) of the file being appended to.
     reserved: (FileId, u64),
+    /// Where this head's reservation of that file began: 0 for a file it created, the
+    /// file's length for one it continues (see [`Head::resume_last_file`]).
+    reserve_base: u64,
     /// After the last rewrite that dropped unreferenced branch file ranges: how many ranges
     /// were left, at which version.
     ranges_pruned: Option<(usize, u64)>,
+    /// A tail replay dropped (its offset and bytes), still in the manifest: it is kept aside
+    /// in a file of its own before the first write replaces it, so opening never destroys
+    /// it (see [`Head::keep_tail_aside`]).
+    dropped_tail: Option<(u64, Vec<u8>)>,
+    /// A log record was appended since the head opened or last sealed its manifest: a clean
+    /// close seals it then, and only then (see [`Head::close_clean`]).
+    appended: bool,
 }
 
 /// A rewrite looks for branch file ranges no page references (a walk over every page)
@@ -724,8 +743,18 @@ impl Head {
         let replayed = replay(&bytes)
             .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
         if let Some(off) = replayed.dropped_tail {
-            tracing::warn!(manifest = %path, offset = off, "dropped a torn last manifest record");
+            tracing::warn!(
+                manifest = %path,
+                offset = off,
+                "{}",
+                dropped_tail_finding(off)
+            );
         }
+        // Opening writes nothing: the dropped tail stays in the file until the first append
+        // or rewrite, which first keeps it aside.
+        let dropped_tail = replayed
+            .dropped_tail
+            .and_then(|off| Some((off, bytes.get(usize::try_from(off).ok()?..)?.to_vec())));
         let st = replayed.state;
         let version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
@@ -776,12 +805,6 @@ impl Head {
                 ..OpenOptions::default()
             },
         )?;
-        if replayed.dropped_tail.is_some() {
-            // Cut the torn record off, so no byte of it can outlive the next append and be
-            // mistaken for a record later.
-            manifest.set_len(replayed.end_offset)?;
-            manifest.sync()?;
-        }
         // A crash can leave data files of this term above the durable high-water mark
         // (a commit that wrote them never reached the manifest). They are never overwritten:
         // new files start above them.
@@ -792,9 +815,10 @@ impl Head {
             mapping,
             ranges: st.meta.branch_file_ranges.clone(),
             max_file_id,
-            // Never append to a file written before this open: its tail may hold pages of a
-            // commit that never became durable.
+            // No file is continued here: the writing open may continue the last one, past
+            // every byte it holds (`resume_last_file`).
             active: None,
+            resume: None,
         };
         let snapshot = Arc::new(TreeSnapshot {
             root: state.root,
@@ -823,7 +847,10 @@ impl Head {
             fence: None,
             pending_ext: Vec::new(),
             reserved: (0, 0),
+            reserve_base: 0,
             ranges_pruned: None,
+            dropped_tail,
+            appended: false,
         })
     }
 
@@ -908,6 +935,7 @@ impl Head {
             ranges: src.meta.branch_file_ranges.clone(),
             max_file_id: src.max_file_id.max(self.state.max_file_id),
             active: None,
+            resume: None,
         };
         let log = LogRecord {
             seq: self.seq + 1,
@@ -945,6 +973,7 @@ impl Head {
         self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);
         self.state.active = None;
+        self.state.resume = None;
         self.poisoned = Some("the branch was deleted".into());
     }
 
@@ -1166,6 +1195,7 @@ impl Head {
                 self.files
                     .create(id, &self.branch, self.term, self.incarnation, first, now_ms)?;
             self.reserved = (id, first);
+            self.reserve_base = 0;
             // Registered before any manifest names it, so GC keeps it from now on.
             self.files
                 .set_writing(&self.writer_id(), Some(f.name.to_string()));
@@ -1186,9 +1216,8 @@ impl Head {
             let end = page_offset(pages[j - 1].addr.page_index() + 1, self.cfg.page_size);
             if self.reserved.0 == file_id && end > self.reserved.1 && self.cfg.preallocate > 0 {
                 // Double the reservation (bounded): appends stay inside reserved space.
-                let grow = self
-                    .reserved
-                    .1
+                let grow = (self.reserved.1 - self.reserve_base.min(self.reserved.1))
+                    .max(FIRST_RESERVATION.min(self.cfg.preallocate))
                     .max(end - self.reserved.1)
                     .min(self.cfg.preallocate.max(end - self.reserved.1));
                 h.file.preallocate(self.reserved.1, grow)?;
@@ -1244,10 +1273,10 @@ impl Head {
     }
 
     /// Gives back the preallocation of the last file this (branch, term) wrote before the
-    /// head opened: a writer that was killed never sealed it, and no head appends to a file
-    /// written before its open. For the writing open only (it changes the file's allocation,
-    /// never its bytes). Best effort, as every release.
-    pub fn release_previous_file(&self) {
+    /// head opened, when it is not continued: a writer that was killed never released it.
+    /// For the writing open only (it changes the file's allocation, never its bytes). Best
+    /// effort, as every release.
+    fn release_previous_file(&self) {
         let id = self.state.max_file_id;
         let own = self
             .state
@@ -1304,12 +1333,14 @@ impl Head {
     }
 
     fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.keep_tail_aside()?;
         self.manifest.write_at(self.manifest_end, bytes)?;
         if let Err(e) = self.manifest.sync() {
             self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
             return Err(e);
         }
         self.manifest_end += bytes.len() as u64;
+        self.appended = true;
         Ok(())
     }
 
@@ -1326,6 +1357,8 @@ impl Head {
 
     /// The durable state as a snapshot record (after a checkpoint, so it has no overlay).
     pub fn fork_point(&mut self, now_ms: u64) -> IoResult<ForkPoint> {
+        // A new term's manifest replaces this one, which is then deleted: keep the evidence.
+        self.keep_tail_aside()?;
         if self.state.mapping.current().dirty_chunks() > 0 {
             self.checkpoint(now_ms)?;
         }
@@ -1360,6 +1393,7 @@ impl Head {
     /// dropping branch file ranges no page references any more (looked for when the ranges
     /// grew since the last look, or [`PRUNE_RANGES_EVERY`] commits after it).
     pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
+        self.keep_tail_aside()?;
         self.checkpoint(now_ms)?;
         let ranges = self.state.ranges.len();
         let prune = ranges > 1
@@ -1370,7 +1404,7 @@ impl Head {
             let snap = self.snapshot();
             let mut referenced = Vec::new();
             snap.for_each_page(&mut |a| referenced.push(a.file_id()))?;
-            if let Some(a) = self.state.active {
+            for a in [self.state.active, self.state.resume].into_iter().flatten() {
                 referenced.push(a.file_id);
             }
             self.state
@@ -1382,10 +1416,28 @@ impl Head {
             encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
                 what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
             })?;
+        self.install_snapshot(&bytes)
+    }
+
+    /// Replaces the manifest with `bytes`, one snapshot record of the durable state, and goes
+    /// on from the version it carries.
+    fn install_snapshot(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.replace_manifest(bytes)?;
+        // The new snapshot carries the version: it continues from there, not from 0.
+        self.version_base = self.version();
+        self.seq = 0;
+        self.publish();
+        Ok(())
+    }
+
+    /// Replaces the manifest with `bytes` (one snapshot record: tmp + fsync + rename + dir
+    /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
+    /// version and sequence the snapshot carries.
+    fn replace_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
         if let Err(e) = self
             .files
             .storage()
-            .write_atomic(&self.manifest_path, &bytes)
+            .write_atomic(&self.manifest_path, bytes)
         {
             // Creating or writing the temporary file failed (ENOSPC, EIO): the manifest was
             // not touched and this head goes on appending to it, like after any failed
@@ -1419,10 +1471,6 @@ impl Head {
             }
         };
         self.manifest_end = bytes.len() as u64;
-        // The new snapshot carries the version: it continues from there, not from 0.
-        self.version_base = self.version();
-        self.seq = 0;
-        self.publish();
         Ok(())
     }
 
@@ -1458,6 +1506,7 @@ impl Head {
         if victims.is_empty() {
             return Ok(0);
         }
+        self.give_up_resume_of(victims);
         let snap = self.snapshot();
         let fetch = snap.fetch();
         // Tree and overflow pages: found through the mapping slots.

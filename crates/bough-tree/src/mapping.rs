@@ -18,6 +18,8 @@ use bough_manifest::{NO_PAGE, PageAddr, PageId};
 use crate::page::kind;
 use crate::page::mapping::MappingNode;
 
+mod overlay;
+
 const FREE_BIT: u64 = bough_manifest::FREE_SLOT_BIT;
 
 /// A decoded mapping slot.

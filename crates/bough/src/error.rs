@@ -49,6 +49,11 @@ impl Error {
         Error::new(ErrorKind::InvalidArgument, message)
     }
 
+    /// Whether a read allowed cached pages only needed storage (`bough_tree::cache_only`).
+    pub(crate) fn is_not_cached(&self) -> bool {
+        matches!(self.detail, Detail::Io(IoError::NotCached { .. }))
+    }
+
     pub(crate) fn closed() -> Self {
         Error::new(ErrorKind::Closed, "the store is closed")
     }

@@ -15,6 +15,12 @@
 //!
 //! The same calls are `async` without the `_blocking` suffix and work on any executor.
 
+// Library code returns errors, never panics on input (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 mod batch;
 pub mod clock;
 mod cloud;

@@ -1,5 +1,11 @@
 //! A one-value channel whose receiver is both a `Future` (any executor) and blockable
 //! (plain threads), so the API needs no particular async runtime.
+//!
+//! Why not `tokio::sync::oneshot`: its `blocking_recv` panics when called on a thread that
+//! runs an async runtime, and the `_blocking` twins of the API are called from such threads
+//! (a `#[tokio::main]` program's setup code, a current-thread runtime's tests); a storage
+//! call must return, not panic, there. This one waits on a condition variable wherever it
+//! is called, in about sixty lines.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -73,6 +73,11 @@ pub struct Options {
     /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
     /// replayed again on next use.
     pub max_open_branches: usize,
+    /// Threads that serve async reads (`get`, `floor`, `scan`) whose pages are not all cached:
+    /// such a read's first try runs on the caller's executor thread from the cache only, and
+    /// only a miss moves to these threads, so an executor thread never waits for storage.
+    /// Started on the first miss. From 1 to 64.
+    pub read_threads: usize,
     /// How long opening for writing waits, in ms, for another process that has the store
     /// open for writing to close it; 0 fails at once (`Busy`). Read-only opens
     /// ([`Store::open_read_only`](crate::Store::open_read_only)) never wait: they take no
@@ -117,6 +122,7 @@ impl Default for Options {
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
             max_open_branches: 4096,
+            read_threads: 4,
             lock_wait_ms: 0,
             clock: default_clock(),
             faults: None,
@@ -315,6 +321,12 @@ impl Options {
         }
         if self.max_open_branches == 0 {
             return field("max_open_branches", "must be at least 1".into());
+        }
+        if !(1..=64).contains(&self.read_threads) {
+            return field(
+                "read_threads",
+                format!("{} is not from 1 to 64", self.read_threads),
+            );
         }
         if self.max_group_commit == 0 {
             return field("max_group_commit", "must be at least 1".into());

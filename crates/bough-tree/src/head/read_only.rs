@@ -77,6 +77,7 @@ impl Head {
             ranges: st.meta.branch_file_ranges.clone(),
             max_file_id: st.max_file_id,
             active: None,
+            resume: None,
         };
         let snapshot = Arc::new(TreeSnapshot {
             root: state.root,
@@ -97,6 +98,9 @@ impl Head {
             branch,
             term,
             incarnation,
+            // Keeping a dropped tail aside is the writer's job: a reader never writes.
+            dropped_tail: None,
+            appended: false,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,
@@ -110,6 +114,7 @@ impl Head {
             fence: None,
             pending_ext: Vec::new(),
             reserved: (0, 0),
+            reserve_base: 0,
             ranges_pruned: None,
         })
     }

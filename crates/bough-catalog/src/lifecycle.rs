@@ -1,0 +1,164 @@
+//! Branch lifecycle: creating a branch from another, deleting it, and opening a branch at a
+//! new term.
+
+use super::*;
+
+impl Partition {
+    pub(crate) fn check_new_name(&self, name: &BranchName) -> IoResult<Term> {
+        let fold = name.case_fold_key();
+        for b in self.branches()? {
+            if b == *name {
+                return Err(IoError::AlreadyExists {
+                    path: format!("{}@{}", self.dir, name),
+                });
+            }
+            if b.case_fold_key() == fold {
+                return Err(IoError::InvalidArgument {
+                    what: format!(
+                        "branch name {name} differs from the existing branch {b} only by case; \
+                         they would alias on a case-insensitive store"
+                    ),
+                });
+            }
+        }
+        // A deleted branch leaves a tombstone with its last term, but the tombstone may be
+        // lost: a new branch of that name continues above every term the name appears with
+        // anywhere, so no (branch, term) pair — and no file name — is used twice.
+        self.fresh_term(name)
+    }
+
+    /// Creates `name` at `parent`'s latest commit (run in the parent's write queue: the
+    /// parent is checkpointed first so the new manifest is one small snapshot). No data is
+    /// copied; the new branch shares every page with its parent.
+    pub fn create_branch(
+        &self,
+        parent: &mut Head,
+        name: &BranchName,
+        now_ms: u64,
+    ) -> IoResult<Head> {
+        let term = self.check_new_name(name)?;
+        let fork = parent.fork_point(now_ms)?;
+        let origin = BranchOrigin {
+            parent: Some((parent.branch().clone(), parent.term())),
+            fork_version: parent.version(),
+            created_at_ms: now_ms,
+        };
+        self.create_from(fork, name, term, origin, None)
+    }
+
+    pub(crate) fn create_from(
+        &self,
+        fork: ForkPoint,
+        name: &BranchName,
+        term: Term,
+        origin: BranchOrigin,
+        staging: Option<&str>,
+    ) -> IoResult<Head> {
+        let mut exts = Vec::new();
+        origin.store(&mut exts);
+        if let Some(purpose) = staging {
+            bough_manifest::set_staging(&mut exts, purpose);
+        }
+        // A new incarnation of the name: its pages can never validate as another's.
+        let incarnation = (self.incarnations.0)();
+        bough_manifest::set_incarnation(&mut exts, incarnation);
+        // The branch starts at the version of the state it starts from (the parent's at the
+        // fork, or the archive's), so its versions continue that history.
+        let version = bough_manifest::commit_version(&fork.snapshot.extensions)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        bough_manifest::set_commit_version(&mut exts, version);
+        // The fork point is the first merge base between the branch and where it came from.
+        if let Some((parent, _)) = &origin.parent {
+            let mut state = fork.snapshot.clone();
+            state.extensions.clear();
+            let bases = [bough_manifest::MergeBase {
+                branch: parent.clone(),
+                recorded_at_ms: origin.created_at_ms,
+                state,
+            }];
+            let bytes = bough_manifest::encode_merge_bases(&bases).map_err(|e| {
+                IoError::InvalidArgument {
+                    what: format!("cannot encode the merge base of {name}: {e}"),
+                }
+            })?;
+            bough_manifest::ext::set(&mut exts, bough_manifest::MERGE_BASES, bytes);
+        }
+        // Manifest first, CURRENT_TERM second: a crash in between is finished by `recover`.
+        let mut head = Head::create(
+            self.files.clone(),
+            self.cfg.clone(),
+            name.clone(),
+            term,
+            Some(&fork),
+            exts,
+        )?;
+        self.owned.lock().insert((name.clone(), term));
+        self.point_current_term(name, term, incarnation)?;
+        // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
+        // above every term of that incarnation, so setting the fence to it keeps their heads
+        // fenced and lets this one commit.
+        let fence = self.fence(name, term);
+        fence.store(term, Ordering::Release);
+        head.set_fence(fence);
+        Ok(head)
+    }
+
+    /// Deletes a branch: a tombstone `CURRENT_TERM` first (the branch is gone from then on),
+    /// then its manifests and archives. Data files stay for GC. `main` cannot be deleted.
+    /// The caller must have stopped the branch's writer.
+    pub fn delete_branch(&self, name: &BranchName) -> IoResult<()> {
+        if name.is_main() {
+            return Err(IoError::InvalidArgument {
+                what: "the main branch cannot be deleted".into(),
+            });
+        }
+        let term = self.live_term(name)?;
+        self.write_current_term(name, term, true)?;
+        self.fence(name, term).store(u64::MAX, Ordering::Release);
+        // Archives first, then manifests oldest term first: a deletion cut short leaves the
+        // manifest at the tombstone's term, which recovery recognises as this incarnation's.
+        let mut doomed: Vec<(u8, Term, String)> = Vec::new();
+        for n in self.storage().list(self.files.dir())? {
+            match classify(&n) {
+                FileKind::Archive(a) if a.branch == *name => doomed.push((0, a.term, n)),
+                FileKind::Manifest(m) if m.branch == *name => doomed.push((1, m.term, n)),
+                _ => {}
+            }
+        }
+        doomed.sort();
+        for (_, _, n) in doomed {
+            self.storage().delete(&self.files.path_of(&n))?;
+        }
+        self.storage().sync_dir(self.files.dir())
+    }
+
+    /// Opens `name` at the next term (a new owner takes over): a new manifest inheriting the
+    /// old one's state, then `CURRENT_TERM`; the old term's head is fenced from then on.
+    pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> IoResult<Head> {
+        let name = old.branch().clone();
+        let new_term = old.term() + 1;
+        let mut fork = old.fork_point(now_ms)?;
+        fork.snapshot.max_file_id = old.max_file_id();
+        let exts = fork.snapshot.extensions.clone();
+        let mut head = Head::create(
+            self.files.clone(),
+            self.cfg.clone(),
+            name.clone(),
+            new_term,
+            Some(&fork),
+            exts,
+        )?;
+        self.owned.lock().insert((name.clone(), new_term));
+        self.point_current_term(&name, new_term, old.incarnation())?;
+        head.set_fence(self.fence(&name, new_term));
+        // The old term's manifest is superseded; its files stay reachable through the new one.
+        self.storage().delete(
+            &self
+                .files
+                .path_of(&ManifestName::new(name, new_term - 1).to_string()),
+        )?;
+        Ok(head)
+    }
+}

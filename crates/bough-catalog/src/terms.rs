@@ -1,0 +1,277 @@
+//! `CURRENT_TERM` records of a partition's branches: reading, caching and writing them, and
+//! choosing the term a new incarnation of a name starts at.
+
+use super::*;
+
+#[derive(Debug, Default)]
+pub(crate) struct TermCache {
+    pub(crate) terms: std::collections::BTreeMap<BranchName, CurrentTerm>,
+    pub(crate) complete: bool,
+}
+
+impl Partition {
+    /// The branch's `CURRENT_TERM` record, if the file exists.
+    pub fn current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
+        {
+            let cache = self.terms.lock();
+            if let Some(ct) = cache.terms.get(branch) {
+                return Ok(Some(*ct));
+            }
+        }
+        let ct = self.read_current_term(branch)?;
+        if let Some(ct) = ct {
+            self.terms.lock().terms.insert(branch.clone(), ct);
+        }
+        Ok(ct)
+    }
+
+    /// Reads the branch's `CURRENT_TERM` from storage again (another process may have moved
+    /// it) and caches what it found. A failed read leaves the cache as it was: forgetting
+    /// the branch on a transient error would hide a live branch from `branches` until the
+    /// partition is reopened.
+    pub(crate) fn refresh_current_term(
+        &self,
+        branch: &BranchName,
+    ) -> IoResult<Option<CurrentTerm>> {
+        let ct = self.read_current_term(branch)?;
+        let mut cache = self.terms.lock();
+        match ct {
+            Some(ct) => {
+                cache.terms.insert(branch.clone(), ct);
+            }
+            None => {
+                cache.terms.remove(branch);
+            }
+        }
+        Ok(ct)
+    }
+
+    pub(crate) fn read_current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
+        let path = self
+            .files
+            .path_of(&CurrentTermName::new(branch.clone()).to_string());
+        match self.storage().read_file(&path, 4096) {
+            Ok(bytes) => CurrentTerm::decode(&bytes)
+                .map(Some)
+                .map_err(|e| IoError::corruption(path, e.offset, e.to_string())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Durably replaces the branch's `CURRENT_TERM` record.
+    ///
+    /// The record's first term follows from the one it replaces: a live record's is kept (a
+    /// new term or a restore continues the same branch), a tombstone's is replaced by `term`
+    /// (the name is reused: a new branch starts here), and with no record at all it is 0
+    /// ("unknown"), which treats every older term as this branch's — the conservative
+    /// reading when a record was lost, and the right one for a name never used before.
+    ///
+    /// The record keeps the previous record's incarnation (0 if there was none).
+    pub fn write_current_term(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        deleted: bool,
+    ) -> IoResult<()> {
+        let incarnation = self
+            .current_term(branch)
+            .ok()
+            .flatten()
+            .map_or(0, |prev| prev.incarnation);
+        self.write_term_record(branch, term, deleted, incarnation)
+    }
+
+    /// [`write_current_term`](Self::write_current_term) for incarnation `incarnation`. A
+    /// live record replacing a live one of another incarnation (a foreign or stale record
+    /// being repaired) does not know where this incarnation began: first term 0.
+    pub(crate) fn write_term_record(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        deleted: bool,
+        incarnation: u64,
+    ) -> IoResult<()> {
+        let path = self
+            .files
+            .path_of(&CurrentTermName::new(branch.clone()).to_string());
+        // An unreadable previous record counts as none: replacing it must not fail on it.
+        let first_term = match self.current_term(branch).ok().flatten() {
+            Some(prev) if prev.deleted && !deleted => term,
+            Some(prev) if prev.incarnation != incarnation => 0,
+            Some(prev) => prev.first_term.min(term),
+            None => 0,
+        };
+        let ct = CurrentTerm {
+            term,
+            deleted,
+            first_term,
+            incarnation,
+        };
+        self.storage().write_atomic(&path, &ct.encode())?;
+        self.terms.lock().terms.insert(branch.clone(), ct);
+        self.note_term(branch, term);
+        Ok(())
+    }
+
+    /// Records that `term` is used by `branch` (for [`fresh_term`](Self::fresh_term)).
+    pub(crate) fn note_term(&self, branch: &BranchName, term: Term) {
+        if let Some(used) = self.used_terms.lock().as_mut() {
+            let e = used.entry(branch.clone()).or_insert(term);
+            *e = (*e).max(term);
+        }
+    }
+
+    /// The lowest term a new incarnation of `name` may start at: above every term any file
+    /// name of the partition (manifests, archives, data files, `CURRENT_TERM`) and any
+    /// manifest's or archive's branch file ranges (merge bases included) use for that name —
+    /// not only above what `CURRENT_TERM` remembers, which an operator may have lost. The
+    /// scan runs once per partition; every term this catalog writes later is added to it.
+    pub fn fresh_term(&self, name: &BranchName) -> IoResult<Term> {
+        let mut used = self.used_terms.lock();
+        if used.is_none() {
+            *used = Some(self.scan_used_terms()?);
+        }
+        let highest = used.as_ref().and_then(|u| u.get(name).copied());
+        let recorded = self.current_term(name)?.map(|ct| ct.term);
+        Ok(match highest.max(recorded) {
+            Some(t) => t.checked_add(1).ok_or_else(|| IoError::InvalidArgument {
+                what: format!("branch {name} has used every term"),
+            })?,
+            None => 0,
+        })
+    }
+
+    pub(crate) fn scan_used_terms(&self) -> IoResult<HashMap<BranchName, Term>> {
+        let mut used: HashMap<BranchName, Term> = HashMap::new();
+        let mut note = |b: &BranchName, t: Term| {
+            let e = used.entry(b.clone()).or_insert(t);
+            *e = (*e).max(t);
+        };
+        for n in self.storage().list(self.files.dir())? {
+            let kind = classify(&n);
+            let state_file = matches!(kind, FileKind::Manifest(_) | FileKind::Archive(_));
+            match &kind {
+                FileKind::Manifest(m) => note(&m.branch, m.term),
+                FileKind::Archive(a) => note(&a.branch, a.term),
+                FileKind::Data(d) => note(&d.branch, d.term),
+                FileKind::CurrentTerm(c) => {
+                    // A damaged record says nothing; the other evidence still counts.
+                    if let Ok(Some(ct)) = self.read_current_term(&c.branch) {
+                        note(&c.branch, ct.term);
+                    }
+                }
+                _ => {}
+            }
+            if !state_file {
+                continue;
+            }
+            let path = self.files.path_of(&n);
+            let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            // A damaged manifest is reported where it is used; its name was counted.
+            let Ok(r) = replay(&bytes) else { continue };
+            for range in &r.state.meta.branch_file_ranges {
+                note(&range.branch, range.term);
+            }
+            if let Ok(bases) = bough_manifest::merge_bases(&r.state.extensions) {
+                for b in bases {
+                    note(&b.state.meta.branch, b.state.meta.term);
+                    for range in &b.state.meta.branch_file_ranges {
+                        note(&range.branch, range.term);
+                    }
+                }
+            }
+        }
+        Ok(used)
+    }
+
+    /// The replayed state of `manifest_<branch>_<term>` (`NotFound` if it does not exist,
+    /// `Corruption` if it does not replay).
+    pub(crate) fn manifest_state(
+        &self,
+        branch: &BranchName,
+        term: Term,
+    ) -> IoResult<bough_manifest::ManifestState> {
+        let path = self
+            .files
+            .path_of(&ManifestName::new(branch.clone(), term).to_string());
+        let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
+        replay(&bytes)
+            .map(|r| r.state)
+            .map_err(|e| IoError::corruption(path, e.offset, e.to_string()))
+    }
+
+    /// The incarnation a manifest records (0 if none).
+    pub(crate) fn manifest_incarnation(&self, branch: &BranchName, term: Term) -> IoResult<u64> {
+        let st = self.manifest_state(branch, term)?;
+        state_incarnation(&st, &format!("manifest_{branch}_{term}"))
+    }
+
+    /// Points `CURRENT_TERM` of `branch` at `term`, whose manifest was just created. If that
+    /// fails and `CURRENT_TERM` on storage still names another term, the new manifest is
+    /// removed again, durably, so the failed operation leaves nothing behind: a retry can
+    /// create it anew, and a reopen does not finish an operation that reported failure. If
+    /// the removal fails too, heads of the older terms are fenced (a reopen will finish the
+    /// operation, as after a crash, so they must not acknowledge anything meanwhile).
+    pub(crate) fn point_current_term(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        incarnation: u64,
+    ) -> IoResult<()> {
+        let Err(e) = self.write_term_record(branch, term, false, incarnation) else {
+            return Ok(());
+        };
+        // What storage holds now is what counts (the write may have happened or not).
+        let on_storage = self.read_current_term(branch);
+        match &on_storage {
+            Ok(Some(ct)) => {
+                self.terms.lock().terms.insert(branch.clone(), *ct);
+                if ct.term == term {
+                    // It did move: heads of older terms must stop.
+                    self.fence(branch, term);
+                }
+            }
+            Ok(None) => {
+                self.terms.lock().terms.remove(branch);
+            }
+            Err(_) => {}
+        }
+        if let Ok(ct) = on_storage
+            && ct.is_none_or(|ct| ct.term != term)
+        {
+            // Durably: a manifest that came back after a power loss would make recovery
+            // finish this failed operation over everything acknowledged after it.
+            let path = self
+                .files
+                .path_of(&ManifestName::new(branch.clone(), term).to_string());
+            let removed = self
+                .storage()
+                .delete(&path)
+                .and_then(|()| self.storage().sync_dir(self.files.dir()));
+            if removed.is_err() {
+                // The new manifest may stay, and a reopen then finishes the operation: the
+                // old term must acknowledge nothing more meanwhile.
+                self.fence(branch, term);
+            }
+        }
+        Err(e)
+    }
+
+    /// The highest term of any manifest of `branch` in the directory.
+    pub fn latest_manifest_term(&self, branch: &BranchName) -> IoResult<Option<Term>> {
+        let mut best = None;
+        for name in self.storage().list(self.files.dir())? {
+            if let FileKind::Manifest(m) = classify(&name)
+                && &m.branch == branch
+            {
+                best = best.max(Some(m.term));
+            }
+        }
+        Ok(best)
+    }
+}

@@ -1,0 +1,381 @@
+//! The write buffer: acknowledged writes not yet checkpointed into the tree.
+//!
+//! A buffer is a stack of immutable sorted *runs*, newest first, each shared by `Arc`, so a
+//! reader's copy of the buffer is a vector of pointers and never changes under it. Every
+//! commit pushes one run; runs are merged binary-counter style (a run is merged into the
+//! one below it while it is at least half as large, so each run is more than twice the one
+//! above it), so a buffer of n entries has at most log2(n) + 1 runs. Merging two runs composes their ops per key ([`lww::compose`]), so a merged run
+//! has exactly the effect of the two in order. A checkpoint freezes the runs present, applies
+//! them to the tree as one sorted batch ([`WriteBuffer::frozen_batch`]) and then drops them;
+//! runs pushed meanwhile are never merged with frozen ones.
+//!
+//! Reads ([`BufferedRead`]) see the runs above a tree snapshot: a key's entry is the tree's
+//! entry with the key's buffered ops applied in commit order by [`lww::apply`] — the same
+//! rule the leaf merge applies, so reading before and after a checkpoint gives the same
+//! entry. Entries come back as tree [`Entry`]s (a buffered value as `ValueLoc::Inline`,
+//! whatever its length); tombstones are returned like the tree returns them, and TTL is the
+//! caller's `Entry::is_live_at`, as for tree reads.
+
+use std::sync::Arc;
+
+use bough_io::IoResult;
+use bough_manifest::PageId;
+
+use crate::btree::{self, Cursor, Mutation, Op, TreeRead};
+use crate::lww;
+use crate::page::leaf::{Entry, ValueLoc};
+
+/// One commit's batch, or several merged: sorted, distinct keys.
+#[derive(Debug)]
+pub struct Run {
+    muts: Vec<Mutation>,
+    bytes: usize,
+    first_version: u64,
+    last_version: u64,
+}
+
+impl Run {
+    /// The ops, sorted by key.
+    pub fn mutations(&self) -> &[Mutation] {
+        &self.muts
+    }
+
+    /// Commit versions this run holds, first and last.
+    pub fn versions(&self) -> (u64, u64) {
+        (self.first_version, self.last_version)
+    }
+
+    fn find(&self, key: &[u8]) -> Option<&Op> {
+        self.muts
+            .binary_search_by(|m| m.key.as_slice().cmp(key))
+            .ok()
+            .map(|i| &self.muts[i].op)
+    }
+}
+
+/// Bytes a mutation costs the buffer (key, value, and a fixed overhead per entry).
+fn cost(m: &Mutation) -> usize {
+    let value = match &m.op {
+        Op::Put { value, .. } | Op::Replace { value, .. } => value.len(),
+        Op::Delete { .. } | Op::ForceDelete | Op::ReplaceWithTombstone { .. } => 0,
+    };
+    m.key.len() + value + 48
+}
+
+/// The runs of a branch not yet checkpointed, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct WriteBuffer {
+    runs: Vec<Arc<Run>>,
+    bytes: usize,
+    /// Runs with `last_version <= frozen` belong to a checkpoint in progress and are not
+    /// merged with later runs.
+    frozen: u64,
+}
+
+impl WriteBuffer {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Bytes buffered (keys, values and per-entry overhead): what `write_buffer_bytes`
+    /// bounds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The runs, newest first.
+    pub fn runs(&self) -> &[Arc<Run>] {
+        &self.runs
+    }
+
+    /// The newest buffered commit version, if any.
+    pub fn last_version(&self) -> Option<u64> {
+        self.runs.first().map(|r| r.last_version)
+    }
+
+    /// Adds the batch committed as `version` (sorted, distinct keys, as
+    /// [`btree::check_batch`] requires) as the newest run, then merges runs.
+    pub fn push(&mut self, version: u64, muts: Vec<Mutation>) {
+        debug_assert!(muts.windows(2).all(|w| w[0].key < w[1].key));
+        debug_assert!(self.last_version().is_none_or(|v| v < version));
+        let bytes = muts.iter().map(cost).sum();
+        self.bytes += bytes;
+        self.runs.insert(
+            0,
+            Arc::new(Run {
+                muts,
+                bytes,
+                first_version: version,
+                last_version: version,
+            }),
+        );
+        self.settle();
+    }
+
+    /// Merges the newest run into the one below while it is at least half as large (and
+    /// both are on the same side of a freeze). Afterwards each run holds more than twice
+    /// the entries of the run above it, which bounds the number of runs.
+    fn settle(&mut self) {
+        while self.runs.len() >= 2 {
+            let (newer, older) = (&self.runs[0], &self.runs[1]);
+            let across_freeze =
+                older.last_version <= self.frozen && newer.last_version > self.frozen;
+            if across_freeze || 2 * newer.muts.len().max(1) < older.muts.len() {
+                break;
+            }
+            let merged = merge(older, newer);
+            self.bytes = self.bytes - older.bytes - newer.bytes + merged.bytes;
+            self.runs.drain(..2);
+            self.runs.insert(0, Arc::new(merged));
+        }
+    }
+
+    /// Freezes every run present for a checkpoint and returns them as one sorted batch to
+    /// apply to the tree, with the last version it covers. Runs pushed later stay apart.
+    pub fn frozen_batch(&mut self) -> Option<(u64, Vec<Mutation>)> {
+        let upto = self.last_version()?;
+        self.frozen = upto;
+        let mut batch: Vec<Mutation> = Vec::new();
+        for run in self.runs.iter().rev() {
+            batch = merge_muts(batch, run.muts.clone());
+        }
+        Some((upto, batch))
+    }
+
+    /// Drops the runs a checkpoint made durable in the tree (every run up to `version`).
+    pub fn release(&mut self, version: u64) {
+        let (keep, gone): (Vec<_>, Vec<_>) =
+            self.runs.drain(..).partition(|r| r.last_version > version);
+        self.bytes -= gone.iter().map(|r| r.bytes).sum::<usize>();
+        self.runs = keep;
+    }
+
+    /// A read view of this buffer over the tree at `root`.
+    pub fn over<'a>(&'a self, tree: &'a dyn TreeRead, root: PageId) -> BufferedRead<'a> {
+        BufferedRead {
+            buffer: self,
+            tree,
+            root,
+        }
+    }
+}
+
+/// `older` then `newer` as one run.
+fn merge(older: &Run, newer: &Run) -> Run {
+    let muts = merge_muts(older.muts.clone(), newer.muts.clone());
+    Run {
+        bytes: muts.iter().map(cost).sum(),
+        muts,
+        first_version: older.first_version,
+        last_version: newer.last_version,
+    }
+}
+
+/// Two sorted batches as one, keys present in both composed (`older` first).
+fn merge_muts(older: Vec<Mutation>, newer: Vec<Mutation>) -> Vec<Mutation> {
+    let mut out = Vec::with_capacity(older.len() + newer.len());
+    let mut a = older.into_iter().peekable();
+    let mut b = newer.into_iter().peekable();
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match x.key.cmp(&y.key) {
+                std::cmp::Ordering::Less => out.extend(a.next()),
+                std::cmp::Ordering::Greater => out.extend(b.next()),
+                std::cmp::Ordering::Equal => {
+                    if let (Some(x), Some(y)) = (a.next(), b.next()) {
+                        out.push(Mutation {
+                            key: x.key,
+                            op: lww::compose(x.op, y.op),
+                        });
+                    }
+                }
+            },
+            (Some(_), None) => out.extend(a.by_ref()),
+            (None, Some(_)) => out.extend(b.by_ref()),
+            (None, None) => return out,
+        }
+    }
+}
+
+/// Reads over a buffer and the tree snapshot below it.
+#[derive(Clone, Copy)]
+pub struct BufferedRead<'a> {
+    buffer: &'a WriteBuffer,
+    tree: &'a dyn TreeRead,
+    root: PageId,
+}
+
+impl BufferedRead<'_> {
+    /// The key's buffered ops applied to `base` (the tree's entry), oldest run first.
+    fn resolve_with(&self, key: &[u8], base: Option<Entry>) -> Option<Entry> {
+        self.buffer
+            .runs
+            .iter()
+            .rev()
+            .filter_map(|r| r.find(key))
+            .fold(base, |stored, op| lww::apply(stored, key, op))
+    }
+
+    /// Whether the newest buffered op for `key` applies regardless of what the tree holds
+    /// below, so the tree need not be read.
+    fn decided_in_buffer(&self, key: &[u8]) -> bool {
+        self.buffer
+            .runs
+            .iter()
+            .filter_map(|r| r.find(key))
+            .any(|op| lww::contested_timestamp(op).is_none())
+    }
+
+    /// The entry for `key` (tombstones included), as `btree::get` returns it.
+    pub fn get(&self, key: &[u8]) -> IoResult<Option<Entry>> {
+        let buffered = self.buffer.runs.iter().any(|r| r.find(key).is_some());
+        if !buffered {
+            return btree::get(self.tree, self.root, key);
+        }
+        let base = if self.decided_in_buffer(key) {
+            // An unconditional op hides everything below it, the tree included.
+            None
+        } else {
+            btree::get(self.tree, self.root, key)?
+        };
+        Ok(self.resolve_with(key, base))
+    }
+
+    /// The last entry (tombstones included) with key ≤ `key` (`inclusive`) or < `key`, as
+    /// `Cursor::before` returns it.
+    pub fn before(&self, key: &[u8], inclusive: bool) -> IoResult<Option<Entry>> {
+        let mut bound = key.to_vec();
+        let mut inclusive = inclusive;
+        loop {
+            let tree = Cursor::before(self.tree, self.root, &bound, inclusive)?;
+            let buffered = self
+                .buffer
+                .runs
+                .iter()
+                .filter_map(|r| last_at_or_before(r, &bound, inclusive))
+                .max();
+            let candidate = match (&tree, buffered) {
+                (None, None) => return Ok(None),
+                (Some(t), None) => t.key.clone(),
+                (None, Some(b)) => b.to_vec(),
+                (Some(t), Some(b)) => t.key.as_slice().max(b).to_vec(),
+            };
+            let base = tree.filter(|t| t.key == candidate);
+            if let Some(e) = self.resolve_with(&candidate, base) {
+                return Ok(Some(e));
+            }
+            // Removed by the buffer: look below it.
+            bound = candidate;
+            inclusive = false;
+        }
+    }
+
+    /// A cursor from the first key ≥ `start` (the first key for `None`).
+    pub fn seek(&self, start: Option<&[u8]>) -> IoResult<BufferedCursor<'_>> {
+        let tree = Cursor::seek(self.tree, self.root, start)?;
+        let pos = self
+            .buffer
+            .runs
+            .iter()
+            .map(|r| match start {
+                None => 0,
+                Some(k) => r.muts.partition_point(|m| m.key.as_slice() < k),
+            })
+            .collect();
+        Ok(BufferedCursor {
+            read: self,
+            tree,
+            tree_head: None,
+            tree_done: false,
+            pos,
+        })
+    }
+}
+
+impl std::fmt::Debug for BufferedRead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferedRead")
+            .field("runs", &self.buffer.runs.len())
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for BufferedCursor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferedCursor")
+            .field("pos", &self.pos)
+            .finish_non_exhaustive()
+    }
+}
+
+fn last_at_or_before<'r>(run: &'r Run, key: &[u8], inclusive: bool) -> Option<&'r [u8]> {
+    let n = run
+        .muts
+        .partition_point(|m| m.key.as_slice() < key || (inclusive && m.key.as_slice() == key));
+    n.checked_sub(1).map(|i| run.muts[i].key.as_slice())
+}
+
+/// A forward cursor over the buffer and the tree merged.
+pub struct BufferedCursor<'a> {
+    read: &'a BufferedRead<'a>,
+    tree: Cursor,
+    tree_head: Option<Entry>,
+    tree_done: bool,
+    /// Next position in each run (same order as the buffer's runs).
+    pos: Vec<usize>,
+}
+
+impl BufferedCursor<'_> {
+    /// The next entry in key order (tombstones included), as `Cursor::next_entry`.
+    pub fn next_entry(&mut self) -> IoResult<Option<Entry>> {
+        loop {
+            if self.tree_head.is_none() && !self.tree_done {
+                self.tree_head = self.tree.next_entry(self.read.tree)?;
+                self.tree_done = self.tree_head.is_none();
+            }
+            let runs = &self.read.buffer.runs;
+            let buffered = runs
+                .iter()
+                .zip(&self.pos)
+                .filter_map(|(r, &p)| r.muts.get(p).map(|m| m.key.as_slice()))
+                .min();
+            let key = match (&self.tree_head, buffered) {
+                (None, None) => return Ok(None),
+                (Some(t), None) => t.key.clone(),
+                (None, Some(b)) => b.to_vec(),
+                (Some(t), Some(b)) => t.key.as_slice().min(b).to_vec(),
+            };
+            for (r, p) in runs.iter().zip(self.pos.iter_mut()) {
+                if r.muts.get(*p).is_some_and(|m| m.key == key) {
+                    *p += 1;
+                }
+            }
+            let base = match &self.tree_head {
+                Some(t) if t.key == key => self.tree_head.take(),
+                _ => None,
+            };
+            if let Some(e) = self.read.resolve_with(&key, base) {
+                return Ok(Some(e));
+            }
+        }
+    }
+}
+
+/// A buffered value's bytes, for a caller that has an [`Entry`] and the tree.
+pub fn value_of(tree: &dyn TreeRead, e: &Entry) -> IoResult<Option<Vec<u8>>> {
+    Ok(match &e.value {
+        ValueLoc::Inline(v) => Some(v.clone()),
+        ValueLoc::Overflow { len, first, pages } => Some(tree.overflow(*first, *pages, *len)?),
+        ValueLoc::Tombstone => None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,300 @@
+//! The write buffer against a model: random commits of every op kind, with checkpoints at
+//! random points, read through the buffer over the tree and through the tree alone after a
+//! checkpoint, must give what an independently written last-writer-wins map gives.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bough_io::{IoError, IoResult};
+use bough_manifest::{NO_PAGE, PageId};
+use proptest::prelude::*;
+
+use super::*;
+use crate::btree::{Applied, Node, TreeWrite};
+use crate::page::index::IndexNode;
+
+/// Pages in a map: the tree's logic without I/O.
+#[derive(Default)]
+struct MemTree {
+    pages: HashMap<PageId, Node>,
+    overflow: HashMap<PageId, Vec<u8>>,
+    next: PageId,
+}
+
+impl TreeRead for MemTree {
+    fn node(&self, id: PageId) -> IoResult<Node> {
+        self.pages
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| IoError::corruption("<mem>", u64::from(id), "no page"))
+    }
+    fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> IoResult<Vec<u8>> {
+        self.overflow
+            .get(&first)
+            .cloned()
+            .ok_or_else(|| IoError::corruption("<mem>", u64::from(first), "no overflow"))
+    }
+}
+
+impl MemTree {
+    fn alloc(&mut self, id: Option<PageId>) -> PageId {
+        id.unwrap_or_else(|| {
+            self.next += 1;
+            self.next
+        })
+    }
+}
+
+impl TreeWrite for MemTree {
+    fn payload_capacity(&self) -> usize {
+        1024
+    }
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+        let id = self.alloc(id);
+        self.pages.insert(id, Node::Leaf(payload.into()));
+        Ok(id)
+    }
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+        let id = self.alloc(id);
+        self.pages.insert(id, Node::Index(Arc::new(node)));
+        Ok(id)
+    }
+    fn free(&mut self, id: PageId) -> IoResult<()> {
+        self.pages.remove(&id);
+        Ok(())
+    }
+    fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)> {
+        self.next += 1;
+        self.overflow.insert(self.next, value.to_vec());
+        Ok((self.next, 1))
+    }
+    fn free_overflow(&mut self, first: PageId, _pages: u32) -> IoResult<()> {
+        self.overflow.remove(&first);
+        Ok(())
+    }
+}
+
+/// What the model stores per key: (timestamp, expire_at, value or `None` for a tombstone).
+type Stored = (u64, u64, Option<Vec<u8>>);
+
+/// Last writer wins, written out again independently of `lww`.
+fn model_apply(model: &mut BTreeMap<Vec<u8>, Stored>, key: &[u8], op: &Op) {
+    let old_ts = model.get(key).map(|s| s.0);
+    let beats = |ts: u64| old_ts.is_none_or(|old| ts >= old);
+    match op {
+        Op::Put {
+            value,
+            timestamp,
+            expire_at,
+        } if beats(*timestamp) => {
+            model.insert(key.to_vec(), (*timestamp, *expire_at, Some(value.clone())));
+        }
+        Op::Delete {
+            timestamp,
+            expire_at,
+        } if beats(*timestamp) => {
+            model.insert(key.to_vec(), (*timestamp, *expire_at, None));
+        }
+        Op::Put { .. } | Op::Delete { .. } => {}
+        Op::ForceDelete => {
+            model.remove(key);
+        }
+        Op::Replace {
+            value,
+            timestamp,
+            expire_at,
+        } => {
+            model.insert(key.to_vec(), (*timestamp, *expire_at, Some(value.clone())));
+        }
+        Op::ReplaceWithTombstone {
+            timestamp,
+            expire_at,
+        } => {
+            model.insert(key.to_vec(), (*timestamp, *expire_at, None));
+        }
+    }
+}
+
+fn stored(tree: &dyn TreeRead, e: &Entry) -> Stored {
+    let v = value_of(tree, e).unwrap_or_else(|err| panic!("value of {:?}: {err}", e.key));
+    (e.timestamp, e.expire_at, v)
+}
+
+fn key(i: u8) -> Vec<u8> {
+    format!("k{:03}", i % 40).into_bytes()
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    // Few timestamps, so ties (the later write wins) are common; some values long enough
+    // for overflow pages; expiries now and then.
+    let ts = 0..6u64;
+    let value = prop_oneof![3 => prop::collection::vec(any::<u8>(), 0..8), 1 => prop::collection::vec(any::<u8>(), 500..700)];
+    let exp = prop_oneof![3 => Just(0u64), 1 => 1..100u64];
+    prop_oneof![
+        6 => (value.clone(), ts.clone(), exp.clone()).prop_map(|(value, timestamp, expire_at)| Op::Put { value, timestamp, expire_at }),
+        3 => (ts.clone(), exp.clone()).prop_map(|(timestamp, expire_at)| Op::Delete { timestamp, expire_at }),
+        1 => Just(Op::ForceDelete),
+        1 => (value, ts.clone(), exp.clone()).prop_map(|(value, timestamp, expire_at)| Op::Replace { value, timestamp, expire_at }),
+        1 => (ts, exp).prop_map(|(timestamp, expire_at)| Op::ReplaceWithTombstone { timestamp, expire_at }),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// A commit: (key index, op) pairs, deduplicated by key (the last one kept).
+    Commit(Vec<(u8, Op)>),
+    Checkpoint,
+}
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        8 => prop::collection::vec((any::<u8>(), op_strategy()), 1..12).prop_map(Step::Commit),
+        1 => Just(Step::Checkpoint),
+    ]
+}
+
+fn batch(ops: &[(u8, Op)]) -> Vec<Mutation> {
+    let mut by_key: BTreeMap<Vec<u8>, Op> = BTreeMap::new();
+    for (k, op) in ops {
+        by_key.insert(key(*k), op.clone());
+    }
+    by_key
+        .into_iter()
+        .map(|(key, op)| Mutation { key, op })
+        .collect()
+}
+
+/// Every read of `read` agrees with `model`: get of every key, floors around every key,
+/// and a full scan plus scans from every key.
+fn check_reads(
+    tree: &dyn TreeRead,
+    read: &BufferedRead<'_>,
+    model: &BTreeMap<Vec<u8>, Stored>,
+) -> Result<(), TestCaseError> {
+    for i in 0..42u8 {
+        let k = format!("k{i:03}").into_bytes();
+        let got = read
+            .get(&k)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(
+            got.map(|e| stored(tree, &e)),
+            model.get(&k).cloned(),
+            "get {:?}",
+            k
+        );
+        for inclusive in [true, false] {
+            let got = read
+                .before(&k, inclusive)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?
+                .map(|e| (e.key.clone(), stored(tree, &e)));
+            let want = model
+                .range::<Vec<u8>, _>(..=k.clone())
+                .rev()
+                .find(|(mk, _)| inclusive || **mk != k)
+                .map(|(mk, s)| (mk.clone(), s.clone()));
+            prop_assert_eq!(got, want, "before {:?} inclusive {}", k, inclusive);
+        }
+        if i % 7 == 0 {
+            let mut c = read
+                .seek(Some(&k))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut got = Vec::new();
+            while let Some(e) = c
+                .next_entry()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?
+            {
+                got.push((e.key.clone(), stored(tree, &e)));
+            }
+            let want: Vec<_> = model
+                .range(k.clone()..)
+                .map(|(k, s)| (k.clone(), s.clone()))
+                .collect();
+            prop_assert_eq!(got, want, "scan from {:?}", k);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Reads over (runs + tree) equal the model after every step, and a checkpoint (the
+    /// frozen runs applied to the tree as one batch) changes no read.
+    #[test]
+    fn buffer_over_tree_matches_the_model(steps in prop::collection::vec(step_strategy(), 1..40)) {
+        let mut tree = MemTree::default();
+        let mut root = NO_PAGE;
+        let mut buf = WriteBuffer::new();
+        let mut model: BTreeMap<Vec<u8>, Stored> = BTreeMap::new();
+        let mut version = 0;
+        let mut pushed = 0usize;
+        for step in steps {
+            match step {
+                Step::Commit(ops) => {
+                    let muts = batch(&ops);
+                    for m in &muts {
+                        model_apply(&mut model, &m.key, &m.op);
+                    }
+                    version += 1;
+                    pushed += muts.len();
+                    buf.push(version, muts);
+                    // Binary-counter merging keeps the run count logarithmic (one more for
+                    // the freeze boundary of a checkpoint).
+                    let log2 = (usize::BITS - pushed.leading_zeros()) as usize;
+                    prop_assert!(buf.runs().len() <= log2 + 2, "{} runs for {} entries", buf.runs().len(), pushed);
+                }
+                Step::Checkpoint => {
+                    if let Some((upto, muts)) = buf.frozen_batch() {
+                        root = btree::apply(&mut tree, root, &muts, &mut Applied::default())
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        buf.release(upto);
+                        prop_assert!(buf.is_empty());
+                        prop_assert_eq!(buf.bytes(), 0);
+                    }
+                }
+            }
+            check_reads(&tree, &buf.over(&tree, root), &model)?;
+        }
+        // Finally everything checkpointed: the tree alone reads as the model.
+        if let Some((upto, muts)) = buf.frozen_batch() {
+            root = btree::apply(&mut tree, root, &muts, &mut Applied::default())
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            buf.release(upto);
+        }
+        check_reads(&tree, &WriteBuffer::new().over(&tree, root), &model)?;
+    }
+}
+
+/// A commit arriving while a checkpoint is in progress stays in its own run: releasing the
+/// checkpoint drops only what it froze.
+#[test]
+fn runs_pushed_during_a_checkpoint_survive_its_release() {
+    let put = |v: u8, ts| Op::Put {
+        value: vec![v],
+        timestamp: ts,
+        expire_at: 0,
+    };
+    let mut buf = WriteBuffer::new();
+    buf.push(
+        1,
+        vec![Mutation {
+            key: b"a".to_vec(),
+            op: put(1, 1),
+        }],
+    );
+    let (upto, frozen) = buf.frozen_batch().expect("a run");
+    assert_eq!((upto, frozen.len()), (1, 1));
+    // As large as the frozen run: it would be merged into it without the freeze.
+    buf.push(
+        2,
+        vec![Mutation {
+            key: b"b".to_vec(),
+            op: put(2, 1),
+        }],
+    );
+    assert_eq!(buf.runs().len(), 2);
+    buf.release(upto);
+    assert_eq!(buf.runs().len(), 1);
+    assert_eq!(buf.runs()[0].versions(), (2, 2));
+    assert_eq!(buf.last_version(), Some(2));
+}

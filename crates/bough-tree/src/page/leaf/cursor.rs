@@ -1,0 +1,143 @@
+//! [`LeafCursor`]: one pass over a leaf's bytes, entry by entry, without owning keys or
+//! values; get, floor and the leaf merge share it.
+
+use super::*;
+
+/// Where the cursor's current key is: in the page (an entry that shares no prefix with
+/// its predecessor), or rebuilt in the cursor's buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyAt<'a> {
+    Page(&'a [u8]),
+    Buf,
+}
+
+/// The current entry's fields (its key is in [`KeyAt`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Current<'a> {
+    timestamp: u64,
+    expire_at: u64,
+    value: ValueRef<'a>,
+    meta: &'a [u8],
+    value_bytes: &'a [u8],
+}
+
+/// A byte-level cursor over a leaf's entries, shared by lookups and the leaf merge: it
+/// checks what [`LeafView::entries`] checks (restart offsets, prefix lengths, flags, key
+/// order, trailing bytes) but decodes into borrowed fields, keeping only the current key
+/// (in the page, or rebuilt in one reused buffer) — no owned [`Entry`] per key.
+#[derive(Debug, Clone)]
+pub struct LeafCursor<'a> {
+    pub(super) view: LeafView<'a>,
+    /// Positioned at the next entry.
+    pub(super) r: Reader<'a>,
+    /// Index of the next entry.
+    pub(super) next: usize,
+    pub(super) key: KeyAt<'a>,
+    pub(super) buf: Vec<u8>,
+    pub(super) cur: Option<Current<'a>>,
+}
+
+impl<'a> LeafCursor<'a> {
+    /// Moves to the next entry; `false` past the last one (then the leaf is checked to end
+    /// where its last entry does).
+    pub fn advance(&mut self) -> Result<bool, CodecError> {
+        if self.next >= self.view.count {
+            self.cur = None;
+            if self.r.remaining() != 0 {
+                return Err(CodecError("trailing bytes after leaf entries"));
+            }
+            return Ok(false);
+        }
+        self.step(None)
+    }
+
+    /// The current key (valid after `advance` returned `true`).
+    pub fn key(&self) -> &[u8] {
+        match self.key {
+            KeyAt::Page(k) => k,
+            KeyAt::Buf => &self.buf,
+        }
+    }
+
+    /// The current key when it lies whole in the page (the entry shares no prefix with its
+    /// predecessor), so it can be borrowed for as long as the page.
+    pub fn key_in_page(&self) -> Option<&'a [u8]> {
+        match self.key {
+            KeyAt::Page(k) => Some(k),
+            KeyAt::Buf => None,
+        }
+    }
+
+    /// The current entry, or `None` before the first `advance` and past the end.
+    pub fn current(&self) -> Option<EntryRef<'_, 'a>> {
+        self.cur.map(|c| EntryRef {
+            key: self.key(),
+            timestamp: c.timestamp,
+            expire_at: c.expire_at,
+            value: c.value,
+            meta: c.meta,
+            value_bytes: c.value_bytes,
+        })
+    }
+
+    /// Reads entry `self.next` (which must exist). With `stop_above`, an entry whose key is
+    /// above it is checked but not taken: the cursor stays where it was and `false` comes
+    /// back.
+    pub(super) fn step(&mut self, stop_above: Option<&[u8]>) -> Result<bool, CodecError> {
+        let i = self.next;
+        let restart = i.is_multiple_of(RESTART_INTERVAL);
+        if restart && self.view.restart_offset(i / RESTART_INTERVAL)? != self.r.pos() {
+            return Err(CodecError(
+                "leaf restart offset does not point at its entry",
+            ));
+        }
+        let mut r = self.r.clone();
+        let prev = match self.key {
+            KeyAt::Page(k) => k,
+            KeyAt::Buf => &self.buf,
+        };
+        let e = parse_entry(&mut r, prev.len(), restart)?;
+        // The key is prev[..shared] ++ suffix: above prev iff the suffix is above the rest
+        // of prev. Nothing before the first entry read.
+        if self.cur.is_some() && e.suffix <= &prev[e.shared..] {
+            return Err(CodecError("leaf keys out of order"));
+        }
+        if let Some(q) = stop_above
+            && cmp_joined(&prev[..e.shared], e.suffix, q).is_gt()
+        {
+            return Ok(false);
+        }
+        if e.shared == 0 {
+            self.key = KeyAt::Page(e.suffix);
+        } else {
+            if let KeyAt::Page(k) = self.key {
+                self.buf.clear();
+                self.buf.extend_from_slice(&k[..e.shared]);
+            } else {
+                self.buf.truncate(e.shared);
+            }
+            self.buf.extend_from_slice(e.suffix);
+            self.key = KeyAt::Buf;
+        }
+        self.cur = Some(Current {
+            timestamp: e.timestamp,
+            expire_at: e.expire_at,
+            value: e.value,
+            meta: e.meta,
+            value_bytes: e.value_bytes,
+        });
+        self.r = r;
+        self.next += 1;
+        Ok(true)
+    }
+}
+
+/// Compares the key `head ++ tail` with `q` without building it.
+pub(crate) fn cmp_joined(head: &[u8], tail: &[u8], q: &[u8]) -> std::cmp::Ordering {
+    let n = head.len().min(q.len());
+    match head[..n].cmp(&q[..n]) {
+        std::cmp::Ordering::Equal if head.len() > q.len() => std::cmp::Ordering::Greater,
+        std::cmp::Ordering::Equal => tail.cmp(&q[n..]),
+        o => o,
+    }
+}

@@ -1,0 +1,372 @@
+//! Write-ahead log files of a branch head: creating, appending with one `fdatasync` per
+//! group commit, and replaying them into a [`WriteBuffer`] at open.
+//!
+//! Durability order (ARCHITECTURE.md, "Write path"):
+//! - **Create:** `create_new` (a log file name is never reused, never overwritten) → the
+//!   first stretch of the file laid out (zeros written, so the file's size already covers
+//!   it) → file synced → directory synced. Only then may a manifest name it, and only after
+//!   that may a record be appended to it ([`LogWriter::create`] does the first two steps;
+//!   naming it is the head's).
+//! - **Append:** record written at the next block boundary → one `fdatasync` → the commit
+//!   may be acknowledged. Records land in laid-out space, so the sync carries no size
+//!   change; when the laid-out space runs out, the next stretch is zeroed in the same write
+//!   batch as the record (one sync still, which then also carries the size).
+//! - **A failed write or sync poisons the writer**: it refuses every later append, and the
+//!   record is not acknowledged. It is never retried (the page cache may have dropped the
+//!   bytes while reporting success for the retry).
+//! - **Resume:** after replay, bytes of a torn last record (never acknowledged) are zeroed
+//!   and synced before the next append, so no byte of it can later pass for a record.
+
+use std::sync::Arc;
+
+use bough_io::{IoError, IoResult, OpenOptions, Storage, StorageFile};
+use bough_manifest::{
+    LOG_BLOCK, LogEntry, LogMutation, LogOp, LogRecordKind, LogRef, LogReplayed, LogSalt,
+    encode_log_entry, replay_log,
+};
+use bough_names::LogFileName;
+
+use crate::btree::{Mutation, Op};
+use crate::buffer::WriteBuffer;
+
+/// Sizes of log files.
+#[derive(Debug, Clone, Copy)]
+pub struct LogConfig {
+    /// A log file is sealed (and the next one started) before it would grow past this.
+    pub file_bytes: u64,
+    /// Bytes laid out (zero-filled) ahead of the write position at a time.
+    pub layout_bytes: u64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            file_bytes: 64 << 20,
+            layout_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Largest log file read back at open (a guard against hostile lengths).
+pub const MAX_LOG_FILE_BYTES: u64 = 1 << 32;
+
+/// The head's appender to its current log file.
+#[derive(Debug)]
+pub struct LogWriter {
+    name: LogFileName,
+    incarnation: u64,
+    salt: LogSalt,
+    file: Arc<dyn StorageFile>,
+    cfg: LogConfig,
+    /// Where the next record goes.
+    offset: u64,
+    /// Bytes of the file written with zeros (or records) and synced: appends below this
+    /// change no metadata.
+    laid_out: u64,
+    poisoned: Option<String>,
+}
+
+fn round_up(n: u64, to: u64) -> u64 {
+    n.div_ceil(to.max(1)).saturating_mul(to.max(1))
+}
+
+impl LogWriter {
+    /// Creates log file `name` in `dir` (never an existing one), lays out its first stretch
+    /// and makes both the file and its directory entry durable.
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &str,
+        name: LogFileName,
+        incarnation: u64,
+        cfg: LogConfig,
+    ) -> IoResult<LogWriter> {
+        let path = format!("{dir}/{name}");
+        let layout = round_up(cfg.layout_bytes.min(cfg.file_bytes), LOG_BLOCK as u64);
+        let file = storage.open(&path, OpenOptions::write_new(layout))?;
+        file.write_at(0, &vec![0u8; layout as usize])?;
+        file.sync()?;
+        storage.sync_dir(dir)?;
+        let salt = LogSalt::new(name.log_id, &name.branch, name.term, incarnation);
+        Ok(LogWriter {
+            name,
+            incarnation,
+            salt,
+            file,
+            cfg,
+            offset: 0,
+            laid_out: layout,
+            poisoned: None,
+        })
+    }
+
+    /// Reopens log file `name` after `replayed` (its replay) to append after its last
+    /// intact record. A dropped torn tail is zeroed and synced first.
+    pub fn resume(
+        storage: &dyn Storage,
+        dir: &str,
+        name: LogFileName,
+        incarnation: u64,
+        cfg: LogConfig,
+        replayed: &LogReplayed,
+    ) -> IoResult<LogWriter> {
+        let path = format!("{dir}/{name}");
+        let file = storage.open(
+            &path,
+            OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        let len = file.len()?;
+        let offset = replayed.end_offset;
+        if replayed.dropped_tail.is_some() && len > offset {
+            // Zero rather than truncate: the file stays laid out.
+            file.write_at(offset, &vec![0u8; (len - offset) as usize])?;
+            file.sync()?;
+        }
+        let salt = LogSalt::new(name.log_id, &name.branch, name.term, incarnation);
+        Ok(LogWriter {
+            name,
+            incarnation,
+            salt,
+            file,
+            cfg,
+            offset,
+            laid_out: len,
+            poisoned: None,
+        })
+    }
+
+    /// The file this writer appends to.
+    pub fn name(&self) -> &LogFileName {
+        &self.name
+    }
+
+    /// Where the next record goes.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The reference a manifest records for this file, replay starting at `start` and the
+    /// tree covering every version up to `covered`.
+    pub fn reference(&self, start: u64, covered: u64) -> LogRef {
+        LogRef {
+            file: self.name.clone(),
+            incarnation: self.incarnation,
+            start,
+            covered,
+            until: 0,
+        }
+    }
+
+    /// Why this writer refuses appends, if it does.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
+    /// Whether a record of `record_len` bytes (padding included) still fits in this file;
+    /// if not, the head starts the next file first.
+    pub fn fits(&self, record_len: u64) -> bool {
+        self.offset.saturating_add(record_len) <= self.cfg.file_bytes
+    }
+
+    /// Appends one record and makes it durable with one `fdatasync`. Returns the record's
+    /// offset. On any failure the writer is poisoned and the record must not be
+    /// acknowledged.
+    pub fn append(&mut self, entry: &LogEntry) -> IoResult<u64> {
+        if let Some(why) = &self.poisoned {
+            return Err(IoError::Poisoned { cause: why.clone() });
+        }
+        let at = self.offset;
+        let rec = encode_log_entry(entry, self.salt, at).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode a log record for {}: {e}", self.name),
+        })?;
+        let end = at + rec.len() as u64;
+        let laid_out = if end <= self.laid_out {
+            self.laid_out
+        } else {
+            round_up(
+                end.max(self.laid_out + self.cfg.layout_bytes),
+                LOG_BLOCK as u64,
+            )
+            .min(self.cfg.file_bytes.max(end))
+        };
+        let result = if laid_out == self.laid_out {
+            self.file.write_at(at, &rec)
+        } else {
+            // Lay out the next stretch with the record, in one batch and under one sync.
+            let zeros = vec![0u8; (laid_out - end) as usize];
+            self.file.write_batch(&[(at, &rec), (end, &zeros)])
+        }
+        .and_then(|()| self.file.sync());
+        match result {
+            Ok(()) => {
+                self.offset = end;
+                self.laid_out = laid_out;
+                Ok(at)
+            }
+            Err(e) => {
+                self.poisoned = Some(format!("log append to {} failed: {e}", self.name));
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The log record of a commit: `version`, at store-clock time `clock_ms`, of `muts`.
+pub fn commit_entry(version: u64, clock_ms: u64, muts: &[Mutation]) -> LogEntry {
+    LogEntry {
+        kind: LogRecordKind::Commit,
+        version,
+        clock_ms,
+        mutations: muts
+            .iter()
+            .map(|m| LogMutation {
+                key: m.key.clone(),
+                op: to_log_op(&m.op),
+            })
+            .collect(),
+    }
+}
+
+fn to_log_op(op: &Op) -> LogOp {
+    match op.clone() {
+        Op::Put {
+            value,
+            timestamp,
+            expire_at,
+        } => LogOp::Put {
+            value,
+            timestamp,
+            expire_at,
+        },
+        Op::Delete {
+            timestamp,
+            expire_at,
+        } => LogOp::Delete {
+            timestamp,
+            expire_at,
+        },
+        Op::ForceDelete => LogOp::ForceDelete,
+        Op::ReplaceWithTombstone {
+            timestamp,
+            expire_at,
+        } => LogOp::ReplaceWithTombstone {
+            timestamp,
+            expire_at,
+        },
+        Op::Replace {
+            value,
+            timestamp,
+            expire_at,
+        } => LogOp::Replace {
+            value,
+            timestamp,
+            expire_at,
+        },
+    }
+}
+
+fn from_log_op(op: LogOp) -> Op {
+    match op {
+        LogOp::Put {
+            value,
+            timestamp,
+            expire_at,
+        } => Op::Put {
+            value,
+            timestamp,
+            expire_at,
+        },
+        LogOp::Delete {
+            timestamp,
+            expire_at,
+        } => Op::Delete {
+            timestamp,
+            expire_at,
+        },
+        LogOp::ForceDelete => Op::ForceDelete,
+        LogOp::ReplaceWithTombstone {
+            timestamp,
+            expire_at,
+        } => Op::ReplaceWithTombstone {
+            timestamp,
+            expire_at,
+        },
+        LogOp::Replace {
+            value,
+            timestamp,
+            expire_at,
+        } => Op::Replace {
+            value,
+            timestamp,
+            expire_at,
+        },
+    }
+}
+
+/// Reads and replays the log file a reference names. Damage is `Corruption` naming the
+/// file and the record's offset; a torn last record is dropped (and logged).
+pub fn replay_ref(storage: &dyn Storage, dir: &str, r: &LogRef) -> IoResult<LogReplayed> {
+    let path = format!("{dir}/{}", r.file);
+    let bytes = storage.read_file(&path, MAX_LOG_FILE_BYTES)?;
+    let replayed = replay_log(&bytes, r.salt(), r.start)
+        .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+    if let Some(off) = replayed.dropped_tail {
+        tracing::warn!(log = %path, offset = off, "dropped a torn last log record (never acknowledged)");
+    }
+    Ok(replayed)
+}
+
+/// Rebuilds the write buffer from the log references of a manifest, in order: every commit
+/// above each reference's `covered` version (and up to its `until`, when set) becomes a
+/// run. Versions must continue across files. Returns the buffer and each file's replay
+/// (the head resumes appending to the last one).
+pub fn recover(
+    storage: &dyn Storage,
+    dir: &str,
+    refs: &[LogRef],
+) -> IoResult<(WriteBuffer, Vec<LogReplayed>)> {
+    let mut buffer = WriteBuffer::new();
+    let mut replays = Vec::with_capacity(refs.len());
+    for r in refs {
+        let path = format!("{dir}/{}", r.file);
+        let replayed = replay_ref(storage, dir, r)?;
+        let commits = replayed
+            .commits_after(r.covered)
+            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+        for c in commits {
+            if r.until != 0 && c.entry.version > r.until {
+                break;
+            }
+            if let Some(last) = buffer.last_version()
+                && c.entry.version != last + 1
+            {
+                return Err(IoError::corruption(
+                    path,
+                    c.offset,
+                    format!(
+                        "log version {} does not follow version {last} of the previous log",
+                        c.entry.version
+                    ),
+                ));
+            }
+            let muts: Vec<Mutation> = c
+                .entry
+                .mutations
+                .iter()
+                .cloned()
+                .map(|m| Mutation {
+                    key: m.key,
+                    op: from_log_op(m.op),
+                })
+                .collect();
+            buffer.push(c.entry.version, muts);
+        }
+        replays.push(replayed);
+    }
+    Ok((buffer, replays))
+}
+
+#[cfg(test)]
+mod tests;

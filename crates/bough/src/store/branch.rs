@@ -1,0 +1,342 @@
+//! [`Branch`]: reads and writes of one branch, its archives, and its maintenance on demand.
+
+use super::*;
+
+/// One branch of one partition: reads, writes, truncate.
+///
+/// Reads run on the caller's thread against an immutable snapshot and never wait for a
+/// writer. Writes go through the branch's write queue; the returned future (usable from any
+/// executor, or blocked on with the `_blocking` methods) resolves once the batch is durable.
+#[derive(Debug, Clone)]
+pub struct Branch {
+    pub(super) store: Store,
+    pub(super) entry: Arc<BranchEntry>,
+}
+
+impl Branch {
+    /// `table.partition@branch`.
+    pub fn label(&self) -> &str {
+        &self.entry.label
+    }
+
+    pub(super) fn check_live(&self) -> Result<()> {
+        self.store.check_open()?;
+        if self.entry.gone.load(Ordering::Acquire) {
+            return Err(
+                Error::new(ErrorKind::NotFound, "the branch was deleted").at(&self.entry.label)
+            );
+        }
+        Ok(())
+    }
+
+    /// Archives the branch's current state as `manifest_<branch>_<term>_<ts>` at the store
+    /// clock's time (moved forward past any archive already using that timestamp).
+    pub fn archive(&self) -> Result<ArchiveName> {
+        let mut ts = self.store.inner.clock.now_ms();
+        loop {
+            match self.archive_at(ts) {
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => ts += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Archives at timestamp `ts`; `AlreadyExists` if that archive exists (never overwritten).
+    pub fn archive_at(&self, ts: u64) -> Result<ArchiveName> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let out: Arc<Mutex<Option<ArchiveName>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            // A new durable referent of the branch's files: compaction must see it.
+            let _catalog = entry.catalog_change();
+            let name = entry.part.archive(head, ts, now)?;
+            *slot.lock() = Some(name);
+            Ok(())
+        }))?;
+        out.lock().take().ok_or_else(|| {
+            Error::new(ErrorKind::Io, "archive reported no name").at(&self.entry.label)
+        })
+    }
+
+    /// The branch's archives, oldest first.
+    pub fn archives(&self) -> Result<Vec<ArchiveName>> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let name = self.branch_name()?;
+        entry
+            .part
+            .archives(&name)
+            .map_err(|e| Error::from(e).at(&self.entry.label))
+    }
+
+    /// Keeps only the newest `keep` archives of this branch.
+    pub fn prune_archives(&self, keep: usize) -> Result<Vec<ArchiveName>> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let name = self.branch_name()?;
+        entry
+            .part
+            .prune_archives(&name, keep)
+            .map_err(|e| Error::from(e).at(&self.entry.label))
+    }
+
+    /// Restores the branch to `archive` in place; the state it replaces is kept as branch
+    /// `backup`.
+    pub fn restore(&self, archive: &ArchiveName, backup: &str) -> Result<()> {
+        let backup = BranchName::new(backup).map_err(|e| Error::from(e).at(&self.entry.label))?;
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let store = self.store.clone();
+        let dir = self.partition_dir().clone();
+        let published = self.entry.published.clone();
+        let archive = archive.clone();
+        self.run(Box::new(move |head, now| {
+            let _catalog = entry.catalog_change();
+            let mut restored = entry.part.restore(head, &archive, &backup, now)?;
+            if let Ok(b) = entry.part.open_head(&backup) {
+                let be = store.register(b, &dir);
+                entry.branches.lock().insert(backup, be);
+            }
+            restored.share_published(published);
+            *head = restored;
+            Ok(())
+        }))
+    }
+
+    /// Creates branch `name` at the state `archive` recorded (a point-in-time branch).
+    pub fn branch_from_archive(&self, archive: &ArchiveName, name: &str) -> Result<Branch> {
+        let label = format!("{}@{name}", self.partition_dir());
+        let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let head = {
+            let _catalog = entry.catalog_change();
+            entry
+                .part
+                .branch_from_archive(archive, &bname, self.store.inner.clock.now_ms())
+                .map_err(|e| Error::from(e).at(&label))?
+        };
+        let b = self.store.register(head, self.partition_dir());
+        entry.branches.lock().insert(bname, b.clone());
+        self.store.evict_idle_branches();
+        Ok(Branch {
+            store: self.store.clone(),
+            entry: b,
+        })
+    }
+
+    pub(super) fn partition_dir(&self) -> &PartitionDir {
+        &self.entry.dir
+    }
+
+    pub(super) fn branch_name(&self) -> Result<BranchName> {
+        Ok(self.entry.name.clone())
+    }
+
+    /// A consistent read view of the branch as of its latest commit.
+    pub fn read_view(&self) -> Result<ReadView> {
+        self.check_live()?;
+        Ok(ReadView {
+            snap: self.entry.published.load(),
+            now: self.store.inner.clock.now_ms(),
+            label: self.entry.label.clone(),
+            max_key: self.store.inner.opts.max_key_len(),
+        })
+    }
+
+    /// The value of `key`, unless absent or expired. Never waits for storage on the calling
+    /// thread: answered from cached pages there, or else on a reader thread of the store.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        let key = key.to_vec();
+        self.read_off_thread(move |view| view.get(&key)).await
+    }
+
+    /// Blocking [`get`](Self::get).
+    pub fn get_blocking(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.read_view()?.get(key)
+    }
+
+    /// The greatest live key ≤ `key`, with its value (read as [`get`](Self::get) is).
+    pub async fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        let key = key.to_vec();
+        self.read_off_thread(move |view| view.floor(&key)).await
+    }
+
+    /// Blocking [`floor`](Self::floor).
+    pub fn floor_blocking(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        self.read_view()?.floor(key)
+    }
+
+    /// A page of entries in key order (read as [`get`](Self::get) is).
+    pub async fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
+        let opts = opts.clone();
+        self.read_off_thread(move |view| view.scan(&opts)).await
+    }
+
+    /// Runs `read` on this thread from cached pages only; if it needed storage, runs it again
+    /// on a reader thread (the same view: the same commit either way).
+    async fn read_off_thread<T: Send + 'static>(
+        &self,
+        read: impl Fn(&ReadView) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let view = self.read_view()?;
+        match bough_tree::cache_only::cache_only(|| read(&view)) {
+            Err(e) if e.is_not_cached() => {
+                let inner = &self.store.inner;
+                inner
+                    .readers
+                    .run(inner.opts.read_threads, move || read(&view))
+                    .await
+            }
+            done => done,
+        }
+    }
+
+    /// Blocking [`scan`](Self::scan).
+    pub fn scan_blocking(&self, opts: &ScanOptions) -> Result<ScanPage> {
+        self.read_view()?.scan(opts)
+    }
+
+    /// Applies a batch atomically; resolves once it is durable.
+    pub fn write(
+        &self,
+        batch: WriteBatch,
+    ) -> impl std::future::Future<Output = Result<()>> + use<> {
+        let rx = self.submit_write(batch);
+        async move {
+            match rx {
+                Ok(rx) => rx.await.unwrap_or_else(|| Err(Error::closed())),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Blocking [`write`](Self::write).
+    pub fn write_blocking(&self, batch: WriteBatch) -> Result<()> {
+        self.submit_write(batch)?
+            .wait()
+            .unwrap_or_else(|| Err(Error::closed()))
+    }
+
+    /// [`write_blocking`](Self::write_blocking) that also says what the batch changed: how
+    /// many of its puts and deletes took effect and how many last-writer-wins skipped
+    /// because the stored entry was newer. The batch commits on its own (not grouped with
+    /// other batches), so the counts are its own.
+    pub fn write_counted_blocking(&self, batch: WriteBatch) -> Result<WriteReport> {
+        let muts = self.mutations(batch)?;
+        let ops = muts.len() as u64;
+        let out: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            *slot.lock() = Some(head.commit(&muts, now)?.superseded);
+            Ok(())
+        }))?;
+        let superseded = out.lock().take().unwrap_or(0);
+        Ok(WriteReport {
+            applied: ops.saturating_sub(superseded),
+            superseded,
+        })
+    }
+
+    pub(super) fn mutations(&self, batch: WriteBatch) -> Result<Vec<Mutation>> {
+        self.check_live()?;
+        batch
+            .into_mutations(
+                self.store.inner.clock.now_ms(),
+                self.store.inner.opts.page_size,
+                self.store.inner.opts.tombstone_retention_ms,
+                self.store.inner.opts.max_timestamp_skew_ms,
+            )
+            .map_err(|e| e.at(&self.entry.label))
+    }
+
+    pub(super) fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+        let muts = self.mutations(batch)?;
+        let (tx, rx) = oneshot::channel();
+        self.store.submit(
+            Job::Write {
+                branch: self.entry.clone(),
+                muts,
+                reply: tx,
+            },
+            self.entry.shard,
+        )?;
+        Ok(rx)
+    }
+
+    /// Removes every key ≥ `from` (every key when `from` is empty).
+    pub async fn truncate(&self, from: &[u8]) -> Result<()> {
+        self.truncate_blocking(from)
+    }
+
+    /// Blocking [`truncate`](Self::truncate).
+    pub fn truncate_blocking(&self, from: &[u8]) -> Result<()> {
+        let from = from.to_vec();
+        self.run(Box::new(move |head, now| {
+            let snap = head.snapshot();
+            let start = if from.is_empty() {
+                None
+            } else {
+                Some(from.as_slice())
+            };
+            let mut c = btree::Cursor::seek(snap.as_ref(), snap.root, start)?;
+            let mut muts = Vec::new();
+            while let Some(e) = c.next_entry(snap.as_ref())? {
+                muts.push(Mutation {
+                    key: e.key,
+                    op: Op::ForceDelete,
+                });
+            }
+            head.commit(&muts, now)?;
+            Ok(())
+        }))
+    }
+
+    /// Runs a task on the branch's writer, in queue order.
+    pub(crate) fn run(&self, task: Task) -> Result<()> {
+        self.check_live()?;
+        let (tx, rx) = oneshot::channel();
+        self.store.submit(
+            Job::Run {
+                branch: self.entry.clone(),
+                task,
+                reply: tx,
+            },
+            self.entry.shard,
+        )?;
+        rx.wait().unwrap_or_else(|| Err(Error::closed()))
+    }
+
+    /// Deletes expired keys now (the background task does this periodically).
+    pub fn expire_now(&self) -> Result<()> {
+        self.run(Box::new(expire))
+    }
+
+    /// Copies into the branch's own files every page it borrows from other branches' files
+    /// and forgets its merge bases, so those branches can be deleted and collected.
+    pub fn rehome(&self) -> Result<RehomeReport> {
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let out: Arc<Mutex<Option<RehomeReport>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            *slot.lock() = Some(entry.part.rehome(head, now)?);
+            Ok(())
+        }))?;
+        let r = out.lock().take();
+        r.ok_or_else(|| Error::new(ErrorKind::Io, "re-home reported nothing").at(&self.entry.label))
+    }
+
+    /// Compacts the branch's mostly-garbage files now: moves its live pages out of every
+    /// sealed file that is at least `compaction_garbage_ratio` garbage and that no other
+    /// branch, archive or merge base references (see [`CompactionReport`]).
+    pub fn compact_now(&self) -> Result<CompactionReport> {
+        self.check_live()?;
+        let ratio = self.store.inner.opts.compaction_garbage_ratio;
+        let entry = self.store.partition_entry(self.partition_dir())?;
+        let usage = usage_of(&entry).map_err(|e| e.at(&self.entry.label))?;
+        let out: Arc<Mutex<CompactionReport>> = Arc::default();
+        let slot = out.clone();
+        self.run(Box::new(move |head, now| {
+            *slot.lock() = compact(head, ratio, now, &usage)?;
+            Ok(())
+        }))?;
+        let report = std::mem::take(&mut *out.lock());
+        Ok(report)
+    }
+}

@@ -1,0 +1,365 @@
+//! [`PartitionHandle`]: a partition of a table and its branches.
+
+use super::*;
+
+/// A partition of a table.
+#[derive(Debug, Clone)]
+pub struct PartitionHandle {
+    pub(super) store: Store,
+    pub(super) dir: PartitionDir,
+}
+
+impl PartitionHandle {
+    /// Opens a branch. `main` always exists (a partition is created on first use); any
+    /// other branch must exist, or this is `NotFound`.
+    pub fn branch(&self, name: &str) -> Result<Branch> {
+        let name = BranchName::new(name).map_err(|e| Error::from(e).at(&self.dir))?;
+        let entry = self.store.branch_entry(&self.dir, &name)?;
+        Ok(Branch {
+            store: self.store.clone(),
+            entry,
+        })
+    }
+
+    /// The partition's directory name (`table.partition`).
+    pub fn dir(&self) -> &PartitionDir {
+        &self.dir
+    }
+
+    pub(super) fn entry(&self) -> Result<Arc<PartitionEntry>> {
+        self.store.partition_entry(&self.dir)
+    }
+
+    /// Creates branch `name` at the latest commit of branch `from`. Runs in `from`'s write
+    /// queue, so a busy parent is fine: the branch sees exactly the parent's commits that
+    /// were queued before it. No data is copied.
+    pub fn create_branch(&self, name: &str, from: &str) -> Result<Branch> {
+        self.create_branch_marked(name, from, None)
+    }
+
+    /// [`create_branch`](Self::create_branch), as a staging branch marked with `staging`
+    /// when given (see `bough_catalog::STAGING_PREFIXES`).
+    pub(super) fn create_branch_marked(
+        &self,
+        name: &str,
+        from: &str,
+        staging: Option<String>,
+    ) -> Result<Branch> {
+        let label = format!("{}@{name}", self.dir);
+        let name = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
+        let parent = self.branch(from)?;
+        let entry = self.entry()?;
+        let store = self.store.clone();
+        let dir = self.dir.clone();
+        let created: Arc<Mutex<Option<Arc<BranchEntry>>>> = Arc::new(Mutex::new(None));
+        let out = created.clone();
+        let task_name = name.clone();
+        parent
+            .run(Box::new(move |head, now| {
+                let _catalog = entry.catalog_change();
+                let new_head = match &staging {
+                    Some(purpose) => entry
+                        .part
+                        .create_staging_branch(head, &task_name, purpose, now),
+                    None => entry.part.create_branch(head, &task_name, now),
+                }
+                .map_err(|e| Error::from(e).at(format!("{dir}@{task_name}")))?;
+                let b = store.register(new_head, &dir);
+                entry.branches.lock().insert(task_name, b.clone());
+                *out.lock() = Some(b);
+                Ok(())
+            }))
+            .map_err(|e| e.at(&label))?;
+        let entry = created.lock().take().ok_or_else(|| {
+            Error::new(ErrorKind::Io, "branch creation reported no branch").at(&label)
+        })?;
+        // A new head counts against `max_open_branches` like an opened one.
+        self.store.evict_idle_branches();
+        Ok(Branch {
+            store: self.store.clone(),
+            entry,
+        })
+    }
+
+    /// Deletes branch `name`: its manifests and archives go; its data stays until GC finds
+    /// nothing else references it. `main` cannot be deleted; children are unaffected. Then
+    /// every other branch drops the merge bases naming it (a metadata commit where it had
+    /// one), so GC can free the states they pinned; an error from that step leaves the
+    /// branch deleted, and those bases are dropped at their head's next open.
+    pub fn delete_branch(&self, name: &str) -> Result<()> {
+        let branch = match self.branch(name) {
+            Ok(b) => b,
+            // A damaged manifest: no head could open, so no writer runs; delete through the
+            // catalog directly (the tombstone, then the manifests) so the name and GC work
+            // again.
+            Err(e) if e.kind() == ErrorKind::Corruption => {
+                let entry = self.entry()?;
+                let bname = BranchName::new(name)?;
+                let _catalog = entry.catalog_change();
+                return entry
+                    .part
+                    .delete_branch(&bname)
+                    .map_err(|err| Error::from(err).at(format!("{}@{name}", self.dir)));
+            }
+            Err(e) => return Err(e),
+        };
+        let entry = self.entry()?;
+        let bname = BranchName::new(name)?;
+        let target = branch.entry.clone();
+        let deleted = entry.clone();
+        branch.run(Box::new(move |head, _now| {
+            let _catalog = deleted.catalog_change();
+            deleted.part.delete_branch(&bname)?;
+            head.retire();
+            deleted.retired.lock().push(target.published.clone());
+            target.gone.store(true, Ordering::Release);
+            deleted.branches.lock().remove(&bname);
+            Ok(())
+        }))?;
+        drop(branch);
+        self.prune_merge_bases(&entry).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!(
+                    "branch {name} is deleted, but dropping the merge bases naming it failed \
+                     (they go when the branch holding them opens next): {e}"
+                ),
+            )
+            .at(&self.dir)
+        })
+    }
+
+    /// Drops the merge bases no live branch can use any more (those naming deleted
+    /// branches) from every live branch of the partition, so GC can free the states they
+    /// pinned. Each branch does it in its own write queue (a merge into it may be running).
+    /// Every branch is tried; the first failure is returned. A base left behind is never
+    /// used (merges check the incarnation) and goes when its head opens next.
+    pub(super) fn prune_merge_bases(&self, entry: &Arc<PartitionEntry>) -> Result<()> {
+        let mut first_error = None;
+        for name in entry.part.branches().map_err(Error::from)? {
+            let pruned = self.branch(name.as_str()).and_then(|b| {
+                let e = entry.clone();
+                b.run(Box::new(move |head, now| {
+                    let _catalog = e.catalog_change();
+                    e.part.prune_merge_bases(head, now)?;
+                    Ok(())
+                }))
+            });
+            match pruned {
+                Ok(()) => {}
+                // Deleted meanwhile: nothing to prune.
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(branch = %name, error = %e, "cannot drop merge bases");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The live branches of the partition.
+    pub fn branches(&self) -> Result<Vec<String>> {
+        let e = self.entry()?;
+        Ok(e.part
+            .branches()
+            .map_err(|err| Error::from(err).at(&self.dir))?
+            .into_iter()
+            .map(|b| b.to_string())
+            .collect())
+    }
+
+    /// Parent, fork point, term, creation time and archives of a branch, and what it costs
+    /// on storage ([`BranchInfo::space`]: its exclusive and shared bytes, from GC's
+    /// measuring walk of the partition — one walk per call).
+    pub fn describe(&self, name: &str) -> Result<BranchInfo> {
+        let label = format!("{}@{name}", self.dir);
+        let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
+        let entry = self.entry()?;
+        let mut info = entry
+            .part
+            .describe(&bname)
+            .map_err(|e| Error::from(e).at(&label))?;
+        info.space = measure_or_warn(&entry).and_then(|u| space_or_warn(&entry, &u, &bname));
+        Ok(info)
+    }
+
+    /// [`describe`](Self::describe) of every live branch of the partition, measured by one
+    /// walk for all of them.
+    pub fn describe_branches(&self) -> Result<Vec<BranchInfo>> {
+        let entry = self.entry()?;
+        let names = entry
+            .part
+            .branches()
+            .map_err(|e| Error::from(e).at(&self.dir))?;
+        let usage = measure_or_warn(&entry);
+        names
+            .iter()
+            .map(|name| {
+                let mut info = entry
+                    .part
+                    .describe(name)
+                    .map_err(|e| Error::from(e).at(format!("{}@{name}", self.dir)))?;
+                info.space = usage.as_ref().and_then(|u| space_or_warn(&entry, u, name));
+                Ok(info)
+            })
+            .collect()
+    }
+
+    /// Hands branch `name` to a new term (a new owner): a new manifest, then
+    /// `CURRENT_TERM`; a writer still holding the old term is fenced.
+    pub fn open_new_term(&self, name: &str) -> Result<Branch> {
+        let branch = self.branch(name)?;
+        let entry = self.entry()?;
+        let published = branch.entry.published.clone();
+        branch.run(Box::new(move |head, now| {
+            let _catalog = entry.catalog_change();
+            let mut new_head = entry.part.open_new_term(head, now)?;
+            new_head.share_published(published);
+            *head = new_head;
+            Ok(())
+        }))?;
+        Ok(branch)
+    }
+
+    /// A checkpointed snapshot record of a branch (with its manifest extensions), taken in
+    /// the branch's write queue.
+    ///
+    /// The returned `Arc<TreeSnapshot>` is the same state as a reader snapshot: while it is
+    /// held, GC keeps every file of that state even if the source moves on (the caller holds
+    /// it until the state is durably adopted).
+    pub(super) fn snapshot_record(
+        &self,
+        name: &str,
+    ) -> Result<(BranchName, bough_manifest::Snapshot, Arc<TreeSnapshot>)> {
+        let branch = self.branch(name)?;
+        type Out = Option<(bough_manifest::Snapshot, Arc<TreeSnapshot>)>;
+        let out: Arc<Mutex<Out>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        branch.run(Box::new(move |head, now| {
+            let record = head.fork_point(now)?.snapshot;
+            *slot.lock() = Some((record, head.snapshot()));
+            Ok(())
+        }))?;
+        let (snap, pin) = out
+            .lock()
+            .take()
+            .ok_or_else(|| Error::new(ErrorKind::Io, "no snapshot produced").at(branch.label()))?;
+        Ok((BranchName::new(name)?, snap, pin))
+    }
+
+    /// Every key whose entry differs from branch `a` to branch `b`, in key order, as reads
+    /// see both at the store clock's time: an entry that has expired is absent (an expired
+    /// key on one side and no key on the other is no difference). Reads only the pages the
+    /// two branches do not share.
+    pub fn diff(&self, a: &str, b: &str) -> Result<Vec<DiffEntry>> {
+        let (ba, bb) = (self.branch(a)?, self.branch(b)?);
+        let (sa, sb) = (ba.entry.published.load(), bb.entry.published.load());
+        self.diff_snapshots(&sa, &sb, format!("{}@{a}..{b}", self.dir))
+    }
+
+    /// Every key whose entry differs from `archive` to the current state of `branch` (expired
+    /// entries absent, as in [`diff`](Self::diff)).
+    pub fn diff_archive(&self, archive: &ArchiveName, branch: &str) -> Result<Vec<DiffEntry>> {
+        let label = format!("{}@{archive}..{branch}", self.dir);
+        let entry = self.entry()?;
+        let record = entry
+            .part
+            .read_archive(archive)
+            .map_err(|e| Error::from(e).at(&label))?;
+        let sa = TreeSnapshot::from_record(entry.part.files().clone(), &record)
+            .map_err(|e| Error::from(e).at(&label))?;
+        let sb = self.branch(branch)?.entry.published.load();
+        self.diff_snapshots(&sa, &sb, label)
+    }
+
+    /// The diff as reads see it now: an expired entry is absent on its side.
+    pub(super) fn diff_snapshots(
+        &self,
+        sa: &TreeSnapshot,
+        sb: &TreeSnapshot,
+        label: String,
+    ) -> Result<Vec<DiffEntry>> {
+        let (changes, _) = bough_tree::diff::diff(sa, sb).map_err(|e| Error::from(e).at(&label))?;
+        let changes =
+            bough_tree::diff::visible_changes_at(changes, self.store.inner.clock.now_ms());
+        let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {
+            let v = match e.value {
+                ValueLoc::Inline(v) => v,
+                ValueLoc::Overflow { first, pages, len } => s
+                    .read_overflow(first, pages, len)
+                    .map_err(|err| Error::from(err).at(&label))?,
+                // `visible_at` drops tombstones (they are absent), so none reaches here.
+                ValueLoc::Tombstone => Vec::new(),
+            };
+            Ok(Value {
+                value: v,
+                timestamp: e.timestamp,
+                expire_at: (e.expire_at != 0).then_some(e.expire_at),
+            })
+        };
+        changes
+            .into_iter()
+            .map(|v| {
+                let deleted_at = v.tombstone.map(|t| t.timestamp);
+                let change = match v.change {
+                    Change::Added(e) => DiffChange::Added(value(sb, e)?),
+                    Change::Removed(e) => DiffChange::Removed(value(sa, e)?),
+                    Change::Changed { old, new } => DiffChange::Changed {
+                        old: value(sa, old)?,
+                        new: value(sb, new)?,
+                    },
+                };
+                Ok(DiffEntry {
+                    key: v.key,
+                    change,
+                    deleted_at,
+                })
+            })
+            .collect()
+    }
+
+    /// Merges branch `source` into branch `target` (see [`MergeOptions`]): a fast-forward
+    /// by reference when `target` has not changed since their merge base, otherwise a
+    /// three-way merge committed atomically on `target`. All three states are seen as reads
+    /// see them at the store clock's time: an entry that has expired is absent.
+    pub fn merge(&self, source: &str, target: &str, opts: MergeOptions) -> Result<MergeReport> {
+        let (sname, snap, pin) = self.snapshot_record(source)?;
+        let t = self.branch(target)?;
+        let entry = self.entry()?;
+        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        t.run(Box::new(move |head, now| {
+            // Under the catalog lock GC cannot run between "the source state is pinned by a
+            // reader snapshot" and "the target's manifest references it".
+            let _catalog = entry.catalog_change();
+            *slot.lock() = Some(entry.part.merge(head, &sname, &snap, opts, now)?);
+            drop(pin);
+            Ok(())
+        }))?;
+        let report = out.lock().take();
+        report.ok_or_else(|| Error::new(ErrorKind::Io, "merge reported nothing").at(t.label()))
+    }
+
+    /// Resets branch `target` to branch `to`'s current state by reference (e.g. refresh a
+    /// child from its parent); `to` becomes their merge base.
+    pub fn reset_branch(&self, target: &str, to: &str) -> Result<()> {
+        let (sname, snap, pin) = self.snapshot_record(to)?;
+        let t = self.branch(target)?;
+        let entry = self.entry()?;
+        t.run(Box::new(move |head, now| {
+            let _catalog = entry.catalog_change();
+            entry.part.reset_to(head, &sname, &snap, now)?;
+            drop(pin);
+            Ok(())
+        }))
+    }
+
+    /// Garbage-collects this partition (`dry_run`: report only).
+    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        if !dry_run {
+            self.store.check_writable()?;
+        }
+        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), dry_run)
+    }
+}

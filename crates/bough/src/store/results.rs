@@ -1,0 +1,94 @@
+//! What reads and writes return: values, key-value pairs, diff entries, scan pages, write
+//! reports.
+
+use super::*;
+
+/// A key's value and metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Value {
+    /// The value bytes.
+    pub value: Vec<u8>,
+    /// The user timestamp it was written with.
+    pub timestamp: u64,
+    /// When it expires (ms since the epoch), if ever.
+    pub expire_at: Option<u64>,
+}
+
+/// A key with its value, as a scan returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Its value and metadata.
+    pub value: Value,
+}
+
+/// How a key differs between two branches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiffChange {
+    /// Only in the second branch.
+    Added(Value),
+    /// Only in the first branch.
+    Removed(Value),
+    /// In both, different.
+    Changed { old: Value, new: Value },
+}
+
+/// One key of a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffEntry {
+    /// The key.
+    pub key: Vec<u8>,
+    /// How it differs.
+    pub change: DiffChange,
+    /// For a [`DiffChange::Removed`] key that the second branch deleted: the timestamp of
+    /// its delete (the tombstone it keeps). `None` otherwise — also for a key removed
+    /// without a tombstone (expired, truncated).
+    pub deleted_at: Option<u64>,
+}
+
+/// What a scan reads.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Where to start (inclusive or exclusive; unbounded = from the first key).
+    pub begin: Bound<Vec<u8>>,
+    /// Where to stop (exclusive; unbounded = to the last key).
+    pub end: Option<Vec<u8>>,
+    /// Most entries returned; at least 1 (0 is refused as an invalid argument).
+    pub limit: usize,
+    /// Stop after this many key + value bytes (at least one entry is returned).
+    pub max_bytes: usize,
+    /// Return keys without reading values.
+    pub keys_only: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            begin: Bound::Unbounded,
+            end: None,
+            limit: usize::MAX,
+            max_bytes: usize::MAX,
+            keys_only: false,
+        }
+    }
+}
+
+/// What [`Branch::write_counted_blocking`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Puts and deletes that took effect.
+    pub applied: u64,
+    /// Puts and deletes that last-writer-wins skipped: the stored entry (or the tombstone
+    /// of a delete) had a newer timestamp.
+    pub superseded: u64,
+}
+
+/// One page of scan results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanPage {
+    /// Entries in key order.
+    pub entries: Vec<KeyValue>,
+    /// Where the next page starts (inclusive), if the scan stopped at a limit.
+    pub next: Option<Vec<u8>>,
+}
