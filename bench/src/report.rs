@@ -945,7 +945,12 @@ pub fn charts(dir: &Path, res: &Results) -> Res<Vec<String>> {
             "diff_merge.svg",
             "diff / merge vs divergence",
             "changed keys",
-            &["bough diff", "bough merge", "bough fast-forward"][..],
+            &[
+                "bough diff",
+                "bough merge",
+                "bough fast-forward",
+                "bough fast-forward, source just written",
+            ][..],
             false,
         ),
     ] {

@@ -167,6 +167,11 @@ pub struct Tally {
     /// Crafted pages whose file GC collected after compaction moved its live pages out
     /// (the branches then read right without it). Allowed, counted.
     pub crafted_file_collected: u64,
+    /// Of [`Tally::lost`], those the crafted-page class found (data a hostile page made the
+    /// store delete), shown in the class's own row.
+    pub crafted_lost: u64,
+    /// Of [`Tally::wrong`], those the crafted-page class found.
+    pub crafted_wrong: u64,
     /// Operator mistakes made (each followed by reopens, a re-created name, GC and full
     /// reads).
     pub operator_mistakes: u64,
@@ -244,6 +249,8 @@ impl Tally {
         self.crafted_detected += o.crafted_detected;
         self.crafted_unread += o.crafted_unread;
         self.crafted_file_collected += o.crafted_file_collected;
+        self.crafted_lost += o.crafted_lost;
+        self.crafted_wrong += o.crafted_wrong;
         self.operator_mistakes += o.operator_mistakes;
         self.op_lost_current_term += o.op_lost_current_term;
         self.op_stale_current_term += o.op_stale_current_term;
@@ -385,14 +392,16 @@ impl Tally {
             (
                 "crafted pages",
                 format!(
-                    "{} (mapping {}, index {}, leaf {}; {} detected, {} unread, {} files collected)",
+                    "{} (mapping {}, index {}, leaf {}; {} detected, {} unread, {} files collected; {} lost, {} wrong)",
                     self.crafted_pages,
                     self.crafted_mapping,
                     self.crafted_index,
                     self.crafted_leaf,
                     self.crafted_detected,
                     self.crafted_unread,
-                    self.crafted_file_collected
+                    self.crafted_file_collected,
+                    self.crafted_lost,
+                    self.crafted_wrong
                 ),
             ),
             (

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use bough_io::{IoError, IoResult};
 use bough_manifest::{NO_PAGE, PageId};
 
+pub use crate::bounds::MAX_DEPTH;
+use crate::bounds::{KeyRange, Levels, bad_page};
 use crate::page::index::IndexNode;
 use crate::page::leaf::{self, Entry, LeafCursor, LeafView, Piece, ValueRef};
 
@@ -28,6 +30,11 @@ pub trait TreeRead {
     fn node(&self, id: PageId) -> IoResult<Node>;
     /// The bytes of an overflow value.
     fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>>;
+    /// Where page `id` lives, for errors about it: (file, offset), or a placeholder and
+    /// the id when the tree cannot say.
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        ("<tree>".to_string(), u64::from(id))
+    }
 }
 
 /// Write access for one commit.
@@ -147,52 +154,102 @@ fn corrupt(reason: impl Into<String>) -> IoError {
     IoError::corruption("<tree>", 0, reason)
 }
 
+/// Separator `i` of an index page.
+type Separator = (Arc<IndexNode>, usize);
+
 /// The entry for `key`, if present.
 pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
     if root == NO_PAGE {
         return Ok(None);
     }
     let mut id = root;
-    for _ in 0..MAX_DEPTH {
+    // The separators bounding the current page's range, as (page, separator index): kept
+    // as shared pages, not copied keys, so a lookup allocates nothing for them.
+    let (mut lo, mut hi): (Option<Separator>, Option<Separator>) = (None, None);
+    let levels = Levels::default();
+    for depth in 0..=MAX_DEPTH {
         match t.node(id)? {
-            Node::Index(n) => id = n.children[n.child_for(key)],
+            Node::Index(n) => {
+                levels.index(t, id, depth)?;
+                let range = KeyRange {
+                    lo: lo
+                        .as_ref()
+                        .and_then(|(n, i)| n.keys.get(*i))
+                        .map(Vec::as_slice),
+                    hi: hi
+                        .as_ref()
+                        .and_then(|(n, i)| n.keys.get(*i))
+                        .map(Vec::as_slice),
+                };
+                range.check_index(t, id, &n)?;
+                let i = n.child_for(key);
+                id = n.children[i];
+                if i > 0 {
+                    lo = Some((n.clone(), i - 1));
+                }
+                if i < n.keys.len() {
+                    hi = Some((n, i));
+                }
+            }
             Node::Leaf(p) => {
                 // The search borrows from the page; only the entry found is copied out.
-                let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
+                let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
                 return Ok(view
                     .get(key)
-                    .map_err(|e| corrupt(e.0))?
+                    .map_err(|e| bad_page(t, id, e.0))?
                     .map(|e| e.to_entry()));
             }
         }
     }
-    Err(corrupt("tree deeper than the maximum depth (a cycle?)"))
+    Err(bad_page(
+        t,
+        id,
+        "tree deeper than the maximum depth (a cycle?)",
+    ))
 }
 
-/// Bounds the descent so a corrupt cycle of index pages cannot loop forever.
-pub const MAX_DEPTH: usize = 64;
+/// Which way a descent goes at each index page.
+#[derive(Debug, Clone, Copy)]
+enum Toward<'k> {
+    /// The child holding this key (the first child for `None`).
+    Key(Option<&'k [u8]>),
+    /// The last child.
+    Last,
+}
 
 /// A forward cursor over the leaves.
+///
+/// Every page it reads is held to the range and level its path gives it (see
+/// [`crate::bounds`]), so on any tree from disk it either yields each entry once in key
+/// order or fails with `Corruption`: a child pointing at an ancestor or at itself cannot
+/// make it loop or yield keys again.
 #[derive(Debug)]
 pub struct Cursor {
     /// Index nodes on the path, with the child taken at each.
     stack: Vec<(Arc<IndexNode>, usize)>,
     entries: Vec<Entry>,
     pos: usize,
+    /// The depth of the leaves, learned at the first one.
+    levels: Levels,
 }
 
 impl Cursor {
-    /// Positions at the first entry with key ≥ `key` (or the first entry for `None`).
-    pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> IoResult<Cursor> {
-        let mut c = Cursor {
+    fn new() -> Cursor {
+        Cursor {
             stack: Vec::new(),
             entries: Vec::new(),
             pos: 0,
-        };
+            levels: Levels::default(),
+        }
+    }
+
+    /// Positions at the first entry with key ≥ `key` (or the first entry for `None`).
+    pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> IoResult<Cursor> {
+        let mut c = Cursor::new();
         if root == NO_PAGE {
             return Ok(c);
         }
-        c.descend(t, root, key)?;
+        c.descend(t, root, Toward::Key(key))?;
         if let Some(k) = key {
             c.pos = c.entries.partition_point(|e| e.key.as_slice() < k);
         }
@@ -214,12 +271,8 @@ impl Cursor {
         if root == NO_PAGE {
             return Ok(None);
         }
-        let mut c = Cursor {
-            stack: Vec::new(),
-            entries: Vec::new(),
-            pos: 0,
-        };
-        c.descend(t, root, Some(key))?;
+        let mut c = Cursor::new();
+        c.descend(t, root, Toward::Key(Some(key)))?;
         let n = c
             .entries
             .partition_point(|e| e.key.as_slice() < key || (inclusive && e.key.as_slice() == key));
@@ -230,44 +283,45 @@ impl Cursor {
         // previous leaf.
         while let Some((node, idx)) = c.stack.pop() {
             if idx > 0 {
-                let mut id = node.children[idx - 1];
-                for _ in 0..MAX_DEPTH {
-                    match t.node(id)? {
-                        Node::Index(n) => {
-                            id = *n.children.last().ok_or_else(|| corrupt("empty index"))?
-                        }
-                        Node::Leaf(p) => {
-                            let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
-                            return Ok(view.entries().map_err(|e| corrupt(e.0))?.pop());
-                        }
-                    }
-                }
-                return Err(corrupt("tree deeper than the maximum depth"));
+                let child = node.children[idx - 1];
+                c.stack.push((node, idx - 1));
+                c.descend(t, child, Toward::Last)?;
+                return Ok(c.entries.pop());
             }
         }
         Ok(None)
     }
 
-    fn descend(&mut self, t: &dyn TreeRead, mut id: PageId, key: Option<&[u8]>) -> IoResult<()> {
-        for _ in 0..MAX_DEPTH {
+    /// Goes down from page `id` (the child the stack's top took, or the root) to a leaf,
+    /// checking each page against its path.
+    fn descend(&mut self, t: &dyn TreeRead, mut id: PageId, to: Toward<'_>) -> IoResult<()> {
+        loop {
+            let depth = self.stack.len();
             match t.node(id)? {
                 Node::Index(n) => {
-                    let idx = key.map_or(0, |k| n.child_for(k));
+                    // Ends the loop: depth grows by one per step and is bounded here.
+                    self.levels.index(t, id, depth)?;
+                    KeyRange::of_path(&self.stack).check_index(t, id, &n)?;
+                    let idx = match to {
+                        Toward::Key(k) => k.map_or(0, |k| n.child_for(k)),
+                        Toward::Last => n.keys.len(),
+                    };
                     id = n.children[idx];
                     self.stack.push((n, idx));
                 }
                 Node::Leaf(p) => {
-                    let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
-                    self.entries = view.entries().map_err(|e| corrupt(e.0))?;
+                    self.levels.leaf(t, id, depth)?;
+                    let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
+                    let entries = view.entries().map_err(|e| bad_page(t, id, e.0))?;
+                    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+                        KeyRange::of_path(&self.stack).check_keys(t, id, &first.key, &last.key)?;
+                    }
+                    self.entries = entries;
                     self.pos = 0;
                     return Ok(());
                 }
             }
-            if self.stack.len() > MAX_DEPTH {
-                break;
-            }
         }
-        Err(corrupt("tree deeper than the maximum depth (a cycle?)"))
     }
 
     /// The next entry in key order.
@@ -288,7 +342,7 @@ impl Cursor {
                 if idx + 1 < node.children.len() {
                     let child = node.children[idx + 1];
                     self.stack.push((node, idx + 1));
-                    self.descend(t, child, None)?;
+                    self.descend(t, child, Toward::Key(None))?;
                     break;
                 }
             }
@@ -317,7 +371,8 @@ pub fn apply(
         // A fresh tree is one long append: fill its leaves.
         write_leaves(t, None, &build, true)?
     } else {
-        apply_node(t, root, muts, applied, 0)?
+        let mut walk = Walk::default();
+        apply_node(t, root, muts, applied, KeyRange::ALL, 0, &mut walk)?
     };
     // Grow: more than one node at the top becomes a new root level.
     while children.len() > 1 {
@@ -334,8 +389,9 @@ pub fn apply(
     let Some((_, mut new_root)) = children.pop() else {
         return Ok(NO_PAGE);
     };
-    // Shrink: an index root with one child is replaced by that child.
-    loop {
+    // Shrink: an index root with one child is replaced by that child (a tree is at most
+    // MAX_DEPTH deep: a chain of one-child pages that is deeper is a cycle).
+    for _ in 0..=MAX_DEPTH {
         match t.node(new_root)? {
             Node::Index(n) if n.children.len() == 1 => {
                 t.free(new_root)?;
@@ -344,27 +400,46 @@ pub fn apply(
             _ => return Ok(new_root),
         }
     }
+    Err(bad_page(
+        t,
+        new_root,
+        "a chain of index pages with one child each, deeper than the maximum depth (a cycle?)",
+    ))
+}
+
+/// What the write path's walk has learned of the tree it changes.
+#[derive(Debug, Default)]
+struct Walk {
+    /// The leaves' depth (see [`crate::bounds`]).
+    levels: Levels,
 }
 
 /// Replacement of one node: (low key, id) pairs; the first low key is `None` (the parent
 /// keeps its separator).
 type Replacement = Vec<(Option<Vec<u8>>, PageId)>;
 
+/// Applies `muts` (keys inside `range`) to page `id` at `depth`, which its path holds to
+/// `range` and to the leaves' depth (see [`crate::bounds`]); the recursion follows only
+/// children that get mutations, each with the part of `muts` in its range.
 fn apply_node(
     t: &mut dyn TreeWrite,
     id: PageId,
     muts: &[Mutation],
     applied: &mut Applied,
+    range: KeyRange<'_>,
     depth: usize,
+    walk: &mut Walk,
 ) -> IoResult<Replacement> {
-    if depth > MAX_DEPTH {
-        return Err(corrupt("tree deeper than the maximum depth (a cycle?)"));
-    }
     match t.node(id)? {
         Node::Leaf(p) => {
-            let view = LeafView::new(&p).map_err(|e| corrupt(e.0))?;
+            walk.levels.leaf(t, id, depth)?;
+            let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
             let mut build = LeafBuild::with_capacity(view.len() + muts.len(), p.len());
             let appended = merge_leaf(t, &mut build, view, muts, applied)?;
+            // The mutations are inside the range: a key outside it came from the page.
+            if let Some((first, last)) = build.key_ends(0..build.items.len()) {
+                range.check_keys(t, id, first, last)?;
+            }
             if build.is_empty() {
                 t.free(id)?;
                 return Ok(Vec::new());
@@ -372,6 +447,8 @@ fn apply_node(
             write_leaves(t, Some(id), &build, appended)
         }
         Node::Index(n) => {
+            walk.levels.index(t, id, depth)?;
+            range.check_index(t, id, &n)?;
             // The replacements of the children that got mutations, by child index.
             let mut changed: Vec<(usize, Replacement)> = Vec::new();
             let mut rest = muts;
@@ -383,7 +460,9 @@ fn apply_node(
                 let (mine, later) = rest.split_at(take);
                 rest = later;
                 if !mine.is_empty() {
-                    changed.push((i, apply_node(t, child, mine, applied, depth + 1)?));
+                    let r = range.child(&n, i);
+                    let repl = apply_node(t, child, mine, applied, r, depth + 1, walk)?;
+                    changed.push((i, repl));
                 }
             }
             // Every changed child was rewritten under its own id and is too large for
@@ -414,7 +493,7 @@ fn apply_node(
                 t.free(id)?;
                 return Ok(Vec::new());
             }
-            rebalance(t, &mut slots)?;
+            rebalance(t, &mut slots, range)?;
             let node = IndexNode {
                 children: slots.iter().map(|(_, c, _)| *c).collect(),
                 keys: slots
@@ -458,6 +537,7 @@ fn kept_in_place(
 fn rebalance(
     t: &mut dyn TreeWrite,
     slots: &mut Vec<(Option<Vec<u8>>, PageId, bool)>,
+    range: KeyRange<'_>,
 ) -> IoResult<()> {
     let cap = t.payload_capacity();
     let mut i = 0;
@@ -479,29 +559,56 @@ fn rebalance(
             i += 1;
             continue;
         }
-        let (left, right) = (t.node(slots[l].1)?, t.node(slots[r].1)?);
+        let (lid, rid) = (slots[l].1, slots[r].1);
+        if lid == rid {
+            return Err(bad_page(
+                t,
+                rid,
+                "node reached twice: one index page names it as two children",
+            ));
+        }
+        // The neighbour was not walked: hold both to the ranges their slots give them
+        // before their contents move into one page.
+        let (lr, rr) = (slot_range(slots, l, range), slot_range(slots, r, range));
+        let (left, right) = (t.node(lid)?, t.node(rid)?);
         let repl = match (left, right) {
             (Node::Leaf(a), Node::Leaf(b)) => {
                 let mut build = LeafBuild::with_capacity(0, a.len() + b.len());
-                for page in [&a, &b] {
-                    let mut c = LeafView::new(page).map_err(|e| corrupt(e.0))?.cursor();
-                    while c.advance().map_err(|e| corrupt(e.0))? {
+                let mut ends = [0; 2];
+                for (k, (page, id)) in [(&a, lid), (&b, rid)].into_iter().enumerate() {
+                    let bad = |e: crate::page::CodecError| bad_page(t, id, e.0);
+                    let mut c = LeafView::new(page).map_err(bad)?.cursor();
+                    while c.advance().map_err(bad)? {
                         build.push_old(&c);
                     }
+                    ends[k] = build.items.len();
                 }
-                t.free(slots[r].1)?;
-                write_leaves(t, Some(slots[l].1), &build, false)?
+                for (id, part, r) in [(lid, 0..ends[0], lr), (rid, ends[0]..ends[1], rr)] {
+                    if let Some((first, last)) = build.key_ends(part) {
+                        r.check_keys(t, id, first, last)?;
+                    }
+                }
+                t.free(rid)?;
+                write_leaves(t, Some(lid), &build, false)?
             }
             (Node::Index(a), Node::Index(b)) => {
+                lr.check_index(t, lid, &a)?;
+                rr.check_index(t, rid, &b)?;
                 let sep = slots[r].0.clone().unwrap_or_default();
                 let mut node = (*a).clone();
                 node.keys.push(sep);
                 node.keys.extend(b.keys.iter().cloned());
                 node.children.extend(b.children.iter().copied());
-                t.free(slots[r].1)?;
-                write_index(t, Some(slots[l].1), node)?
+                t.free(rid)?;
+                write_index(t, Some(lid), node)?
             }
-            _ => return Err(corrupt("siblings of different kinds")),
+            _ => {
+                return Err(bad_page(
+                    t,
+                    rid,
+                    "child level mismatch: siblings of different kinds",
+                ));
+            }
         };
         let low = slots[l].0.clone();
         let new: Vec<_> = repl
@@ -513,6 +620,22 @@ fn rebalance(
         i = l + 1;
     }
     Ok(())
+}
+
+/// The key range of slot `j` of an index page being rebuilt whose own range is `parent`.
+fn slot_range<'a>(
+    slots: &'a [(Option<Vec<u8>>, PageId, bool)],
+    j: usize,
+    parent: KeyRange<'a>,
+) -> KeyRange<'a> {
+    KeyRange {
+        lo: if j == 0 {
+            parent.lo
+        } else {
+            slots[j].0.as_deref()
+        },
+        hi: slots.get(j + 1).and_then(|s| s.0.as_deref()).or(parent.hi),
+    }
 }
 
 fn node_size(t: &dyn TreeRead, id: PageId) -> IoResult<usize> {
@@ -599,6 +722,18 @@ impl<'a> LeafBuild<'a> {
             value: head,
             value_tail: leaf::inline_bytes(value),
         });
+    }
+
+    /// The first and the last key of the items in `part` (`None` when it is empty).
+    fn key_ends(&self, part: std::ops::Range<usize>) -> Option<(&[u8], &[u8])> {
+        let key = |p: Part<'a>| -> &[u8] {
+            match p {
+                Part::Borrowed(b) => b,
+                Part::Scratch(s, e) => &self.scratch[s..e],
+            }
+        };
+        let items = self.items.get(part)?;
+        Some((key(items.first()?.key), key(items.last()?.key)))
     }
 
     fn pieces(&self) -> Vec<Piece<'_>> {

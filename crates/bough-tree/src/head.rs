@@ -276,6 +276,14 @@ impl TreeRead for TreeSnapshot {
     fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
         self.read_overflow(first, pages, len)
     }
+
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        let fetch = self.fetch();
+        match self.mapping.addr(id, &fetch) {
+            Ok(addr) => fetch.locate(addr),
+            Err(_) => (self.files.dir().to_string(), u64::from(id)),
+        }
+    }
 }
 
 /// The current snapshot of a head, readable without the writer, and a record of the older
@@ -496,6 +504,14 @@ impl TreeRead for Txn<'_> {
     fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
         self.fetch()
             .overflow(self.st.mapping.current(), first, pages, len)
+    }
+
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        let fetch = self.fetch();
+        match self.st.mapping.current().addr(id, &fetch) {
+            Ok(addr) => fetch.locate(addr),
+            Err(_) => (self.files.dir().to_string(), u64::from(id)),
+        }
     }
 }
 

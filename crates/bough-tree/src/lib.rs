@@ -6,6 +6,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod bounds;
 pub mod btree;
 pub mod buffer;
 pub mod cache;
