@@ -23,7 +23,6 @@ use bough_manifest::varint;
 mod cursor;
 mod encode;
 
-use cursor::KeyAt;
 pub use cursor::LeafCursor;
 pub use encode::{
     LEAF_OVERHEAD, Piece, encode, encode_meta, encode_pieces, encode_value_head, encoded_len,
@@ -286,17 +285,14 @@ impl<'a> LeafView<'a> {
 
     /// A cursor over every entry, in order.
     pub fn cursor(&self) -> LeafCursor<'a> {
-        LeafCursor {
-            view: *self,
-            r: Reader {
+        LeafCursor::at(
+            *self,
+            Reader {
                 bytes: self.payload,
                 pos: LEAF_OVERHEAD + 2 * self.restarts,
             },
-            next: 0,
-            key: KeyAt::Page(&[]),
-            buf: Vec::new(),
-            cur: None,
-        }
+            0,
+        )
     }
 
     /// A cursor on the entry with the greatest key ≤ `key` (`None`: every key is above it).
@@ -318,14 +314,11 @@ impl<'a> LeafView<'a> {
                 hi = mid;
             }
         }
-        let mut c = LeafCursor {
-            view: *self,
-            r: Reader::at(self.payload, self.restart_offset(lo)?)?,
-            next: lo * RESTART_INTERVAL,
-            key: KeyAt::Page(&[]),
-            buf: Vec::new(),
-            cur: None,
-        };
+        let mut c = LeafCursor::at(
+            *self,
+            Reader::at(self.payload, self.restart_offset(lo)?)?,
+            lo * RESTART_INTERVAL,
+        );
         let end = (c.next + RESTART_INTERVAL).min(self.count);
         while c.next < end {
             if !c.step(Some(key))? {

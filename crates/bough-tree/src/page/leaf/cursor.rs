@@ -27,17 +27,29 @@ pub(crate) struct Current<'a> {
 /// (in the page, or rebuilt in one reused buffer) — no owned [`Entry`] per key.
 #[derive(Debug, Clone)]
 pub struct LeafCursor<'a> {
-    pub(super) view: LeafView<'a>,
+    view: LeafView<'a>,
     /// Positioned at the next entry.
-    pub(super) r: Reader<'a>,
+    r: Reader<'a>,
     /// Index of the next entry.
     pub(super) next: usize,
-    pub(super) key: KeyAt<'a>,
-    pub(super) buf: Vec<u8>,
+    key: KeyAt<'a>,
+    buf: Vec<u8>,
     pub(super) cur: Option<Current<'a>>,
 }
 
 impl<'a> LeafCursor<'a> {
+    /// A cursor before entry `next` of `view`, with `r` at that entry (a restart point).
+    pub(super) fn at(view: LeafView<'a>, r: Reader<'a>, next: usize) -> Self {
+        LeafCursor {
+            view,
+            r,
+            next,
+            key: KeyAt::Page(&[]),
+            buf: Vec::new(),
+            cur: None,
+        }
+    }
+
     /// Moves to the next entry; `false` past the last one (then the leaf is checked to end
     /// where its last entry does).
     pub fn advance(&mut self) -> Result<bool, CodecError> {
