@@ -1,0 +1,48 @@
+//! Sweeping: deleting the data files marking proved unreachable.
+
+use super::*;
+
+/// Deletes (unless `dry_run`) every listed data file nothing reaches, and reports why the
+/// others stay.
+pub(crate) fn sweep(
+    files: &FileTable,
+    marked: &Marked<'_>,
+    dry_run: bool,
+    report: &mut GcReport,
+) -> IoResult<()> {
+    let storage = files.storage();
+    let dir = files.dir();
+    for d in &marked.data {
+        let name = d.to_string();
+        if let Some(why) = marked.walk.referenced.get(&name) {
+            report.kept.push((name, why.clone()));
+            continue;
+        }
+        if marked.pins.writing.contains(&name) {
+            report.kept.push((name, KeepReason::Writing));
+            continue;
+        }
+        let live_term = marked
+            .terms
+            .get(&d.branch)
+            .is_some_and(|ct| !ct.deleted && ct.term == d.term);
+        let above = marked
+            .high_water
+            .get(&(d.branch.clone(), d.term))
+            .is_none_or(|&max| d.file_id >= max);
+        if live_term && above {
+            report.kept.push((name, KeepReason::InFlight));
+            continue;
+        }
+        let path = format!("{dir}/{name}");
+        let size = storage.file_len(&path).unwrap_or(0);
+        if !dry_run {
+            storage.delete(&path)?;
+            files.forget(&name);
+        }
+        tracing::debug!(file = %path, bytes = size, "gc deleted an unreachable data file");
+        report.bytes_freed += size;
+        report.deleted.push((name, size));
+    }
+    Ok(())
+}
