@@ -27,7 +27,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::Duration;
 
 use bough::io::{MemoryStorage, OpenOptions, Storage};
 use bough::{ErrorKind, ManualClock, Store};
@@ -304,29 +303,9 @@ pub fn run(seed: u64, cfg: &CorruptConfig) -> Tally {
             }));
         }
         drop(tx);
-        let mut received = 0;
-        while received < cfg.flips {
-            match rx.recv_timeout(Duration::from_secs(cfg.timeout_secs)) {
-                Ok(t) => {
-                    tally.merge(&t);
-                    received += 1;
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    tally.hangs += 1;
-                    tally.fail(format!(
-                        "bit flips (seed {seed}): no flip finished within {} s — a read hangs",
-                        cfg.timeout_secs
-                    ));
-                    // The stuck worker cannot be stopped; leave it behind.
-                    return tally;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        for w in workers {
-            let _ = w.join();
-        }
-        tally
+        crate::report::gather_trials(tally, &rx, workers, cfg.flips, cfg.timeout_secs, |secs| {
+            format!("bit flips (seed {seed}): no flip finished within {secs} s — a read hangs")
+        })
     })
 }
 

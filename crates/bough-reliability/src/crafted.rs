@@ -29,7 +29,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::Duration;
 
 use bough::io::{MemoryStorage, OpenOptions, Storage};
 use bough::{ErrorKind, ManualClock, Store, WriteBatch};
@@ -556,7 +555,7 @@ pub fn run(seed: u64, cfg: &CraftConfig) -> Tally {
 }
 
 fn run_subject(seed: u64, n: u64, subject: Arc<Subject>, crafts: u64, cfg: &CraftConfig) -> Tally {
-    let mut tally = Tally::default();
+    let tally = Tally::default();
     let threads = cfg.threads.max(1) as u64;
     let (tx, rx) = mpsc::channel::<Tally>();
     let mut workers = Vec::new();
@@ -576,29 +575,9 @@ fn run_subject(seed: u64, n: u64, subject: Arc<Subject>, crafts: u64, cfg: &Craf
         }));
     }
     drop(tx);
-    let mut received = 0;
-    while received < crafts {
-        match rx.recv_timeout(Duration::from_secs(cfg.timeout_secs)) {
-            Ok(t) => {
-                tally.merge(&t);
-                received += 1;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                tally.hangs += 1;
-                tally.fail(format!(
-                    "crafted pages (seed {seed}): no trial finished within {} s — a walk hangs",
-                    cfg.timeout_secs
-                ));
-                // The stuck worker cannot be stopped; leave it behind.
-                return tally;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    for w in workers {
-        let _ = w.join();
-    }
-    tally
+    crate::report::gather_trials(tally, &rx, workers, crafts, cfg.timeout_secs, |secs| {
+        format!("crafted pages (seed {seed}): no trial finished within {secs} s — a walk hangs")
+    })
 }
 
 /// How one check turned out.

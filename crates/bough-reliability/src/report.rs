@@ -444,3 +444,36 @@ impl Tally {
         out
     }
 }
+
+/// Merges the tallies `expected` trials send on `rx` into `tally`, waiting at most
+/// `timeout_secs` for each. A trial that does not report in time is a hang: counted, failed
+/// with `hang(timeout_secs)`, and left behind (a stuck worker cannot be stopped). Otherwise
+/// the workers are joined.
+pub(crate) fn gather_trials(
+    mut tally: Tally,
+    rx: &std::sync::mpsc::Receiver<Tally>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    expected: u64,
+    timeout_secs: u64,
+    hang: impl FnOnce(u64) -> String,
+) -> Tally {
+    let mut received = 0;
+    while received < expected {
+        match rx.recv_timeout(std::time::Duration::from_secs(timeout_secs)) {
+            Ok(t) => {
+                tally.merge(&t);
+                received += 1;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                tally.hangs += 1;
+                tally.fail(hang(timeout_secs));
+                return tally;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    tally
+}
