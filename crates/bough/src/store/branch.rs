@@ -143,8 +143,7 @@ impl Branch {
     /// The value of `key`, unless absent or expired. Never waits for storage on the calling
     /// thread: answered from cached pages there, or else on a reader thread of the store.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Value>> {
-        let key = key.to_vec();
-        self.read_off_thread(move |view| view.get(&key)).await
+        self.read_off_thread(key, ReadView::get).await
     }
 
     /// Blocking [`get`](Self::get).
@@ -154,8 +153,7 @@ impl Branch {
 
     /// The greatest live key ≤ `key`, with its value (read as [`get`](Self::get) is).
     pub async fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        let key = key.to_vec();
-        self.read_off_thread(move |view| view.floor(&key)).await
+        self.read_off_thread(key, ReadView::floor).await
     }
 
     /// Blocking [`floor`](Self::floor).
@@ -165,23 +163,32 @@ impl Branch {
 
     /// A page of entries in key order (read as [`get`](Self::get) is).
     pub async fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
-        let opts = opts.clone();
-        self.read_off_thread(move |view| view.scan(&opts)).await
+        self.read_off_thread(opts, ReadView::scan).await
     }
 
-    /// Runs `read` on this thread from cached pages only; if it needed storage, runs it again
-    /// on a reader thread (the same view: the same commit either way).
-    async fn read_off_thread<T: Send + 'static>(
+    /// Runs `read(view, arg)` on this thread from cached pages only; if it needed storage,
+    /// runs it again on a reader thread (the same view: the same commit either way). `arg` is
+    /// copied only then, so a warm read allocates nothing here.
+    async fn read_off_thread<A, T>(
         &self,
-        read: impl Fn(&ReadView) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
+        arg: &A,
+        read: fn(&ReadView, &A) -> Result<T>,
+    ) -> Result<T>
+    where
+        A: ToOwned + ?Sized + 'static,
+        A::Owned: Send + 'static,
+        T: Send + 'static,
+    {
         let view = self.read_view()?;
-        match bough_tree::cache_only::cache_only(|| read(&view)) {
+        match bough_tree::cache_only::cache_only(|| read(&view, arg)) {
             Err(e) if e.is_not_cached() => {
+                let arg = arg.to_owned();
                 let inner = &self.store.inner;
                 inner
                     .readers
-                    .run(inner.opts.read_threads, move || read(&view))
+                    .run(inner.opts.read_threads, move || {
+                        read(&view, std::borrow::Borrow::borrow(&arg))
+                    })
                     .await
             }
             done => done,
