@@ -265,7 +265,7 @@ fn finish(
     let families: BTreeSet<u32> = branches.keys().map(|(f, _)| *f).collect();
     for &f in &families {
         let p = reopened.partition(TABLE, f).map_err(err)?;
-        for (name, _) in p.gc(true).map_err(err)?.deleted {
+        for (name, _) in p.gc_dry_run().map_err(err)?.deleted {
             collectable.insert(format!("{}/{name}", p.dir()));
         }
     }
@@ -848,7 +848,7 @@ fn damaged_checks(
     }
     for &f in &families {
         if let Ok(p) = store.partition(TABLE, f) {
-            match p.gc(false) {
+            match p.gc() {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,
                 Err(e) => tally.fail(format!(

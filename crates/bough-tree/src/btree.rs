@@ -1195,7 +1195,10 @@ mod tests {
         if let Some(mid) = model.keys().nth(model.len() / 2) {
             for inclusive in [false, true] {
                 let back = live(&mut Cursor::seek_back(t, root, Some(mid), inclusive).unwrap());
-                let want = model.keys().rev().filter(|k| *k < mid || (inclusive && *k == mid));
+                let want = model
+                    .keys()
+                    .rev()
+                    .filter(|k| *k < mid || (inclusive && *k == mid));
                 assert!(back.iter().eq(want), "from {mid:?} inclusive {inclusive}");
             }
         }

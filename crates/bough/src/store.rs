@@ -34,6 +34,7 @@ mod branch;
 mod gc;
 mod maintenance;
 mod partition;
+mod range;
 mod read_only;
 mod read_view;
 mod readers;
@@ -48,9 +49,11 @@ use gc::*;
 pub use maintenance::CompactionReport;
 use maintenance::*;
 pub use partition::PartitionHandle;
+pub use range::RangeIter;
 pub use read_view::ReadView;
 pub use results::{DiffChange, DiffEntry, KeyValue, ScanOptions, ScanPage, Value, WriteReport};
 use shard::*;
+pub use table::Table;
 
 /// A batch waiting in a group commit, with its waiter.
 type Pending = (Vec<Mutation>, oneshot::Sender<Result<()>>);
@@ -282,8 +285,8 @@ impl Store {
         })
     }
 
-    /// The partitions of a table that exist in the store.
-    pub fn partitions_of(&self, table: &str) -> Result<Vec<PartitionId>> {
+    /// The partitions of a table that exist in the store ([`Table::partitions`]).
+    pub(crate) fn partitions_of(&self, table: &str) -> Result<Vec<PartitionId>> {
         let table = TableName::new(table)?;
         let mut out: Vec<PartitionId> = self
             .inner
@@ -299,19 +302,14 @@ impl Store {
     }
 
     /// Removes every key of `branch` on every partition of `table`; other branches keep
-    /// theirs.
-    pub fn drop_table_branch(&self, table: &str, branch: &str) -> Result<()> {
+    /// theirs ([`Table::truncate_branch`]).
+    pub(crate) fn drop_table_branch(&self, table: &str, branch: &str) -> Result<()> {
         for p in self.partitions_of(table)? {
             self.partition(table, p)?
                 .branch(branch)?
                 .truncate_blocking(&[])?;
         }
         Ok(())
-    }
-
-    /// Removes every key of the `main` branch of `table`.
-    pub fn drop_table(&self, table: &str) -> Result<()> {
-        self.drop_table_branch(table, "main")
     }
 
     /// Stops the writers and releases the directory. Later calls on any handle fail with

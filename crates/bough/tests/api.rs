@@ -44,7 +44,7 @@ fn write_read_scan_floor_truncate_reopen() {
         let page = main
             .scan_blocking(&ScanOptions {
                 begin: Bound::Excluded(b"k0010".to_vec()),
-                end: Some(b"k0020".to_vec()),
+                end: Bound::Excluded(b"k0020".to_vec()),
                 limit: 5,
                 ..Default::default()
             })
@@ -84,7 +84,7 @@ fn write_read_scan_floor_truncate_reopen() {
         assert_eq!(main.get_blocking(b"k0499").unwrap().unwrap().value, b"v499");
         let all = main.scan_blocking(&ScanOptions::default()).unwrap();
         assert_eq!(all.entries.len(), 500);
-        store.drop_table("orders").unwrap();
+        store.table("orders").unwrap().truncate().unwrap();
         assert!(
             main.scan_blocking(&ScanOptions::default())
                 .unwrap()

@@ -287,7 +287,7 @@ impl World {
             let page = b
                 .scan_blocking(&ScanOptions {
                     begin: begin.clone(),
-                    end: Some(to.clone()),
+                    end: Bound::Excluded(to.clone()),
                     limit,
                     ..Default::default()
                 })
@@ -477,7 +477,8 @@ impl World {
     fn gc(&mut self) {
         let dry = self.rng.chance(20);
         self.note(format!("gc (dry run: {dry})"));
-        let r = self.store.partition("t", 0).unwrap().gc(dry).unwrap();
+        let part = self.store.partition("t", 0).unwrap();
+        let r = if dry { part.gc_dry_run() } else { part.gc() }.unwrap();
         self.note(format!(
             "  gc deleted {} kept {}",
             r.deleted.len(),

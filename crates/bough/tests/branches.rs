@@ -519,7 +519,7 @@ fn delete_branch_removes_manifests_keeps_data_until_gc() {
     );
     drop(feature);
 
-    let report = p.gc(false).unwrap();
+    let report = p.gc().unwrap();
     let deleted: BTreeSet<String> = report.deleted.iter().map(|(n, _)| n.clone()).collect();
     for d in &feature_data {
         assert!(deleted.contains(d), "{d} not collected: {report:?}");
@@ -558,7 +558,7 @@ fn delete_branch_while_parent_still_exists() {
         p.delete_branch("feature").unwrap();
         assert_matches(&main, &m);
         put_range(&main, &mut m, "c", "main", 0..500, 250);
-        let report = p.gc(false).unwrap();
+        let report = p.gc().unwrap();
         assert!(!report.deleted.is_empty());
         assert!(
             report
@@ -599,7 +599,7 @@ fn deleting_a_parent_leaves_children_intact() {
         p.delete_branch("feature").unwrap();
         assert_eq!(names(&p), ["hotfix", "main"]);
         assert_matches(&hotfix, &h);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&hotfix, &h);
         assert_eq!(
             p.describe("hotfix").unwrap().origin.unwrap().parent,
@@ -612,7 +612,7 @@ fn deleting_a_parent_leaves_children_intact() {
         let hotfix = p.branch("hotfix").unwrap();
         assert_matches(&hotfix, &h);
         assert_matches(&p.branch("main").unwrap(), &m);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&hotfix, &h);
     }
 }
@@ -629,7 +629,9 @@ fn main_cannot_be_deleted() {
     assert!(e.to_string().contains("t.0@main"), "{e}");
     assert_eq!(
         env.store
-            .delete_branch_global("t", "main")
+            .table("t")
+            .unwrap()
+            .delete_branch("main")
             .unwrap_err()
             .kind(),
         ErrorKind::InvalidArgument
@@ -679,10 +681,12 @@ fn regression_unknown_branch_on_new_partition_creates_nothing() {
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains("t.7@nosuch"), "{e}");
     assert!(env.list("t.7").is_empty(), "{:?}", env.list("t.7"));
-    assert_eq!(env.store.partitions_of("t").unwrap(), [0]);
+    assert_eq!(env.store.table("t").unwrap().partitions().unwrap(), [0]);
     // So a global create on the table still succeeds.
     env.store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap();
 }
 
@@ -711,7 +715,7 @@ fn parent_writes_do_not_affect_newly_created_branch() {
     assert_matches(&feature, &f);
     assert_eq!(view.get(&key("a", 0)).unwrap().unwrap().value, val("v1", 0));
     // ... and the parent's GC takes nothing the branch needs.
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     assert_matches(&feature, &f);
     // A new term of the parent does not reach the branch either.
     let main = p.open_new_term("main").unwrap();
@@ -862,7 +866,7 @@ fn branch_deletion_does_not_block_other_branches() {
     let at_delete = progress.load(Ordering::Relaxed);
     // Others keep going after the deletion, and during a GC.
     wait_progress(at_delete + 50);
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     wait_progress(at_delete + 100);
     stop.store(true, Ordering::Release);
     let late = victim_writer.join().unwrap();
@@ -1074,7 +1078,7 @@ fn partial_branch_creation_manifest_written_current_term_missing() {
     assert_eq!(p.describe("feature").unwrap().term, 0);
     put_range(&feature, &mut f, "c", "feature", 0..100, 100);
     assert_matches(&feature, &f);
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     assert_matches(&feature, &f);
     drop(feature);
     env.reopen();
@@ -1150,7 +1154,7 @@ fn corrupted_manifest_in_one_branch_does_not_affect_others() {
     assert_eq!(names(&p), ["bad", "fresh", "good", "main"]);
     // GC cannot prove what the damaged manifest references: it refuses and deletes nothing.
     let files = env.list("t.0");
-    let e = p.gc(false).unwrap_err();
+    let e = p.gc().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
     assert!(e.to_string().contains("manifest_bad_0"), "{e}");
     assert_eq!(env.list("t.0"), files);
@@ -1175,7 +1179,7 @@ fn regression_corrupted_branch_can_be_deleted() {
     assert_eq!(p.branch("bad").unwrap_err().kind(), ErrorKind::Corruption);
     p.delete_branch("bad").unwrap();
     assert_eq!(names(&p), ["main"]);
-    let report = p.gc(false).unwrap();
+    let report = p.gc().unwrap();
     assert!(report.deleted.iter().all(|(n, _)| n.ends_with("_bad_0")));
     assert!(!env.list("t.0").iter().any(|n| n.ends_with("_bad_0")));
     assert_matches(&p.branch("main").unwrap(), &m);
@@ -1208,7 +1212,7 @@ fn missing_current_term_file_handling() {
     assert_eq!(names(&p), ["main"]);
     assert_eq!(p.branch("ghost").unwrap_err().kind(), ErrorKind::NotFound);
     // Its data files are orphans now.
-    let report = p.gc(false).unwrap();
+    let report = p.gc().unwrap();
     assert!(report.deleted.iter().any(|(n, _)| n.ends_with("_lost_0")));
     assert!(report.deleted.iter().all(|(n, _)| n.ends_with("_lost_0")));
     put_range(&main, &mut m, "b", "main", 0..100, 100);
@@ -1249,7 +1253,7 @@ fn name_reuse_aba() {
         assert!(old_files.len() >= 3);
         drop(feature);
         p.delete_branch("feature").unwrap();
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         // The child still needs the old feature's files.
         let kept: BTreeSet<String> = env
             .data_files("t.0")
@@ -1280,7 +1284,7 @@ fn name_reuse_aba() {
         }
         assert_matches(&child, &c);
         assert_matches(&feature, &f2);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&child, &c);
         drop((child, feature, main));
         env.reopen();
@@ -1288,7 +1292,7 @@ fn name_reuse_aba() {
         assert_matches(&p.branch("child").unwrap(), &c);
         assert_matches(&p.branch("feature").unwrap(), &f2);
         assert_eq!(p.describe("feature").unwrap().term, new_term);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&p.branch("child").unwrap(), &c);
     }
 }
@@ -1334,7 +1338,9 @@ fn regression_global_create_error_keeps_kind() {
     let env = Env::mem();
     assert_eq!(
         env.store
-            .create_branch_global("t", "bad name", "main")
+            .table("t")
+            .unwrap()
+            .create_branch("bad name", "main")
             .unwrap_err()
             .kind(),
         ErrorKind::InvalidArgument
@@ -1344,17 +1350,23 @@ fn regression_global_create_error_keeps_kind() {
     }
     let e = env
         .store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
     let e = env
         .store
-        .create_branch_global("t", "x", "nosuch")
+        .table("t")
+        .unwrap()
+        .create_branch("x", "nosuch")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     let e = env
         .store
-        .create_branch_global("t", "Main", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("Main", "main")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
@@ -1388,7 +1400,7 @@ fn sibling_file_ids_do_not_collide() {
     }
     assert_matches(&a, &ma);
     assert_matches(&b, &mb);
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     drop((a, b, main));
     env.reopen();
     let p = env.part(0);
@@ -1458,7 +1470,9 @@ fn main_spelled_differently_is_invalid() {
         );
         assert_eq!(
             env.store
-                .create_branch_global("t", name, "main")
+                .table("t")
+                .unwrap()
+                .create_branch(name, "main")
                 .unwrap_err()
                 .kind(),
             ErrorKind::InvalidArgument
@@ -1610,7 +1624,7 @@ fn restore_keeps_replaced_head_as_backup() {
         put_range(&main, &mut r, "c", "restored", 0..500, 250);
         let mut bk = v2.clone();
         put_range(&backup, &mut bk, "d", "backup", 0..500, 250);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&main, &r);
         assert_matches(&backup, &bk);
         // The archive is still there and can be restored again (the backup name is taken).
@@ -1625,7 +1639,7 @@ fn restore_keeps_replaced_head_as_backup() {
         let p = env.part(0);
         assert_matches(&p.branch("main").unwrap(), &r);
         assert_matches(&p.branch("backup").unwrap(), &bk);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&p.branch("main").unwrap(), &r);
         assert_matches(&p.branch("backup").unwrap(), &bk);
     }
@@ -1665,7 +1679,7 @@ fn branch_from_archive_is_point_in_time() {
         // The branches hold on to their data once the archives are gone.
         main.prune_archives(0).unwrap();
         assert!(main.archives().unwrap().is_empty());
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&pit1, &w1);
         assert_matches(&pit2, &v2);
         assert_matches(&main, &v3);
@@ -1722,7 +1736,9 @@ fn global_create_is_all_or_nothing() {
 
     let e = env
         .store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap_err();
     assert!(e.to_string().contains("t.2@feature"), "{e}");
     assert!(!e.to_string().contains("t.0@feature"), "{e}");
@@ -1743,7 +1759,12 @@ fn global_create_is_all_or_nothing() {
 
     // A missing parent on one partition fails the same way.
     env.part(1).create_branch("dev", "main").unwrap();
-    let e = env.store.create_branch_global("t", "x", "dev").unwrap_err();
+    let e = env
+        .store
+        .table("t")
+        .unwrap()
+        .create_branch("x", "dev")
+        .unwrap_err();
     for n in [0, 2, 3] {
         assert!(e.to_string().contains(&format!("t.{n}@dev")), "{e}");
     }
@@ -1753,12 +1774,18 @@ fn global_create_is_all_or_nothing() {
     drop(pre);
     env.part(2).delete_branch("feature").unwrap();
     env.store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap();
     for (n, m) in models.iter().enumerate() {
         assert_matches(&env.part(n as u32).branch("feature").unwrap(), m);
     }
-    env.store.delete_branch_global("t", "feature").unwrap();
+    env.store
+        .table("t")
+        .unwrap()
+        .delete_branch("feature")
+        .unwrap();
     for n in 0..4 {
         assert!(!names(&env.part(n)).contains(&"feature".to_string()));
     }
@@ -1775,12 +1802,14 @@ fn global_archive_shares_one_timestamp() {
         models.push(m);
     }
     env.store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap();
     env.clock.advance(17);
-    let ts = env.store.archive_global("t", "feature").unwrap();
+    let ts = env.store.table("t").unwrap().archive("feature").unwrap();
     assert_eq!(ts, T0 + 17);
-    let ts_main = env.store.archive_global("t", "main").unwrap();
+    let ts_main = env.store.table("t").unwrap().archive("main").unwrap();
     for n in 0..3u32 {
         let f = env.part(n).branch("feature").unwrap();
         let archives = f.archives().unwrap();
@@ -2002,7 +2031,7 @@ fn branch_operations_survive_power_loss() {
     models.insert("backup".into(), models["pit"].clone());
     check(&models, "re-create a deleted name");
 
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     check(&models, "gc");
 }
 

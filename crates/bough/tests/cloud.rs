@@ -112,7 +112,7 @@ fn branches_gc_and_cold_restart(store: Arc<dyn ObjectStore>, fencing: FencingMod
     let archive = main.archive().expect("archive");
     assert_eq!(contents(&main), want_main);
     assert_eq!(contents(&feature), want_feature);
-    let report = p.gc(false).expect("gc");
+    let report = p.gc().expect("gc");
     assert!(
         !report.deleted.is_empty(),
         "superseded data objects are collected"
@@ -276,7 +276,7 @@ fn two_owners(store: Arc<dyn ObjectStore>, fencing: FencingMode) {
         put(&b_main, &key(i), "from B").expect("B writes");
         acked.insert(key(i).into_bytes(), b"from B".to_vec());
     }
-    let report = b.partition("t", 0).expect("p").gc(false).expect("gc by B");
+    let report = b.partition("t", 0).expect("p").gc().expect("gc by B");
     let _ = report;
     assert_eq!(contents(&b_main), acked);
     assert!(b_main.get_blocking(b"late").expect("get").is_none());
@@ -610,7 +610,7 @@ fn gc_lease_between_processes(store: Arc<dyn ObjectStore>, fencing: FencingMode)
     .expect("open C");
     let lease_c = c.acquire_gc_lease("t.0").expect("C takes the lease");
     let before = data_keys(store.as_ref());
-    let e = pa.gc(false).expect_err("A must wait for C's lease");
+    let e = pa.gc().expect_err("A must wait for C's lease");
     assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
     assert_eq!(data_keys(store.as_ref()), before, "A deleted nothing");
     // The store-wide GC (what maintenance runs) skips the partition.
@@ -618,11 +618,11 @@ fn gc_lease_between_processes(store: Arc<dyn ObjectStore>, fencing: FencingMode)
     assert!(all.iter().all(|(dir, _)| dir != "t.0"), "{all:?}");
     assert_eq!(data_keys(store.as_ref()), before, "A deleted nothing");
     // A dry run deletes nothing and needs no lease.
-    let dry = pa.gc(true).expect("dry run");
+    let dry = pa.gc_dry_run().expect("dry run");
     assert!(!dry.deleted.is_empty(), "there is garbage to collect");
     // C stalls past its lease: A takes the lease over and collects.
     clock.advance(LEASE_MS + 1);
-    let report = pa.gc(false).expect("A collects after C's lease expired");
+    let report = pa.gc().expect("A collects after C's lease expired");
     assert!(!report.deleted.is_empty());
     let after = data_keys(store.as_ref());
     assert!(after.len() < before.len());
@@ -648,11 +648,11 @@ fn gc_lease_between_processes(store: Arc<dyn ObjectStore>, fencing: FencingMode)
     let (ra, rb) = std::thread::scope(|scope| {
         let ha = scope.spawn(|| {
             barrier.wait();
-            pa.gc(false)
+            pa.gc()
         });
         let hb = scope.spawn(|| {
             barrier.wait();
-            pb.gc(false)
+            pb.gc()
         });
         (ha.join().expect("A"), hb.join().expect("B"))
     });
@@ -702,7 +702,7 @@ fn s3_gc_runs_under_a_lease_one_process_at_a_time() {
 /// Every branch of every partition, read in full.
 fn everything(s: &Store) -> BTreeMap<(u32, String), BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut out = BTreeMap::new();
-    for p in s.partitions_of("t").expect("partitions") {
+    for p in s.table("t").unwrap().partitions().expect("partitions") {
         let part = s.partition("t", p).expect("p");
         for b in part.branches().expect("branches") {
             out.insert((p, b.clone()), contents(&part.branch(&b).expect("branch")));

@@ -219,7 +219,7 @@ fn flipped_byte_in_a_leaf_is_reported_and_contained() {
         }
         let page = main
             .scan_blocking(&ScanOptions {
-                end: Some(key(lo.saturating_sub(40))),
+                end: Bound::Excluded(key(lo.saturating_sub(40))),
                 ..Default::default()
             })
             .unwrap_or_else(|e| panic!("{what}: scan below the leaf: {e}"));

@@ -749,7 +749,7 @@ impl World {
 
     fn gc(&mut self) {
         self.note("gc".into());
-        self.part().gc(false).expect("gc");
+        self.part().gc().expect("gc");
         self.check_all();
     }
 

@@ -850,7 +850,8 @@ impl Run {
                 self.counts.add("call drop_table", 1);
                 self.event("drop_table".into());
                 self.store()
-                    .drop_table(TABLE)
+                    .table(TABLE)
+                    .and_then(|t| t.truncate())
                     .unwrap_or_else(|e| panic!("{}: drop_table: {e}", self.ctx()));
                 for m in &mut self.models {
                     m.map.clear();
@@ -1133,7 +1134,9 @@ impl Run {
         let mut got: Vec<bough::KeyValue> = Vec::new();
         let mut opts = ScanOptions {
             begin: begin.clone(),
-            end: end.clone(),
+            end: end
+                .clone()
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
             limit,
             max_bytes,
             keys_only,

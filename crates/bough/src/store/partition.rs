@@ -355,11 +355,16 @@ impl PartitionHandle {
         }))
     }
 
-    /// Garbage-collects this partition (`dry_run`: report only).
-    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
-        if !dry_run {
-            self.store.check_writable()?;
-        }
-        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), dry_run)
+    /// Garbage-collects this partition: deletes every data file that no branch, archive,
+    /// merge base, reader snapshot or writer still references, and reports what it deleted
+    /// and what it kept (and why).
+    pub fn gc(&self) -> Result<GcReport> {
+        self.store.check_writable()?;
+        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), false)
+    }
+
+    /// What [`gc`](Self::gc) would delete, deleting nothing (also on a read-only store).
+    pub fn gc_dry_run(&self) -> Result<GcReport> {
+        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), true)
     }
 }

@@ -15,7 +15,7 @@ impl Store {
     /// - It takes no lock and writes nothing — no recovery, no GC, no expiry, no compaction,
     ///   no tail truncation, not even the lock file: storage is wrapped so that every change
     ///   fails. Every write, branch or archive change, `gc` and `run_maintenance` fail with
-    ///   `InvalidArgument`; a partial GC dry run (`PartitionHandle::gc(true)`) only reads.
+    ///   `InvalidArgument`; a GC dry run (`PartitionHandle::gc_dry_run`) only reads.
     /// - Each branch reads the newest durable state storage holds when it is first opened
     ///   (after this call or the last [`refresh`](Store::refresh)): what the writer had
     ///   acknowledged by then, and possibly a commit it was acknowledging at that moment

@@ -40,7 +40,8 @@ impl ReadView {
     }
 
     /// The value of `key`, unless absent or expired.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+    pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
+        let key = key.as_ref();
         check_key(key, self.max_key).map_err(|e| e.at(&self.label))?;
         let found = btree::get(self.snap.as_ref(), self.snap.root, key)
             .map_err(|e| Error::from(e).at(&self.label))?;
@@ -51,8 +52,8 @@ impl ReadView {
     }
 
     /// The greatest live key ≤ `key`.
-    pub fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        let mut probe = key.to_vec();
+    pub fn floor<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<KeyValue>> {
+        let mut probe = key.as_ref().to_vec();
         let mut inclusive = true;
         loop {
             let found =
@@ -76,42 +77,28 @@ impl ReadView {
         }
     }
 
-    /// A page of live entries in `[begin, end)`.
+    /// A page of live entries from `opts.begin` to `opts.end`, read as a [`RangeIter`] is.
     pub fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
         if opts.limit == 0 {
             // A page of nothing whose continuation is its own start would make a paging
             // loop spin forever.
             return Err(Error::invalid("scan limit must be at least 1"));
         }
-        let at = |e: bough_io::IoError| Error::from(e).at(&self.label);
-        let (start, skip_equal) = match &opts.begin {
-            Bound::Included(k) => (Some(k.as_slice()), None),
-            Bound::Excluded(k) => (Some(k.as_slice()), Some(k.clone())),
-            Bound::Unbounded => (None, None),
-        };
-        let mut c = btree::Cursor::seek(self.snap.as_ref(), self.snap.root, start).map_err(at)?;
+        let mut range = RangeIter::new(self.clone(), opts.begin.clone(), opts.end.clone());
         let mut entries = Vec::new();
         let mut bytes = 0usize;
-        while let Some(e) = c.next_entry(self.snap.as_ref()).map_err(at)? {
-            if skip_equal.as_ref().is_some_and(|k| *k == e.key) {
-                continue;
-            }
-            if opts.end.as_ref().is_some_and(|end| e.key >= *end) {
-                break;
-            }
-            if !self.live(&e) {
-                continue;
-            }
+        while let Some(e) = range.next_entry()? {
+            // Checked before the value is read: the entry that does not fit only says where
+            // the next page starts.
             if entries.len() >= opts.limit || (bytes >= opts.max_bytes && !entries.is_empty()) {
                 return Ok(ScanPage {
                     entries,
                     next: Some(e.key),
                 });
             }
-            let key = e.key.clone();
-            let value = self.value_of(e, opts.keys_only)?;
-            bytes += key.len() + value.value.len();
-            entries.push(KeyValue { key, value });
+            let kv = range.pair(e, opts.keys_only)?;
+            bytes += kv.key.len() + kv.value.value.len();
+            entries.push(kv);
         }
         Ok(ScanPage {
             entries,

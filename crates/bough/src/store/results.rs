@@ -52,8 +52,8 @@ pub struct DiffEntry {
 pub struct ScanOptions {
     /// Where to start (inclusive or exclusive; unbounded = from the first key).
     pub begin: Bound<Vec<u8>>,
-    /// Where to stop (exclusive; unbounded = to the last key).
-    pub end: Option<Vec<u8>>,
+    /// Where to stop (inclusive or exclusive; unbounded = to the last key).
+    pub end: Bound<Vec<u8>>,
     /// Most entries returned; at least 1 (0 is refused as an invalid argument).
     pub limit: usize,
     /// Stop after this many key + value bytes (at least one entry is returned).
@@ -66,7 +66,7 @@ impl Default for ScanOptions {
     fn default() -> Self {
         ScanOptions {
             begin: Bound::Unbounded,
-            end: None,
+            end: Bound::Unbounded,
             limit: usize::MAX,
             max_bytes: usize::MAX,
             keys_only: false,
