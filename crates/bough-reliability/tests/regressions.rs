@@ -505,11 +505,10 @@ fn cloud_store(
     cache: &std::path::Path,
     attempts: u32,
 ) -> Store {
-    let mut o = bough::Options::new(cache)
+    let mut o = Store::builder(bough::Options::new(cache).maintenance_interval_ms(0))
         .object_store(std::sync::Arc::new(faulty.clone()))
-        .maintenance_interval_ms(0)
         .clock(std::sync::Arc::new(ManualClock::new(1_700_000_000_000)));
-    o.object = bough::object::CloudConfig {
+    o.settings_mut().object = bough::object::CloudConfig {
         min_delete_age_ms: 0,
         retry: bough::object::RetryPolicy {
             attempts,

@@ -22,6 +22,7 @@
 )]
 
 mod batch;
+mod builder;
 pub mod clock;
 mod cloud;
 mod error;
@@ -30,6 +31,7 @@ mod options;
 mod store;
 
 pub use batch::{PutOptions, WriteBatch, show_key};
+pub use builder::StoreBuilder;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};

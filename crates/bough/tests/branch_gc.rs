@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bough::io::{MemoryStorage, Storage};
 use bough::{
     Backend, Branch, ErrorKind, GcReport, KeepReason, ManualClock, Options, PartitionHandle,
-    ScanOptions, Store, WriteBatch,
+    ScanOptions, Store, StoreBuilder, WriteBatch,
 };
 use bough_names::{DataFileName, FileKind, classify};
 
@@ -43,14 +43,18 @@ impl Env {
         }
     }
 
-    fn opts(backend: Backend, dir: &Path, mem: &MemoryStorage, clock: &ManualClock) -> Options {
+    fn opts(
+        backend: Backend,
+        dir: &Path,
+        mem: &MemoryStorage,
+        clock: &ManualClock,
+    ) -> StoreBuilder {
         let o = match backend {
-            Backend::Memory => Options::in_memory().memory(mem.clone()),
-            b => Options::new(dir).backend(b),
+            Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+            b => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(FILE_SIZE)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone()))
+            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(FILE_SIZE))
     }
 
     fn reopen(&mut self) {
@@ -650,10 +654,7 @@ fn gc_keeps_files_of_live_reader_snapshots() {
         drop(view);
         let r = p.gc().unwrap();
         assert!(r.deleted.iter().all(|(n, _)| !pinned.contains(n)), "{r:?}");
-        assert_eq!(
-            clone.get(&key("a", 7)).unwrap().unwrap().value,
-            val("v1", 7)
-        );
+        assert_eq!(clone.get(key("a", 7)).unwrap().unwrap().value, val("v1", 7));
         drop(clone);
         let r = p.gc().unwrap();
         let freed = deleted(&r);
@@ -682,7 +683,7 @@ fn regression_gc_keeps_files_of_a_deleted_branchs_read_view() {
     let got = view.scan(&ScanOptions::default());
     assert!(got.is_ok(), "{:?}", got.err());
     assert_eq!(
-        view.get(&key("f", 1999)).unwrap().unwrap().value,
+        view.get(key("f", 1999)).unwrap().unwrap().value,
         val("feature", 1999)
     );
     drop(view);
@@ -709,7 +710,7 @@ fn gc_reports_what_it_freed_and_why_it_kept() {
     // Being written: a branch whose open file no manifest references (it was truncated).
     let scratch = p.create_branch("scratch", "main").unwrap();
     put_range(&scratch, &mut Model::new(), "s", "s", 0..100, 100);
-    scratch.truncate_blocking(&[]).unwrap();
+    scratch.truncate_blocking([]).unwrap();
     // Debris and strangers in the directory.
     let dir = env.dir.path().join("t.0");
     std::fs::write(dir.join("notes.txt"), b"not ours").unwrap();
@@ -1123,7 +1124,7 @@ fn archive_of_a_child_keeps_a_deleted_parents_files() {
     let mut cm = Model::new();
     put_range(&child, &mut cm, "c", "child", 0..500, 250);
     child.truncate_blocking(b"d").unwrap();
-    child.truncate_blocking(&[]).unwrap();
+    child.truncate_blocking([]).unwrap();
     drop(parent);
     p.delete_branch("parent").unwrap();
     let r = p.gc().unwrap();

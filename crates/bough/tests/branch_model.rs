@@ -16,7 +16,8 @@ use std::sync::Arc;
 use bough::io::MemoryStorage;
 use bough::object::{CloudConfig, MemoryObjectStore, ObjectStore, OpendalStore, RetryPolicy};
 use bough::{
-    ArchiveName, Backend, Branch, ErrorKind, ManualClock, Options, ScanOptions, Store, WriteBatch,
+    ArchiveName, Backend, Branch, ErrorKind, ManualClock, Options, ScanOptions, Store,
+    StoreBuilder, WriteBatch,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -81,12 +82,12 @@ impl World {
         mem: &MemoryStorage,
         obj: &Option<Arc<dyn ObjectStore>>,
         clock: &ManualClock,
-    ) -> Options {
+    ) -> StoreBuilder {
         let o = match (backend, obj) {
-            (Backend::Memory, _) => Options::in_memory().memory(mem.clone()),
+            (Backend::Memory, _) => Store::builder(Options::in_memory()).memory(mem.clone()),
             (Backend::Object, Some(obj)) => {
-                let mut o = Options::new(dir).object_store(obj.clone());
-                o.object = CloudConfig {
+                let mut o = Store::builder(Options::new(dir)).object_store(obj.clone());
+                o.settings_mut().object = CloudConfig {
                     cache_bytes: 4 << 20,
                     min_delete_age_ms: 0,
                     retry: RetryPolicy {
@@ -98,11 +99,10 @@ impl World {
                 };
                 o
             }
-            (b, _) => Options::new(dir).backend(b),
+            (b, _) => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(64 * 4096)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone()))
+            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(64 * 4096))
     }
 
     fn new(

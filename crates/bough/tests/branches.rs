@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bough::io::{MemoryStorage, Storage};
 use bough::{
     Backend, Branch, BranchOrigin, ErrorKind, ManualClock, Options, PartitionHandle, ScanOptions,
-    Store, WriteBatch,
+    Store, StoreBuilder, WriteBatch,
 };
 use bough_names::{BranchName, DataFileName, FileKind, classify};
 
@@ -55,14 +55,18 @@ impl Env {
         Env::new(Backend::Pread)
     }
 
-    fn opts(backend: Backend, dir: &Path, mem: &MemoryStorage, clock: &ManualClock) -> Options {
+    fn opts(
+        backend: Backend,
+        dir: &Path,
+        mem: &MemoryStorage,
+        clock: &ManualClock,
+    ) -> StoreBuilder {
         let o = match backend {
-            Backend::Memory => Options::in_memory().memory(mem.clone()),
-            b => Options::new(dir).backend(b),
+            Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+            b => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(FILE_SIZE)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone()))
+            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(FILE_SIZE))
     }
 
     fn close(&self) {
@@ -430,21 +434,21 @@ fn read_from_branch_sees_inherited_and_own_data() {
         assert_matches(&main, &m);
         assert_eq!(feature.get_blocking(b"big").unwrap().unwrap().value, big);
         assert_eq!(
-            feature.get_blocking(&key("a", 5)).unwrap().unwrap().value,
+            feature.get_blocking(key("a", 5)).unwrap().unwrap().value,
             val("overwritten", 5)
         );
         assert_eq!(
-            main.get_blocking(&key("a", 5)).unwrap().unwrap().value,
+            main.get_blocking(key("a", 5)).unwrap().unwrap().value,
             val("main", 5)
         );
-        assert!(feature.get_blocking(&key("a", 150)).unwrap().is_none());
-        assert!(main.get_blocking(&key("a", 150)).unwrap().is_some());
+        assert!(feature.get_blocking(key("a", 150)).unwrap().is_none());
+        assert!(main.get_blocking(key("a", 150)).unwrap().is_some());
         // floor walks over inherited and own entries alike.
-        let fl = feature.floor_blocking(&key("a", 150)).unwrap().unwrap();
+        let fl = feature.floor_blocking(key("a", 150)).unwrap().unwrap();
         assert_eq!(fl.key, key("a", 99));
         let fl = feature.floor_blocking(b"b000499z").unwrap().unwrap();
         assert_eq!(fl.key, key("b", 499));
-        assert!(feature.get_blocking(&key("c", 0)).unwrap().is_none());
+        assert!(feature.get_blocking(key("c", 0)).unwrap().is_none());
         // A bounded scan across the inherited / own boundary.
         let page = feature
             .scan_blocking(&ScanOptions {
@@ -504,7 +508,7 @@ fn delete_branch_removes_manifests_keeps_data_until_gc() {
     );
     // A handle still held reports NotFound for reads and writes.
     assert_eq!(
-        feature.get_blocking(&key("b", 0)).unwrap_err().kind(),
+        feature.get_blocking(key("b", 0)).unwrap_err().kind(),
         ErrorKind::NotFound
     );
     let mut wb = WriteBatch::new();
@@ -709,11 +713,11 @@ fn parent_writes_do_not_affect_newly_created_branch() {
     del_range(&main, &mut m, "a", 0..300);
     put_range(&main, &mut m, "b", "v2", 0..1000, 200);
     main.compact_now().unwrap();
-    main.truncate_blocking(&key("a", 500)).unwrap();
+    main.truncate_blocking(key("a", 500)).unwrap();
     m.retain(|k, _| k.as_slice() < key("a", 500).as_slice());
     assert_matches(&main, &m);
     assert_matches(&feature, &f);
-    assert_eq!(view.get(&key("a", 0)).unwrap().unwrap().value, val("v1", 0));
+    assert_eq!(view.get(key("a", 0)).unwrap().unwrap().value, val("v1", 0));
     // ... and the parent's GC takes nothing the branch needs.
     p.gc().unwrap();
     assert_matches(&feature, &f);
@@ -822,10 +826,10 @@ fn branch_deletion_does_not_block_other_branches() {
                 model.insert(key("w", i), val("w", i));
                 b.write_blocking(wb).unwrap();
                 assert_eq!(
-                    b.get_blocking(&key("w", i)).unwrap().unwrap().value,
+                    b.get_blocking(key("w", i)).unwrap().unwrap().value,
                     val("w", i)
                 );
-                assert!(b.get_blocking(&key("base", 7)).unwrap().is_some());
+                assert!(b.get_blocking(key("base", 7)).unwrap().is_some());
                 progress.fetch_add(1, Ordering::Relaxed);
                 i += 1;
             }
@@ -887,12 +891,13 @@ fn branch_deletion_does_not_block_other_branches() {
 #[test]
 fn branch_deletion_stalled_in_io_does_not_block_readers() {
     let faults = bough::io::FaultInjector::new();
-    let store = Store::open(
+    let store = Store::builder(
         Options::in_memory()
-            .memory(MemoryStorage::with_faults(faults.clone()))
             .maintenance_interval_ms(0)
             .data_file_size(FILE_SIZE),
     )
+    .memory(MemoryStorage::with_faults(faults.clone()))
+    .open()
     .unwrap();
     let p = store.partition("t", 0).unwrap();
     let main = p.branch("main").unwrap();
@@ -922,7 +927,7 @@ fn branch_deletion_stalled_in_io_does_not_block_readers() {
     assert!(p.branches().is_ok());
     let view = other.read_view().unwrap();
     assert_eq!(
-        view.get(&key("a", 1)).unwrap().unwrap().value,
+        view.get(key("a", 1)).unwrap().unwrap().value,
         val("main", 1)
     );
     assert!(
@@ -1606,14 +1611,14 @@ fn restore_keeps_replaced_head_as_backup() {
         );
         // A view taken before the restore still reads the replaced state.
         assert_eq!(
-            view_v2.get(&key("a", 1)).unwrap().unwrap().value,
+            view_v2.get(key("a", 1)).unwrap().unwrap().value,
             val("v2", 1)
         );
         // Handles opened before the restore follow the branch.
         assert_eq!(
             p.branch("main")
                 .unwrap()
-                .get_blocking(&key("a", 1))
+                .get_blocking(key("a", 1))
                 .unwrap()
                 .unwrap()
                 .value,
@@ -1971,12 +1976,13 @@ fn branch_operations_survive_power_loss() {
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
     let check = |models: &BTreeMap<String, Model>, step: &str| {
         let durable = env.mem.clone_durable();
-        let store = Store::open(
+        let store = Store::builder(
             Options::in_memory()
-                .memory(durable)
                 .maintenance_interval_ms(0)
                 .data_file_size(FILE_SIZE),
         )
+        .memory(durable)
+        .open()
         .unwrap();
         let p = store.partition("t", 0).unwrap();
         assert_eq!(

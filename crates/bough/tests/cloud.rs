@@ -12,7 +12,9 @@ use bough::object::{
     CloudConfig, CloudStorage, Fault, FaultyObjectStore, FencingMode, MemoryObjectStore, ObjOp,
     ObjectStore, OpendalStore, RetryPolicy, Service,
 };
-use bough::{Backend, ErrorKind, ManualClock, Options, ScanOptions, Store, WriteBatch};
+use bough::{
+    Backend, ErrorKind, ManualClock, Options, ScanOptions, Store, StoreBuilder, WriteBatch,
+};
 
 const T0: u64 = 1_700_000_000_000;
 const LEASE_MS: u64 = 20_000;
@@ -31,7 +33,7 @@ fn cloud_cfg(cache_bytes: u64) -> CloudConfig {
     }
 }
 
-fn opts(store: &Arc<dyn ObjectStore>, cache: &Path, cache_bytes: u64) -> Options {
+fn opts(store: &Arc<dyn ObjectStore>, cache: &Path, cache_bytes: u64) -> StoreBuilder {
     opts_with(store, cache, cloud_cfg(cache_bytes), &ManualClock::new(T0))
 }
 
@@ -40,21 +42,21 @@ fn opts_with(
     cache: &Path,
     cfg: CloudConfig,
     clock: &ManualClock,
-) -> Options {
-    let mut o = Options::new(cache)
-        .object_store(store.clone())
+) -> StoreBuilder {
+    let settings = Options::new(cache)
         .maintenance_interval_ms(0)
         .data_file_size(64 * 4096)
-        .clock(Arc::new(clock.clone()));
-    o.object = cfg;
-    o
+        .object(cfg);
+    Store::builder(settings)
+        .object_store(store.clone())
+        .clock(Arc::new(clock.clone()))
 }
 
 /// The fencing an S3 test runs with: `FencingMode::Auto` (compare-and-swap) or forced
 /// numbered claims, through the store's configuration.
-fn with_fencing(o: Options, fencing: FencingMode) -> Options {
+fn with_fencing(o: StoreBuilder, fencing: FencingMode) -> StoreBuilder {
     let mut o = o;
-    o.object.fencing = fencing;
+    o.settings_mut().object.fencing = fencing;
     o
 }
 
@@ -492,11 +494,7 @@ fn the_fs_service_is_for_tests_only() {
         s.close().expect("close");
     }
     let cold = tempfile::tempdir().expect("tempdir");
-    let s = Store::open(Options {
-        path: Some(cold.path().to_path_buf()),
-        ..o
-    })
-    .expect("reopen from the objects alone");
+    let s = Store::open(o.path(cold.path())).expect("reopen from the objects alone");
     let main = s
         .partition("t", 0)
         .expect("p")
@@ -736,7 +734,7 @@ fn prewarm_then_warm_and_cold_restarts_read_the_same() {
     let cache = tempfile::tempdir().expect("tempdir");
     let prewarm = |dir: &Path, on: bool, budget: u64| {
         let mut o = opts(&store, dir, budget);
-        o.object.prewarm = on;
+        o.settings_mut().object.prewarm = on;
         Store::open(o).expect("open")
     };
     let before = data_gets();
@@ -798,7 +796,9 @@ fn unresolved_manifest_upload(applied: bool) {
     let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
     let store: Arc<dyn ObjectStore> = Arc::new(faulty.clone());
     let cache = tempfile::tempdir().expect("tempdir");
-    let s = Store::open(opts(&store, cache.path(), 8 << 20).max_open_branches(1)).expect("open");
+    let s =
+        Store::open(opts(&store, cache.path(), 8 << 20).map_settings(|o| o.max_open_branches(1)))
+            .expect("open");
     let p = s.partition("t", 0).expect("p");
     let main = p.branch("main").expect("main");
     let mut acked = BTreeMap::new();

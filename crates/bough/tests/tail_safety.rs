@@ -399,9 +399,7 @@ fn power_lost_during_the_clean_close_loses_nothing() {
 
     fn build(mem: &MemoryStorage) -> Store {
         let store = Store::open(
-            Options::in_memory()
-                .memory(mem.clone())
-                .maintenance_interval_ms(0),
+            Store::builder(Options::in_memory().maintenance_interval_ms(0)).memory(mem.clone()),
         )
         .expect("open");
         let p = store.partition("t", 0).expect("partition");
@@ -441,9 +439,7 @@ fn power_lost_during_the_clean_close_loses_nothing() {
             faults.clear();
             mem.crash(policy);
             let store = Store::open(
-                Options::in_memory()
-                    .memory(mem.clone())
-                    .maintenance_interval_ms(0),
+                Store::builder(Options::in_memory().maintenance_interval_ms(0)).memory(mem.clone()),
             )
             .unwrap_or_else(|e| panic!("close sync {k}, policy {p}: reopen: {e}"));
             let part = store.partition("t", 0).expect("partition");
