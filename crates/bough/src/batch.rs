@@ -9,7 +9,22 @@ use bough_tree::btree::{Mutation, Op};
 
 use crate::error::{Error, Result};
 
-/// Per-put options.
+/// Per-put options: a user timestamp (last writer wins by it) and an expiry.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::{ManualClock, Options, PutOptions, Store, WriteBatch};
+///
+/// let clock = ManualClock::new(1_000);
+/// let store = Store::builder(Options::in_memory()).clock(Arc::new(clock.clone())).open()?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// let ttl = PutOptions { ttl_ms: Some(10), ..PutOptions::default() };
+/// main.write_blocking(WriteBatch::new().put_with("session", "s1", ttl))?;
+/// assert!(main.get_blocking("session")?.is_some());
+/// clock.advance(10); // expired: absent from every read
+/// assert!(main.get_blocking("session")?.is_none());
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PutOptions {
     /// User timestamp for last-writer-wins (default: the store clock, in ms).
@@ -193,6 +208,10 @@ pub(crate) fn check_key(key: &[u8], max_key: usize) -> Result<()> {
 }
 
 /// A key for messages: printable ASCII as is, the rest escaped, long keys shortened.
+///
+/// ```
+/// assert_eq!(bough::show_key(b"k\x01"), "\"k\\x01\"");
+/// ```
 pub fn show_key(key: &[u8]) -> String {
     let shown: String = key
         .iter()

@@ -7,6 +7,26 @@ use super::*;
 /// Reads run on the caller's thread against an immutable snapshot and never wait for a
 /// writer. Writes go through the branch's write queue; the returned future (usable from any
 /// executor, or blocked on with the `_blocking` methods) resolves once the batch is durable.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.put_blocking("b", "2")?;
+/// assert_eq!(main.label(), "orders.0@main");
+/// assert_eq!(main.get_blocking("a")?.unwrap().value, b"1");
+/// assert_eq!(main.floor_blocking("az")?.unwrap().key, b"a");
+/// let archive = main.archive()?; // the state now, kept
+/// main.delete_blocking("a")?;
+/// assert_eq!(main.range("a"..).count(), 1);
+/// main.restore(&archive, "before-restore")?; // back to the archive; the replaced state is a branch
+/// assert!(main.get_blocking("a")?.is_some());
+/// main.truncate_blocking("")?; // every key
+/// assert_eq!(main.iter().count(), 0);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Branch {
     pub(super) store: Store,

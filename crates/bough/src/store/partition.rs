@@ -2,7 +2,31 @@
 
 use super::*;
 
-/// A partition of a table.
+/// A partition of a table: its branches, and what runs between them (diff, merge, reset) or
+/// over all of them (GC).
+///
+/// ```
+/// use bough::{DiffChange, MergeOptions, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("k", "v1")?;
+/// let dev = orders.create_branch("dev", "main")?;
+/// dev.put_blocking("k", "v2")?;
+/// assert_eq!(orders.branches()?, ["dev", "main"]);
+///
+/// let diff = orders.diff("main", "dev")?;
+/// assert!(matches!(&diff[0].change, DiffChange::Changed { new, .. } if new.value == b"v2"));
+/// let report = orders.merge("dev", "main", MergeOptions::default())?;
+/// assert!(report.fast_forward && report.conflicts.is_empty());
+/// assert_eq!(orders.branch("main")?.get_blocking("k")?.unwrap().value, b"v2");
+///
+/// orders.delete_branch("dev")?;
+/// let would = orders.gc_dry_run()?; // what GC would delete, deleting nothing
+/// let did = orders.gc()?;
+/// assert_eq!(would.deleted, did.deleted);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct PartitionHandle {
     pub(super) store: Store,

@@ -2,7 +2,24 @@
 
 use super::*;
 
-/// A consistent view of one branch at one commit.
+/// A consistent view of one branch at one commit: every read of it sees the same state,
+/// whatever is written meanwhile.
+///
+/// ```
+/// use bough::{Options, ScanOptions, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// let view = main.read_view()?;
+/// main.put_blocking("a", "2")?;
+/// assert_eq!(view.get("a")?.unwrap().value, b"1");
+/// assert_eq!(main.read_view()?.version(), view.version() + 1);
+/// let page = view.scan(&ScanOptions { limit: 10, ..ScanOptions::default() })?;
+/// assert_eq!(page.entries.len(), 1);
+/// assert_eq!(view.prefix("a").count(), 1);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReadView {
     pub(super) snap: Arc<TreeSnapshot>,
