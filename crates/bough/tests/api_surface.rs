@@ -34,6 +34,8 @@ fn keys(it: RangeIter) -> Vec<Vec<u8>> {
 }
 
 #[test]
+// Borrowed keys and values (`&String`) are part of what is tested.
+#[allow(clippy::needless_borrows_for_generic_args)]
 fn one_key_put_get_delete_round_trip_blocking_and_async() {
     let clock = ManualClock::new(T0);
     let store = memory_store(&clock);
