@@ -24,7 +24,7 @@ fn key(i: u32) -> Vec<u8> {
 
 /// Every tenth value is overflow-sized, so pieces remove overflow entries too.
 fn value(i: u32, round: u32) -> Vec<u8> {
-    let len = if i % 10 == 0 { 6000 } else { 16 };
+    let len = if i.is_multiple_of(10) { 6000 } else { 16 };
     let mut v = format!("v{i}:{round}:").into_bytes();
     v.resize(len, b'.');
     v
@@ -312,7 +312,7 @@ fn a_crash_midway_through_a_truncate_leaves_a_prefix_of_its_pieces() {
     let mut crashed_at = Vec::new();
     for n in 1usize.. {
         stepper.piece_done();
-        if n == 1 || n % 7 == 0 {
+        if n == 1 || n.is_multiple_of(7) {
             // The truncate is between pieces `n` and `n + 1`: crash now.
             let (image, _) = mem.crash_image(CrashPolicy::DropAllUnsynced);
             let reopened = memory_store(&image, PIECE);
