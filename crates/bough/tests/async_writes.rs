@@ -125,3 +125,21 @@ fn a_write_waiting_for_a_sync_does_not_stall_other_tasks_of_a_current_thread_run
         Some(b"value".to_vec())
     );
 }
+
+/// The futures can be spawned on a multi-threaded executor (`tokio::spawn` needs `Send`).
+#[test]
+fn write_and_truncate_futures_are_send() {
+    fn send<T: Send>(t: T) -> T {
+        t
+    }
+    let store = bough::Store::open(Options::in_memory().maintenance_interval_ms(0)).expect("open");
+    let main = store
+        .partition("t", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("branch");
+    let mut b = WriteBatch::new();
+    b.put("k", "v");
+    common::block_on(send(main.write(b))).expect("write");
+    common::block_on(send(main.truncate(b""))).expect("truncate");
+    assert_eq!(main.get_blocking(b"k").expect("get"), None);
+}
