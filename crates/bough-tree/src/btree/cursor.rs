@@ -1,0 +1,202 @@
+//! Reading the tree: point lookups ([`get`]) and [`Cursor`]s that walk entries in key order,
+//! each page held to the key range and level its path gives it.
+
+use super::*;
+
+/// The entry for `key`, if present.
+pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
+    if root == NO_PAGE {
+        return Ok(None);
+    }
+    let mut id = root;
+    // The separators bounding the current page's range, as (page, separator index): kept
+    // as shared pages, not copied keys, so a lookup allocates nothing for them.
+    let (mut lo, mut hi): (Option<Separator>, Option<Separator>) = (None, None);
+    let levels = Levels::default();
+    for depth in 0..=MAX_DEPTH {
+        match t.node(id)? {
+            Node::Index(n) => {
+                levels.index(t, id, depth)?;
+                let range = KeyRange {
+                    lo: lo
+                        .as_ref()
+                        .and_then(|(n, i)| n.keys.get(*i))
+                        .map(Vec::as_slice),
+                    hi: hi
+                        .as_ref()
+                        .and_then(|(n, i)| n.keys.get(*i))
+                        .map(Vec::as_slice),
+                };
+                range.check_index(t, id, &n)?;
+                let i = n.child_for(key);
+                id = n.children[i];
+                if i > 0 {
+                    lo = Some((n.clone(), i - 1));
+                }
+                if i < n.keys.len() {
+                    hi = Some((n, i));
+                }
+            }
+            Node::Leaf(p) => {
+                // The search borrows from the page; only the entry found is copied out.
+                let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
+                return Ok(view
+                    .get(key)
+                    .map_err(|e| bad_page(t, id, e.0))?
+                    .map(|e| e.to_entry()));
+            }
+        }
+    }
+    Err(bad_page(
+        t,
+        id,
+        "tree deeper than the maximum depth (a cycle?)",
+    ))
+}
+
+/// Which way a descent goes at each index page.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Toward<'k> {
+    /// The child holding this key (the first child for `None`).
+    Key(Option<&'k [u8]>),
+    /// The last child.
+    Last,
+}
+
+/// A forward cursor over the leaves.
+///
+/// Every page it reads is held to the range and level its path gives it (see
+/// [`crate::bounds`]), so on any tree from disk it either yields each entry once in key
+/// order or fails with `Corruption`: a child pointing at an ancestor or at itself cannot
+/// make it loop or yield keys again.
+#[derive(Debug)]
+pub struct Cursor {
+    /// Index nodes on the path, with the child taken at each.
+    pub(super) stack: Vec<(Arc<IndexNode>, usize)>,
+    pub(super) entries: Vec<Entry>,
+    pub(super) pos: usize,
+    /// The depth of the leaves, learned at the first one.
+    pub(super) levels: Levels,
+}
+
+impl Cursor {
+    pub(super) fn new() -> Cursor {
+        Cursor {
+            stack: Vec::new(),
+            entries: Vec::new(),
+            pos: 0,
+            levels: Levels::default(),
+        }
+    }
+
+    /// Positions at the first entry with key ≥ `key` (or the first entry for `None`).
+    pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> IoResult<Cursor> {
+        let mut c = Cursor::new();
+        if root == NO_PAGE {
+            return Ok(c);
+        }
+        c.descend(t, root, Toward::Key(key))?;
+        if let Some(k) = key {
+            c.pos = c.entries.partition_point(|e| e.key.as_slice() < k);
+        }
+        Ok(c)
+    }
+
+    /// The last entry with key ≤ `key` (the floor), or none.
+    pub fn floor(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
+        Self::before(t, root, key, true)
+    }
+
+    /// The last entry with key < `key` (`inclusive`: ≤), or none.
+    pub fn before(
+        t: &dyn TreeRead,
+        root: PageId,
+        key: &[u8],
+        inclusive: bool,
+    ) -> IoResult<Option<Entry>> {
+        if root == NO_PAGE {
+            return Ok(None);
+        }
+        let mut c = Cursor::new();
+        c.descend(t, root, Toward::Key(Some(key)))?;
+        let n = c
+            .entries
+            .partition_point(|e| e.key.as_slice() < key || (inclusive && e.key.as_slice() == key));
+        if n > 0 {
+            return Ok(c.entries.into_iter().nth(n - 1));
+        }
+        // Everything in this leaf is above `key`: the floor is the last entry of the
+        // previous leaf.
+        while let Some((node, idx)) = c.stack.pop() {
+            if idx > 0 {
+                let child = node.children[idx - 1];
+                c.stack.push((node, idx - 1));
+                c.descend(t, child, Toward::Last)?;
+                return Ok(c.entries.pop());
+            }
+        }
+        Ok(None)
+    }
+
+    /// Goes down from page `id` (the child the stack's top took, or the root) to a leaf,
+    /// checking each page against its path.
+    pub(super) fn descend(
+        &mut self,
+        t: &dyn TreeRead,
+        mut id: PageId,
+        to: Toward<'_>,
+    ) -> IoResult<()> {
+        loop {
+            let depth = self.stack.len();
+            match t.node(id)? {
+                Node::Index(n) => {
+                    // Ends the loop: depth grows by one per step and is bounded here.
+                    self.levels.index(t, id, depth)?;
+                    KeyRange::of_path(&self.stack).check_index(t, id, &n)?;
+                    let idx = match to {
+                        Toward::Key(k) => k.map_or(0, |k| n.child_for(k)),
+                        Toward::Last => n.keys.len(),
+                    };
+                    id = n.children[idx];
+                    self.stack.push((n, idx));
+                }
+                Node::Leaf(p) => {
+                    self.levels.leaf(t, id, depth)?;
+                    let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
+                    let entries = view.entries().map_err(|e| bad_page(t, id, e.0))?;
+                    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+                        KeyRange::of_path(&self.stack).check_keys(t, id, &first.key, &last.key)?;
+                    }
+                    self.entries = entries;
+                    self.pos = 0;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The next entry in key order.
+    pub fn next_entry(&mut self, t: &dyn TreeRead) -> IoResult<Option<Entry>> {
+        loop {
+            if self.pos < self.entries.len() {
+                let e = self.entries[self.pos].clone();
+                self.pos += 1;
+                return Ok(Some(e));
+            }
+            // Climb to the first ancestor with a right sibling, then go down its left edge.
+            loop {
+                let Some((node, idx)) = self.stack.pop() else {
+                    self.entries.clear();
+                    self.pos = 0;
+                    return Ok(None);
+                };
+                if idx + 1 < node.children.len() {
+                    let child = node.children[idx + 1];
+                    self.stack.push((node, idx + 1));
+                    self.descend(t, child, Toward::Key(None))?;
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Checkpoints and manifest rewrites: folding dirty mapping chunks into pages, the durable
+//! snapshot a fork starts from, and replacing a manifest's log by one snapshot record.
+
+use super::*;
+
+/// A rewrite looks for branch file ranges no page references (a walk over every page)
+/// only when the ranges grew since the last look, or this many commits after it: in cloud
+/// mode the manifest is rewritten every few commits, and the walk costs O(pages).
+pub(crate) const PRUNE_RANGES_EVERY: u64 = 1024;
+
+/// Everything a new branch needs from its parent to start at the parent's current commit.
+#[derive(Debug, Clone)]
+pub struct ForkPoint {
+    /// The parent's durable snapshot, checkpointed (no overlay).
+    pub snapshot: Snapshot,
+}
+
+impl Head {
+    /// Mapping chunks changed since the last checkpoint.
+    pub fn dirty_chunks(&self) -> usize {
+        self.state.mapping.current().dirty_chunks()
+    }
+
+    /// Writes the mapping's dirty chunks into mapping pages and records the new root.
+    pub fn checkpoint(&mut self, now_ms: u64) -> IoResult<()> {
+        self.commit_inner(&[], true, now_ms, |_, _| Ok(()))
+            .map(|_| ())
+    }
+
+    /// The durable state as a snapshot record (after a checkpoint, so it has no overlay).
+    pub fn fork_point(&mut self, now_ms: u64) -> IoResult<ForkPoint> {
+        // A new term's manifest replaces this one, which is then deleted: keep the evidence.
+        self.keep_tail_aside()?;
+        if self.state.mapping.current().dirty_chunks() > 0 {
+            self.checkpoint(now_ms)?;
+        }
+        Ok(ForkPoint {
+            snapshot: self.durable_snapshot(),
+        })
+    }
+
+    pub(crate) fn durable_snapshot(&self) -> Snapshot {
+        let mut extensions = self.extensions.clone();
+        bough_manifest::set_commit_version(&mut extensions, self.version());
+        Snapshot {
+            meta: ManifestMetadata {
+                branch: self.branch.clone(),
+                term: self.term,
+                root: self.state.root,
+                ttl_root: self.state.ttl_root,
+                branch_file_ranges: self.state.ranges.clone(),
+            },
+            max_file_id: self.state.max_file_id,
+            page_size: self.cfg.page_size,
+            dict: self.dict.clone(),
+            mapping_root: self.state.mapping.current().root(),
+            next_page_id: self.state.mapping.next_page_id(),
+            free_head: self.state.mapping.free_head(),
+            overlay: Vec::new(),
+            extensions,
+        }
+    }
+
+    /// Replaces the manifest with one snapshot record (tmp + fsync + rename + dir fsync),
+    /// dropping branch file ranges no page references any more (looked for when the ranges
+    /// grew since the last look, or [`PRUNE_RANGES_EVERY`] commits after it).
+    pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
+        self.keep_tail_aside()?;
+        self.checkpoint(now_ms)?;
+        let ranges = self.state.ranges.len();
+        let prune = ranges > 1
+            && self.ranges_pruned.is_none_or(|(left, at)| {
+                ranges > left || self.version().saturating_sub(at) >= PRUNE_RANGES_EVERY
+            });
+        if prune {
+            let snap = self.snapshot();
+            let mut referenced = Vec::new();
+            snap.for_each_page(&mut |a| referenced.push(a.file_id()))?;
+            for a in [self.state.active, self.state.resume].into_iter().flatten() {
+                referenced.push(a.file_id);
+            }
+            self.state
+                .ranges
+                .retain_referenced(referenced.into_iter(), (&self.branch, self.term));
+            self.ranges_pruned = Some((self.state.ranges.len(), self.version()));
+        }
+        let bytes =
+            encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
+                what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
+            })?;
+        self.install_snapshot(&bytes)
+    }
+
+    /// Replaces the manifest with `bytes`, one snapshot record of the durable state, and goes
+    /// on from the version it carries.
+    pub(crate) fn install_snapshot(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.replace_manifest(bytes)?;
+        // The new snapshot carries the version: it continues from there, not from 0.
+        self.version_base = self.version();
+        self.seq = 0;
+        self.publish();
+        Ok(())
+    }
+
+    /// Replaces the manifest with `bytes` (one snapshot record: tmp + fsync + rename + dir
+    /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
+    /// version and sequence the snapshot carries.
+    pub(crate) fn replace_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+        if let Err(e) = self
+            .files
+            .storage()
+            .write_atomic(&self.manifest_path, bytes)
+        {
+            // Creating or writing the temporary file failed (ENOSPC, EIO): the manifest was
+            // not touched and this head goes on appending to it, like after any failed
+            // write. A failure at the rename or a sync may have replaced it (and a failed
+            // sync poisoned the storage): then this head must stop.
+            let untouched =
+                matches!(&e, IoError::Os { op, .. } if matches!(*op, "create" | "write"));
+            if e.kind() == ErrorKind::Poisoned || (e.raw_os_error().is_some() && !untouched) {
+                self.poisoned = Some(format!("rewrite of {} failed: {e}", self.manifest_path));
+            }
+            return Err(e);
+        }
+        // The manifest was replaced: appends go to the new file from now on (opened, never
+        // created: it exists). If it cannot be opened, this head must stop — its handle is
+        // on the replaced file, and commits appended there would be lost at the next open.
+        let reopened = self.files.storage().open(
+            &self.manifest_path,
+            OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        );
+        self.manifest = match reopened {
+            Ok(m) => m,
+            Err(e) => {
+                self.poisoned = Some(format!(
+                    "reopening {} after its rewrite failed: {e}",
+                    self.manifest_path
+                ));
+                return Err(e);
+            }
+        };
+        self.manifest_end = bytes.len() as u64;
+        Ok(())
+    }
+}

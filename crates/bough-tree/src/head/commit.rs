@@ -1,0 +1,292 @@
+//! The commit pipeline: stage a batch's pages, write and sync them, append one manifest
+//! record and sync it, publish the new snapshot (the order of ARCHITECTURE.md's invariant 3).
+
+use super::*;
+
+impl Head {
+    pub(crate) fn check_poisoned(&self) -> IoResult<()> {
+        if let Some(f) = &self.fence {
+            let current = f.load(std::sync::atomic::Ordering::Acquire);
+            if current != self.term {
+                return Err(IoError::Fenced {
+                    what: format!(
+                        "{}@{} is at term {current}; this writer holds term {}",
+                        self.files.dir(),
+                        self.branch,
+                        self.term
+                    ),
+                });
+            }
+        }
+        match &self.poisoned {
+            Some(cause) => Err(IoError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits a sorted batch of distinct-key mutations atomically.
+    pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> IoResult<Applied> {
+        btree::check_batch(muts, self.cfg.page_size).map_err(|what| IoError::InvalidArgument {
+            what: format!("{}@{}: {what}", self.files.dir(), self.branch),
+        })?;
+        let applied = self.commit_inner(muts, false, now_ms, |_, _| Ok(()))?;
+        if self.manifest_end > self.cfg.manifest_rewrite_bytes {
+            self.rewrite_manifest(now_ms)?;
+        }
+        Ok(applied)
+    }
+
+    pub(crate) fn commit_inner(
+        &mut self,
+        muts: &[Mutation],
+        force_checkpoint: bool,
+        now_ms: u64,
+        extra: impl FnOnce(&mut Txn<'_>, &mut Applied) -> IoResult<()>,
+    ) -> IoResult<Applied> {
+        // Staged extensions belong to this commit: if it fails, they go with it (the
+        // operation that staged them failed too), never riding along with a later commit.
+        let staged_ext = std::mem::take(&mut self.pending_ext);
+        self.check_poisoned()?;
+        let mut txn = Txn {
+            files: &self.files,
+            cfg: &self.cfg,
+            branch: &self.branch,
+            term: self.term,
+            incarnation: self.incarnation,
+            st: self.state.clone(),
+            pages: Vec::new(),
+            staged: HashMap::new(),
+            new_files: Vec::new(),
+            ttl_tree: false,
+        };
+        let mut applied = Applied::default();
+        let root = txn.st.root;
+        txn.st.root = btree::apply(&mut txn, root, muts, &mut applied)?;
+        extra(&mut txn, &mut applied)?;
+        // Keep the TTL index exact: drop the expiries of replaced entries, add the new ones.
+        if !applied.expiry_removed.is_empty() || !applied.expiry_added.is_empty() {
+            let mut ttl: std::collections::BTreeMap<Vec<u8>, Op> =
+                std::collections::BTreeMap::new();
+            for (k, e) in &applied.expiry_removed {
+                ttl.insert(ttl_key(*e, k), Op::ForceDelete);
+            }
+            for (k, e) in &applied.expiry_added {
+                ttl.insert(
+                    ttl_key(*e, k),
+                    Op::Put {
+                        value: Vec::new(),
+                        timestamp: 0,
+                        expire_at: 0,
+                    },
+                );
+            }
+            let ttl_muts: Vec<Mutation> = ttl
+                .into_iter()
+                .map(|(key, op)| Mutation { key, op })
+                .collect();
+            let ttl_root = txn.st.ttl_root;
+            txn.ttl_tree = true;
+            txn.st.ttl_root = btree::apply(&mut txn, ttl_root, &ttl_muts, &mut Applied::default())?;
+            txn.ttl_tree = false;
+        }
+        let checkpoint = if force_checkpoint
+            || txn.st.mapping.current().dirty_chunks() >= self.cfg.checkpoint_chunks
+        {
+            // The checkpoint stages pages through the transaction while reading old nodes;
+            // it reads through a copy of what was staged before it started.
+            let staged = std::mem::take(&mut txn.staged);
+            let ranges = txn.st.ranges.clone();
+            let mut mapping = txn.st.mapping.clone();
+            let root = {
+                let fetch = Fetch {
+                    files: &self.files,
+                    ranges: &ranges,
+                    staged: Some(&staged),
+                };
+                mapping.checkpoint(&fetch, &mut txn)?
+            };
+            txn.staged.extend(staged);
+            // The checkpoint covers every change so far; the record carries none.
+            mapping.take_changes();
+            txn.st.mapping = mapping;
+            Some(root)
+        } else {
+            None
+        };
+        let changes = txn.st.mapping.take_changes();
+        let Txn {
+            st,
+            pages,
+            new_files,
+            staged,
+            ..
+        } = txn;
+        if let Err(e) = self.write_pages(&st, &pages, &new_files, now_ms) {
+            self.skip_file_ids(&new_files);
+            return Err(e);
+        }
+        let log = LogRecord {
+            seq: self.seq + 1,
+            root: st.root,
+            ttl_root: st.ttl_root,
+            max_file_id: st.max_file_id,
+            branch_file_ranges: st.ranges.clone(),
+            checkpoint,
+            next_page_id: st.mapping.next_page_id(),
+            free_head: st.mapping.free_head(),
+            changes,
+            extensions: staged_ext.clone(),
+        };
+        let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode a log record of {}: {e}", self.manifest_path),
+        })?;
+        if let Err(e) = self.append_manifest(&bytes) {
+            self.skip_file_ids(&new_files);
+            return Err(e);
+        }
+        self.seq += 1;
+        self.state = st;
+        for (tag, v) in staged_ext {
+            bough_manifest::ext::set(&mut self.extensions, tag, v);
+        }
+        // Pages of index and mapping nodes just written are likely read next, and so are
+        // the leaves (the next commit to the same keys would otherwise read them back from
+        // the file). Overflow pages are read in runs past the cache: not kept.
+        let leaves = leaf_addrs(&pages, self.files.caches_data_pages());
+        for (addr, page) in staged {
+            let keep = match page {
+                CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_)) => true,
+                CachedPage::Tree(Node::Leaf(_)) => leaves.contains(&addr),
+            };
+            if keep && let Ok(h) = self.files.handle(&self.state.ranges, addr.file_id()) {
+                self.files.cache().insert(
+                    crate::cache::PageCache::key(h.cache_id, addr.page_index()),
+                    page,
+                );
+            }
+        }
+        self.publish();
+        Ok(applied)
+    }
+
+    pub(crate) fn publish(&self) {
+        self.published.store(Arc::new(TreeSnapshot {
+            root: self.state.root,
+            ttl_root: self.state.ttl_root,
+            mapping: self.state.mapping.view(),
+            ranges: Arc::new(self.state.ranges.clone()),
+            files: self.files.clone(),
+            version: self.version(),
+        }));
+    }
+
+    /// Writes staged pages and makes them durable. A failed write leaves the head as it was
+    /// (pages past the durable frontier are simply overwritten by the next commit); a failed
+    /// sync poisons it.
+    pub(crate) fn write_pages(
+        &mut self,
+        st: &HeadState,
+        pages: &[StagedPage],
+        new_files: &[FileId],
+        now_ms: u64,
+    ) -> IoResult<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let ps = self.cfg.page_size as usize;
+        // A new file seals the one appended to so far (once this commit's pages are in it).
+        let sealed = (!new_files.is_empty()).then_some(self.reserved);
+        for &id in new_files {
+            let first = FIRST_RESERVATION.min(self.cfg.preallocate);
+            let f =
+                self.files
+                    .create(id, &self.branch, self.term, self.incarnation, first, now_ms)?;
+            self.reserved = (id, first);
+            self.reserve_base = 0;
+            // Registered before any manifest names it, so GC keeps it from now on.
+            self.files
+                .set_writing(&self.writer_id(), Some(f.name.to_string()));
+        }
+        let mut touched: Vec<FileId> = Vec::new();
+        let mut i = 0;
+        while i < pages.len() {
+            // A run of consecutive pages of one file becomes one write.
+            let file_id = pages[i].addr.file_id();
+            let mut j = i + 1;
+            while j < pages.len()
+                && pages[j].addr.file_id() == file_id
+                && pages[j].addr.page_index() == pages[j - 1].addr.page_index() + 1
+            {
+                j += 1;
+            }
+            let h = self.files.handle(&st.ranges, file_id)?;
+            let end = page_offset(pages[j - 1].addr.page_index() + 1, self.cfg.page_size);
+            if self.reserved.0 == file_id && end > self.reserved.1 && self.cfg.preallocate > 0 {
+                // Double the reservation (bounded): appends stay inside reserved space.
+                let grow = (self.reserved.1 - self.reserve_base.min(self.reserved.1))
+                    .max(FIRST_RESERVATION.min(self.cfg.preallocate))
+                    .max(end - self.reserved.1)
+                    .min(self.cfg.preallocate.max(end - self.reserved.1));
+                h.file.preallocate(self.reserved.1, grow)?;
+                self.reserved.1 += grow;
+            }
+            let mut buf = vec![0u8; ps * (j - i)];
+            for (k, p) in pages[i..j].iter().enumerate() {
+                let page = &mut buf[k * ps..(k + 1) * ps];
+                page[FRAME_HEADER_LEN..FRAME_HEADER_LEN + p.payload.len()]
+                    .copy_from_slice(&p.payload);
+                seal_page(page, h.salt, p.addr.page_index(), p.kind, p.payload.len())?;
+            }
+            h.file.write_at(
+                page_offset(pages[i].addr.page_index(), self.cfg.page_size),
+                &buf,
+            )?;
+            if !touched.contains(&file_id) {
+                touched.push(file_id);
+            }
+            i = j;
+        }
+        for file_id in touched {
+            let h = self.files.handle(&st.ranges, file_id)?;
+            if let Err(e) = h.file.sync() {
+                self.poisoned = Some(format!("fdatasync of {} failed: {e}", h.path));
+                return Err(e);
+            }
+        }
+        if !new_files.is_empty()
+            && let Err(e) = self.files.storage().sync_dir(self.files.dir())
+        {
+            self.poisoned = Some(format!(
+                "directory sync of {} failed: {e}",
+                self.files.dir()
+            ));
+            return Err(e);
+        }
+        if let Some(old) = sealed {
+            self.release(old);
+        }
+        Ok(())
+    }
+
+    /// After a failed commit: the data files it may have created stay on storage (a file
+    /// is never replaced), so the next commit allocates above them.
+    pub(crate) fn skip_file_ids(&mut self, created: &[FileId]) {
+        if let Some(&top) = created.iter().max() {
+            self.state.max_file_id = self.state.max_file_id.max(top);
+        }
+    }
+
+    pub(crate) fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+        self.keep_tail_aside()?;
+        self.manifest.write_at(self.manifest_end, bytes)?;
+        if let Err(e) = self.manifest.sync() {
+            self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
+            return Err(e);
+        }
+        self.manifest_end += bytes.len() as u64;
+        self.appended = true;
+        Ok(())
+    }
+}

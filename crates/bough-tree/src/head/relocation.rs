@@ -1,0 +1,91 @@
+//! Relocation (compaction and re-home): rewriting the live pages of victim files into the
+//! head's own file, and counting live pages per file to choose victims.
+
+use super::*;
+
+/// Finds, for each mapping node stored in a victim file, one logical id below it (the
+/// checked walk: a hostile mapping page is a `Corruption`, never a loop or a wrapped id).
+pub(crate) fn collect_mapping_touches(
+    mapping: &MappingView,
+    src: &dyn NodeSource,
+    victims: &[FileId],
+    fanout: u64,
+    out: &mut Vec<PageId>,
+) -> IoResult<()> {
+    walk_radix(mapping.root(), mapping.fanout(), src, &mut |pos, _| {
+        if victims.contains(&pos.addr.file_id()) {
+            let id = pos
+                .first_chunk
+                .checked_mul(fanout)
+                .and_then(|id| u32::try_from(id).ok())
+                .ok_or_else(|| {
+                    let (file, offset) = src.locate(pos.addr);
+                    IoError::corruption(file, offset, "mapping node beyond the id space")
+                })?;
+            out.push(id);
+        }
+        Ok(true)
+    })
+}
+
+impl Head {
+    /// Rewrites every live page of the given files into the active file (same logical ids,
+    /// new addresses), so those files stop being referenced by this head.
+    pub fn relocate_files(&mut self, victims: &[FileId], now_ms: u64) -> IoResult<u64> {
+        if victims.is_empty() {
+            return Ok(0);
+        }
+        self.give_up_resume_of(victims);
+        let snap = self.snapshot();
+        let fetch = snap.fetch();
+        // Tree and overflow pages: found through the mapping slots.
+        let mut moves: Vec<(PageId, PageAddr)> = Vec::new();
+        snap.mapping.for_each_slot(&fetch, &mut |id, raw| {
+            if let Some(Slot::Page(a)) = Slot::decode(raw)
+                && victims.contains(&a.file_id())
+            {
+                moves.push((id, a));
+            }
+        })?;
+        // Mapping pages: touching one slot under a node forces the checkpoint to rewrite
+        // every node on that path.
+        let mut touch: Vec<PageId> = Vec::new();
+        let fan = snap.mapping.fanout() as u64;
+        collect_mapping_touches(&snap.mapping, &fetch, victims, fan, &mut touch)?;
+        let moved = moves.len() as u64;
+        let files = self.files.clone();
+        let ranges = snap.ranges.clone();
+        self.commit_inner(&[], true, now_ms, move |txn, _| {
+            for (id, addr) in moves {
+                let h = files.handle(&ranges, addr.file_id())?;
+                let (k, payload, offset) = files.read_raw(&h, addr.page_index())?;
+                let cached = if k == kind::OVERFLOW {
+                    CachedPage::Tree(Node::Leaf(payload.clone().into()))
+                } else {
+                    files.decode(&h.path, offset, k, payload.clone())?
+                };
+                let new = txn.stage_page(k, payload, cached)?;
+                txn.map(id, new)?;
+            }
+            for id in touch {
+                let src = Fetch {
+                    files: txn.files,
+                    ranges: &txn.st.ranges,
+                    staged: Some(&txn.staged),
+                };
+                let raw = txn.st.mapping.current().raw(id, &src)?;
+                txn.st.mapping.set_raw(id, raw, &src)?;
+            }
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Live pages per file id of this head (tree, overflow and mapping pages).
+    pub fn live_pages_per_file(&self) -> IoResult<HashMap<FileId, u64>> {
+        let mut live: HashMap<FileId, u64> = HashMap::new();
+        self.snapshot()
+            .for_each_page(&mut |a| *live.entry(a.file_id()).or_default() += 1)?;
+        Ok(live)
+    }
+}

@@ -1,0 +1,285 @@
+//! What readers see: [`TreeSnapshot`], an immutable committed state of a branch, and
+//! [`Published`], the slot that hands the current one out and remembers the older ones
+//! readers still hold (GC must keep what they reference).
+
+use super::*;
+
+/// An immutable view of a branch at one commit. Readers hold it as long as they like.
+#[derive(Debug, Clone)]
+pub struct TreeSnapshot {
+    /// Root of the key tree.
+    pub root: PageId,
+    /// Root of the TTL index.
+    pub ttl_root: PageId,
+    /// The mapping table as of this commit.
+    pub mapping: MappingView,
+    /// Who wrote which file id.
+    pub ranges: Arc<BranchFileMapping>,
+    /// The partition's files.
+    pub files: Arc<FileTable>,
+    /// The branch's commit version: grows by one per commit (and per checkpoint or
+    /// adoption) and never goes back — it is kept in the manifest apart from the log
+    /// sequence, so it survives manifest rewrites and new terms (`bough_manifest::VERSION`).
+    pub version: u64,
+}
+
+/// Page lookups shared by snapshots and transactions.
+pub(crate) struct Fetch<'a> {
+    pub(super) files: &'a FileTable,
+    pub(super) ranges: &'a BranchFileMapping,
+    pub(super) staged: Option<&'a HashMap<PageAddr, CachedPage>>,
+}
+
+impl Fetch<'_> {
+    pub(super) fn page(&self, addr: PageAddr) -> IoResult<CachedPage> {
+        if let Some(p) = self.staged.and_then(|s| s.get(&addr)) {
+            return Ok(p.clone());
+        }
+        self.files.read(self.ranges, addr)
+    }
+
+    pub(super) fn overflow(
+        &self,
+        mapping: &MappingView,
+        first: PageId,
+        pages: u32,
+        len: u64,
+    ) -> IoResult<Vec<u8>> {
+        let cap = max_payload(self.files.page_size()) as u64;
+        if len.div_ceil(cap.max(1)) != u64::from(pages) {
+            return Err(IoError::corruption(
+                self.files.dir(),
+                u64::from(first),
+                format!("overflow value of {len} bytes cannot span {pages} pages"),
+            ));
+        }
+        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        let mut id = first;
+        let end = first.checked_add(pages).ok_or_else(|| {
+            IoError::corruption(self.files.dir(), u64::from(first), "overflow range wraps")
+        })?;
+        while id < end {
+            let addr = mapping.addr(id, self)?;
+            if let Some(CachedPage::Tree(Node::Leaf(p))) = self.staged.and_then(|s| s.get(&addr)) {
+                out.extend_from_slice(p);
+                id += 1;
+                continue;
+            }
+            // Consecutive ids written together sit in consecutive pages: read them as one run.
+            let mut run = 1u32;
+            while id + run < end {
+                let next = mapping.addr(id + run, self)?;
+                if next.file_id() != addr.file_id() || next.page_index() != addr.page_index() + run
+                {
+                    break;
+                }
+                run += 1;
+            }
+            let h = self.files.handle(self.ranges, addr.file_id())?;
+            for payload in self.files.read_run(&h, addr.page_index(), run)? {
+                out.extend_from_slice(&payload);
+            }
+            id += run;
+        }
+        if out.len() as u64 != len {
+            return Err(IoError::corruption(
+                self.files.dir(),
+                u64::from(first),
+                format!("overflow value has {} bytes, expected {len}", out.len()),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl NodeSource for Fetch<'_> {
+    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+        match self.page(addr)? {
+            CachedPage::Mapping(m) => Ok(m),
+            CachedPage::Tree(_) => {
+                let (file, offset) = self.locate(addr);
+                Err(IoError::corruption(
+                    file,
+                    offset,
+                    format!("page {addr} is a tree page where a mapping page was expected"),
+                ))
+            }
+        }
+    }
+
+    fn locate(&self, addr: PageAddr) -> (String, u64) {
+        self.files.locate(self.ranges, addr)
+    }
+}
+
+pub(crate) fn tree_node(page: CachedPage, files: &FileTable, addr: PageAddr) -> IoResult<Node> {
+    match page {
+        CachedPage::Tree(n) => Ok(n),
+        CachedPage::Mapping(_) => Err(IoError::corruption(
+            files.dir(),
+            addr.to_u64(),
+            format!("page {addr} is a mapping page where a tree page was expected"),
+        )),
+    }
+}
+
+impl TreeSnapshot {
+    pub(super) fn fetch(&self) -> Fetch<'_> {
+        Fetch {
+            files: &self.files,
+            ranges: &self.ranges,
+            staged: None,
+        }
+    }
+
+    /// Reads an overflow value.
+    pub fn read_overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+        self.fetch().overflow(&self.mapping, first, pages, len)
+    }
+
+    /// Every physical page this snapshot references (tree, overflow and mapping pages), as
+    /// (file id, page index) — what GC and compaction need.
+    pub fn for_each_page(&self, f: &mut dyn FnMut(PageAddr)) -> IoResult<()> {
+        let fetch = self.fetch();
+        self.mapping.for_each_node_addr(&fetch, f)?;
+        let mut bad = None;
+        self.mapping
+            .for_each_slot(&fetch, &mut |id, raw| match Slot::decode(raw) {
+                Some(Slot::Page(a)) => f(a),
+                Some(_) => {}
+                None => bad = Some((id, raw)),
+            })?;
+        if let Some((id, raw)) = bad {
+            return Err(IoError::corruption(
+                self.files.dir(),
+                u64::from(id),
+                format!("mapping slot of page {id} holds an invalid value {raw:#x}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A read-only view of a snapshot record (an archive, a merge base, a fork point).
+    pub fn from_record(files: Arc<FileTable>, s: &Snapshot) -> IoResult<TreeSnapshot> {
+        let cap = max_payload(files.page_size());
+        let mut mapping =
+            MappingTable::new(fanout(cap), s.mapping_root, s.next_page_id, s.free_head);
+        {
+            let fetch = Fetch {
+                files: &files,
+                ranges: &s.meta.branch_file_ranges,
+                staged: None,
+            };
+            for &(id, raw) in &s.overlay {
+                mapping.replay_change(id, raw, &fetch)?;
+            }
+        }
+        Ok(TreeSnapshot {
+            root: s.meta.root,
+            ttl_root: s.meta.ttl_root,
+            mapping: mapping.view(),
+            ranges: Arc::new(s.meta.branch_file_ranges.clone()),
+            files,
+            // A malformed payload was refused when the record was decoded.
+            version: bough_manifest::commit_version(&s.extensions)
+                .ok()
+                .flatten()
+                .unwrap_or(0),
+        })
+    }
+}
+
+impl NodeSource for TreeSnapshot {
+    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+        self.fetch().mapping_node(addr)
+    }
+
+    fn locate(&self, addr: PageAddr) -> (String, u64) {
+        self.files.locate(&self.ranges, addr)
+    }
+}
+
+impl TreeRead for TreeSnapshot {
+    fn node(&self, id: PageId) -> IoResult<Node> {
+        let fetch = self.fetch();
+        let addr = self.mapping.addr(id, &fetch)?;
+        tree_node(fetch.page(addr)?, &self.files, addr)
+    }
+
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+        self.read_overflow(first, pages, len)
+    }
+
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        let fetch = self.fetch();
+        match self.mapping.addr(id, &fetch) {
+            Ok(addr) => fetch.locate(addr),
+            Err(_) => (self.files.dir().to_string(), u64::from(id)),
+        }
+    }
+}
+
+/// The current snapshot of a head, readable without the writer, and a record of the older
+/// snapshots readers still hold (GC must keep what they reference).
+#[derive(Debug)]
+pub struct Published {
+    pub(super) current: RwLock<Arc<TreeSnapshot>>,
+    pub(super) handed_out: parking_lot::Mutex<Vec<std::sync::Weak<TreeSnapshot>>>,
+}
+
+impl Published {
+    pub(super) fn new(s: Arc<TreeSnapshot>) -> Self {
+        Published {
+            handed_out: parking_lot::Mutex::new(vec![Arc::downgrade(&s)]),
+            current: RwLock::new(s),
+        }
+    }
+
+    /// The latest committed snapshot.
+    pub fn load(&self) -> Arc<TreeSnapshot> {
+        self.current.read().clone()
+    }
+
+    pub(super) fn store(&self, s: Arc<TreeSnapshot>) {
+        {
+            let mut h = self.handed_out.lock();
+            if h.len() >= 64 {
+                h.retain(|w| w.strong_count() > 0);
+            }
+            h.push(Arc::downgrade(&s));
+        }
+        *self.current.write() = s;
+    }
+
+    /// The snapshots readers hold (the current one only if a reader holds it too). What a
+    /// deleted branch's readers still need: its manifest no longer protects anything.
+    pub fn held_by_readers(&self) -> Vec<Arc<TreeSnapshot>> {
+        let current = self.load();
+        self.handed_out
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|s| {
+                // Our upgrade holds one reference; the current one is also held by this slot
+                // and by `current` above.
+                let ours = if Arc::ptr_eq(s, &current) { 3 } else { 1 };
+                Arc::strong_count(s) > ours
+            })
+            .collect()
+    }
+
+    /// Every snapshot of this head still held by someone (the current one included).
+    pub fn live(&self) -> Vec<Arc<TreeSnapshot>> {
+        let current = self.load();
+        let mut out: Vec<Arc<TreeSnapshot>> = self
+            .handed_out
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        if !out.iter().any(|s| Arc::ptr_eq(s, &current)) {
+            out.push(current);
+        }
+        out
+    }
+}
