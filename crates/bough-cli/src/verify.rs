@@ -142,16 +142,16 @@ fn walk_tree(t: &TreeSnapshot, root: u32) -> Result<u64, WalkError> {
     if root == NO_PAGE {
         return Ok(0);
     }
-    let mut c = Cursor::seek(t, root, None).map_err(WalkError::Io)?;
+    let mut c = Cursor::seek(t, root, None).map_err(|e| WalkError::Io(e.into()))?;
     let mut n = 0u64;
     let mut prev: Option<Vec<u8>> = None;
-    while let Some(e) = c.next_entry(t).map_err(WalkError::Io)? {
+    while let Some(e) = c.next_entry(t).map_err(|e| WalkError::Io(e.into()))? {
         if prev.as_ref().is_some_and(|p| *p >= e.key) {
             return Err(WalkError::Order(output::escape(&e.key)));
         }
         if let ValueLoc::Overflow { first, pages, len } = e.value {
             t.read_overflow(first, pages, len)
-                .map_err(|err| WalkError::Value(output::escape(&e.key), err))?;
+                .map_err(|err| WalkError::Value(output::escape(&e.key), err.into()))?;
         }
         if !matches!(e.value, ValueLoc::Tombstone) {
             n += 1;

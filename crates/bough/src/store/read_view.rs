@@ -83,7 +83,7 @@ impl ReadView {
             // loop spin forever.
             return Err(Error::invalid("scan limit must be at least 1"));
         }
-        let at = |e: bough_io::IoError| Error::from(e).at(&self.label);
+        let at = |e: bough_tree::error::TreeError| Error::from(e).at(&self.label);
         let (start, skip_equal) = match &opts.begin {
             Bound::Included(k) => (Some(k.as_slice()), None),
             Bound::Excluded(k) => (Some(k.as_slice()), Some(k.clone())),
