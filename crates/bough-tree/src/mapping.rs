@@ -9,7 +9,7 @@
 //! Slot values (`u64`): 0 = unmapped; bit 63 set = a free logical id, low 32 bits = the next
 //! free id + 1 (0 = end of the free chain); anything else = a [`PageAddr`].
 
-use crate::error::{Location, TreeError, TreeResult};
+use crate::error::{TreeError, TreeResult};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -19,6 +19,7 @@ use crate::page::kind;
 use crate::page::mapping::MappingNode;
 
 mod overlay;
+mod slot_error;
 
 const FREE_BIT: u64 = bough_manifest::FREE_SLOT_BIT;
 
@@ -118,26 +119,6 @@ impl MappingView {
             Some(Slot::Page(a)) => Ok(a),
             other => Err(self.bad_slot(id, format!("is {other:?}"), src)),
         }
-    }
-
-    /// The error for logical page `id`, whose mapping slot `what`: it names the mapping
-    /// page that holds the slot, or says the slot changed since the last checkpoint (then
-    /// the manifest's log holds it).
-    pub fn bad_slot(&self, id: PageId, what: String, src: &dyn NodeSource) -> TreeError {
-        let chunk = id / self.fanout as u32;
-        let at = match self.dirty.contains_key(&chunk) {
-            true => None,
-            // The node was read a moment ago to find the slot, so this is a cache hit.
-            false => match self.disk_chunk_at(chunk, src) {
-                Ok(Some((addr, _))) => {
-                    let (file, offset) = src.locate(addr);
-                    Some(Location { file, offset })
-                }
-                Ok(None) => None,
-                Err(e) => return e,
-            },
-        };
-        TreeError::Slot { page: id, what, at }
     }
 
     /// The effective slots of chunk `chunk` (dirty or on disk; zeros where absent).

@@ -208,4 +208,37 @@ mod tests {
         .at("t.0@feature");
         assert_eq!(e.to_string(), "t.0@feature: t.0@feature-x: already exists");
     }
+
+    /// A page corruption from the tree keeps its kind, says its file and offset, and stays
+    /// reachable as the tree's error through `source()`.
+    #[test]
+    fn a_tree_error_keeps_its_kind_and_its_place() {
+        let e = Error::from(TreeError::corruption(
+            "t.0/data_3_main_1",
+            8192,
+            "tree page 7: leaf restart offset out of bounds",
+        ))
+        .at("t.0@main");
+        assert_eq!(e.kind(), ErrorKind::Corruption);
+        assert_eq!(
+            e.to_string(),
+            "t.0@main: corruption in t.0/data_3_main_1 at offset 8192: tree page 7: leaf \
+             restart offset out of bounds"
+        );
+        let inner = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<TreeError>())
+            .expect("the tree's error");
+        assert_eq!(inner.location(), Some(("t.0/data_3_main_1", 8192)));
+        // Kinds pass through every layer unchanged.
+        let busy = Error::from(CatalogError::Tree(TreeError::Io(IoError::NotCached {
+            path: "t.0/data_1_main_0".into(),
+        })));
+        assert_eq!(busy.kind(), ErrorKind::Busy);
+        assert!(busy.is_not_cached());
+        let gc = Error::from(GcError::State {
+            file: "t.0/manifest_main_0".into(),
+            what: "merge bases: Truncated".into(),
+        });
+        assert_eq!(gc.kind(), ErrorKind::Corruption);
+    }
 }
