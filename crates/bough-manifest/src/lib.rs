@@ -19,7 +19,12 @@
 // Library code returns errors, never panics on input (tests may unwrap).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
 pub mod checksum;
@@ -28,6 +33,7 @@ mod current_term;
 mod error;
 pub mod ext;
 mod incarnation;
+pub mod invariants;
 mod log;
 mod log_ref;
 mod log_replay;

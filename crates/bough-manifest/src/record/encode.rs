@@ -34,7 +34,7 @@ pub(crate) fn encode_snapshot_with(s: &Snapshot, known: Known) -> Result<Vec<u8>
         return Err(EncodeError::InvalidExtension(crate::ext::VERSION));
     }
 
-    build_record(m.root, m.ttl_root, |out| {
+    let bytes = build_record(m.root, m.ttl_root, |out| {
         put_u8(out, RecordKind::Snapshot as u8);
         put_branch(out, &m.branch);
         put_varint(out, m.term);
@@ -47,7 +47,14 @@ pub(crate) fn encode_snapshot_with(s: &Snapshot, known: Known) -> Result<Vec<u8>
         put_free_head(out, s.free_head);
         put_mapping(out, &s.overlay);
         put_extensions(out, &s.extensions);
-    })
+    })?;
+    // Debug builds prove every record they write decodes to what was encoded.
+    debug_assert_eq!(
+        decode_record_with(&bytes, 0, known).ok(),
+        Some(Record::Snapshot(s.clone())),
+        "a snapshot record does not decode to itself"
+    );
+    Ok(bytes)
 }
 
 pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, EncodeError> {
@@ -62,7 +69,7 @@ pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, En
         return Err(EncodeError::MisplacedExtension(crate::ext::VERSION));
     }
 
-    build_record(l.root, l.ttl_root, |out| {
+    let bytes = build_record(l.root, l.ttl_root, |out| {
         put_u8(out, RecordKind::Log as u8);
         put_varint(out, l.seq);
         put_varint(out, l.max_file_id);
@@ -78,7 +85,13 @@ pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, En
         put_free_head(out, l.free_head);
         put_mapping(out, &l.changes);
         put_extensions(out, &l.extensions);
-    })
+    })?;
+    debug_assert_eq!(
+        decode_record_with(&bytes, 0, known).ok(),
+        Some(Record::Log(l.clone())),
+        "a log record does not decode to itself"
+    );
+    Ok(bytes)
 }
 
 /// Writes the payload after a placeholder header, then fills in the header and checksum
@@ -102,9 +115,9 @@ pub(crate) fn build_record(
         ttl_root,
         payload_len: len32,
     };
-    out[..HEADER_LEN].copy_from_slice(&header.encode());
-    header.checksum = checksum(Domain::ManifestRecord, &out[8..]);
-    out[..8].copy_from_slice(&header.checksum.to_le_bytes());
+    put_at(&mut out, 0, &header.encode());
+    header.checksum = checksum(Domain::ManifestRecord, out.get(8..).unwrap_or_default());
+    put_at(&mut out, 0, &header.checksum.to_le_bytes());
     // record_len(len32) <= 24 + 64 MiB + 4095, which fits any usize this crate runs on.
     out.resize(record_len(len32) as usize, 0);
     Ok(out)
@@ -139,7 +152,7 @@ pub(crate) fn check_ids(
     if let Some(&(id, _)) = mapping.iter().find(|(id, _)| *id >= next_page_id) {
         return Err(EncodeError::PageIdOutOfRange(id));
     }
-    if mapping.windows(2).any(|w| w[1].0 <= w[0].0) {
+    if !mapping.is_sorted_by(|a, b| a.0 < b.0) {
         return Err(EncodeError::PageIdsNotSorted);
     }
     if let Some(&(id, _)) = mapping
@@ -152,7 +165,7 @@ pub(crate) fn check_ids(
 }
 
 pub(crate) fn check_extensions(exts: &[(u64, Vec<u8>)], known: Known) -> Result<(), EncodeError> {
-    if exts.windows(2).any(|w| w[1].0 <= w[0].0) {
+    if !exts.is_sorted_by(|a, b| a.0 < b.0) {
         return Err(EncodeError::ExtensionsNotSorted);
     }
     match exts.iter().find(|(tag, _)| !known(*tag)) {
