@@ -2,18 +2,19 @@
 //! new term.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 
 impl Partition {
-    pub(crate) fn check_new_name(&self, name: &BranchName) -> IoResult<Term> {
+    pub(crate) fn check_new_name(&self, name: &BranchName) -> CatalogResult<Term> {
         let fold = name.case_fold_key();
         for b in self.branches()? {
             if b == *name {
-                return Err(IoError::AlreadyExists {
+                return Err(CatalogError::AlreadyExists {
                     path: format!("{}@{}", self.dir, name),
                 });
             }
             if b.case_fold_key() == fold {
-                return Err(IoError::InvalidArgument {
+                return Err(CatalogError::InvalidArgument {
                     what: format!(
                         "branch name {name} differs from the existing branch {b} only by case; \
                          they would alias on a case-insensitive store"
@@ -35,7 +36,7 @@ impl Partition {
         parent: &mut Head,
         name: &BranchName,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
         let fork = parent.fork_point(now_ms)?;
         let origin = BranchOrigin {
@@ -53,7 +54,7 @@ impl Partition {
         term: Term,
         origin: BranchOrigin,
         staging: Option<&str>,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let mut exts = Vec::new();
         origin.store(&mut exts);
         if let Some(purpose) = staging {
@@ -79,7 +80,7 @@ impl Partition {
                 state,
             }];
             let bytes = bough_manifest::encode_merge_bases(&bases).map_err(|e| {
-                IoError::InvalidArgument {
+                CatalogError::InvalidArgument {
                     what: format!("cannot encode the merge base of {name}: {e}"),
                 }
             })?;
@@ -108,9 +109,9 @@ impl Partition {
     /// Deletes a branch: a tombstone `CURRENT_TERM` first (the branch is gone from then on),
     /// then its manifests and archives. Data files stay for GC. `main` cannot be deleted.
     /// The caller must have stopped the branch's writer.
-    pub fn delete_branch(&self, name: &BranchName) -> IoResult<()> {
+    pub fn delete_branch(&self, name: &BranchName) -> CatalogResult<()> {
         if name.is_main() {
-            return Err(IoError::InvalidArgument {
+            return Err(CatalogError::InvalidArgument {
                 what: "the main branch cannot be deleted".into(),
             });
         }
@@ -131,12 +132,12 @@ impl Partition {
         for (_, _, n) in doomed {
             self.storage().delete(&self.files.path_of(&n))?;
         }
-        self.storage().sync_dir(self.files.dir())
+        Ok(self.storage().sync_dir(self.files.dir())?)
     }
 
     /// Opens `name` at the next term (a new owner takes over): a new manifest inheriting the
     /// old one's state, then `CURRENT_TERM`; the old term's head is fenced from then on.
-    pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> IoResult<Head> {
+    pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> CatalogResult<Head> {
         let name = old.branch().clone();
         let new_term = old.term() + 1;
         let mut fork = old.fork_point(now_ms)?;
