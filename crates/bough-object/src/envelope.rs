@@ -66,8 +66,12 @@ impl Envelope {
         out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
         out.extend_from_slice(&[0u8; 8]);
         out.extend_from_slice(&self.payload);
-        let sum = Checksum::new(DOMAIN).update(&out[8..]).finish();
-        out[..8].copy_from_slice(&sum.to_le_bytes());
+        let sum = Checksum::new(DOMAIN)
+            .update(out.get(8..).unwrap_or_default())
+            .finish();
+        if let Some(head) = out.get_mut(..8) {
+            head.copy_from_slice(&sum.to_le_bytes());
+        }
         out
     }
 
@@ -76,20 +80,26 @@ impl Envelope {
         if bytes.len() < ENVELOPE_HEADER {
             return Err(EnvelopeError::TooShort { len: bytes.len() });
         }
-        if &bytes[8..12] != MAGIC {
+        if bytes.get(8..12) != Some(&MAGIC[..]) {
             return Err(EnvelopeError::BadMagic);
         }
+        // The length was checked above: every fixed header field below is there.
         let u64_at = |o: usize| u64_le(bytes, o);
+        let byte = |at: usize| bytes.get(at).copied().unwrap_or_default();
+        let (covered, payload) = (
+            bytes.get(8..).unwrap_or_default(),
+            bytes.get(ENVELOPE_HEADER..).unwrap_or_default(),
+        );
         let stored = u64_at(0);
-        let computed = Checksum::new(DOMAIN).update(&bytes[8..]).finish();
+        let computed = Checksum::new(DOMAIN).update(covered).finish();
         if stored != computed {
             return Err(EnvelopeError::BadChecksum { stored, computed });
         }
-        let version = u16::from_le_bytes([bytes[12], bytes[13]]);
+        let version = u16::from_le_bytes([byte(12), byte(13)]);
         if version != VERSION {
             return Err(EnvelopeError::UnknownVersion(version));
         }
-        let flags = u16::from_le_bytes([bytes[14], bytes[15]]);
+        let flags = u16::from_le_bytes([byte(14), byte(15)]);
         if flags & !(FLAG_SEALED | FLAG_APPEND) != 0 {
             return Err(EnvelopeError::UnknownFlags(flags));
         }
@@ -97,19 +107,21 @@ impl Envelope {
             return Err(EnvelopeError::SealedAndAppend);
         }
         let mut t = [0u8; 16];
-        t.copy_from_slice(&bytes[16..32]);
+        if let Some(token) = bytes.get(16..32) {
+            t.copy_from_slice(token);
+        }
         let len = u64_at(32);
         if u64_at(40) != 0 {
             return Err(EnvelopeError::ReservedNotZero);
         }
-        let held = (bytes.len() - ENVELOPE_HEADER) as u64;
+        let held = payload.len() as u64;
         if len != held {
             return Err(EnvelopeError::LengthMismatch { claimed: len, held });
         }
         Ok(Envelope {
             flags,
             token: u128::from_le_bytes(t),
-            payload: bytes[ENVELOPE_HEADER..].to_vec(),
+            payload: payload.to_vec(),
         })
     }
 }
@@ -227,7 +239,9 @@ impl std::error::Error for EnvelopeError {}
 /// The little-endian u64 at `at` (the caller checked that 8 bytes are there).
 fn u64_le(bytes: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
-    b.copy_from_slice(&bytes[at..at + 8]);
+    if let Some(field) = bytes.get(at..at + 8) {
+        b.copy_from_slice(field);
+    }
     u64::from_le_bytes(b)
 }
 
@@ -257,7 +271,7 @@ impl<'a> AppendPayload<'a> {
         let mut out = Vec::with_capacity(APPEND_HEADER + kept);
         out.extend_from_slice(&offset.to_le_bytes());
         out.extend_from_slice(&(appended.len() as u64).to_le_bytes());
-        out.extend_from_slice(&appended[..kept]);
+        out.extend_from_slice(appended.get(..kept).unwrap_or_default());
         out
     }
 
@@ -268,7 +282,7 @@ impl<'a> AppendPayload<'a> {
         }
         let u64_at = |o: usize| u64_le(payload, o);
         let (offset, len) = (u64_at(0), u64_at(8));
-        let bytes = &payload[APPEND_HEADER..];
+        let bytes = payload.get(APPEND_HEADER..).unwrap_or_default();
         if bytes.len() as u64 > len {
             return Err(EnvelopeError::AppendStoresTooMuch {
                 stored: bytes.len(),

@@ -188,7 +188,7 @@ impl Inner {
                         token: env.token,
                         payload: AppendPayload::encode(
                             d.payload.len() as u64,
-                            &payload[d.payload.len()..],
+                            payload.get(d.payload.len()..).unwrap_or_default(),
                         ),
                     },
                     None => env.clone(),

@@ -120,22 +120,28 @@ impl LeaseRecord {
         if b.len() != LEASE_RECORD_LEN {
             return Err(LeaseRecordError::WrongLength(b.len()));
         }
-        if &b[0..4] != MAGIC {
+        if b.get(0..4) != Some(&MAGIC[..]) {
             return Err(LeaseRecordError::BadMagic);
         }
-        let version = u16::from_le_bytes([b[4], b[5]]);
+        // The length was checked above: every fixed field below is there.
+        let byte = |at: usize| b.get(at).copied().unwrap_or_default();
+        let version = u16::from_le_bytes([byte(4), byte(5)]);
         if version != VERSION {
             return Err(LeaseRecordError::UnknownVersion(version));
         }
-        let flags = u16::from_le_bytes([b[6], b[7]]);
+        let flags = u16::from_le_bytes([byte(6), byte(7)]);
         if flags & !LEASE_RELEASED != 0 {
             return Err(LeaseRecordError::UnknownFlags(flags));
         }
         let mut h = [0u8; 16];
-        h.copy_from_slice(&b[8..24]);
+        if let Some(holder) = b.get(8..24) {
+            h.copy_from_slice(holder);
+        }
         let u64_at = |o: usize| {
             let mut x = [0u8; 8];
-            x.copy_from_slice(&b[o..o + 8]);
+            if let Some(field) = b.get(o..o + 8) {
+                x.copy_from_slice(field);
+            }
             u64::from_le_bytes(x)
         };
         Ok(LeaseRecord {
