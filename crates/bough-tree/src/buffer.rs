@@ -45,6 +45,10 @@ impl Run {
         (self.first_version, self.last_version)
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "indices into the buffer's own sorted runs, produced by searches over them"
+    )]
     fn find(&self, key: &[u8]) -> Option<&Op> {
         self.muts
             .binary_search_by(|m| m.key.as_slice().cmp(key))
@@ -102,7 +106,7 @@ impl WriteBuffer {
     /// Adds the batch committed as `version` (sorted, distinct keys, as
     /// [`btree::check_batch`] requires) as the newest run, then merges runs.
     pub fn push(&mut self, version: u64, muts: Vec<Mutation>) {
-        debug_assert!(muts.windows(2).all(|w| w[0].key < w[1].key));
+        debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
         debug_assert!(self.last_version().is_none_or(|v| v < version));
         let bytes = muts.iter().map(cost).sum();
         self.bytes += bytes;
@@ -121,6 +125,10 @@ impl WriteBuffer {
     /// Merges the newest run into the one below while it is at least half as large (and
     /// both are on the same side of a freeze). Afterwards each run holds more than twice
     /// the entries of the run above it, which bounds the number of runs.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "indices into the buffer's own sorted runs, produced by searches over them"
+    )]
     fn settle(&mut self) {
         while self.runs.len() >= 2 {
             let (newer, older) = (&self.runs[0], &self.runs[1]);
@@ -315,6 +323,10 @@ impl std::fmt::Debug for BufferedCursor<'_> {
     }
 }
 
+#[expect(
+    clippy::indexing_slicing,
+    reason = "indices into the buffer's own sorted runs, produced by searches over them"
+)]
 fn last_at_or_before<'r>(run: &'r Run, key: &[u8], inclusive: bool) -> Option<&'r [u8]> {
     let n = run
         .muts

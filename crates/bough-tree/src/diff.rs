@@ -107,6 +107,10 @@ impl Side<'_> {
         Ok(node)
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the child arrays are sized to the fan-out and indexed below it"
+    )]
     fn children(
         &mut self,
         level: u8,
@@ -148,6 +152,10 @@ impl Side<'_> {
 }
 
 /// Logical ids whose page differs between `a` and `b`.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "the child arrays are sized to the fan-out and indexed below it"
+)]
 pub fn changed_pages(
     a: &TreeSnapshot,
     b: &TreeSnapshot,

@@ -102,6 +102,10 @@ impl MappingView {
     }
 
     /// The raw slot of `id`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "slot = id % fanout, and every dirty chunk and decoded mapping node holds exactly fanout slots"
+    )]
     pub fn raw(&self, id: PageId, src: &dyn NodeSource) -> TreeResult<u64> {
         let chunk = id / self.fanout as u32;
         let slot = id as usize % self.fanout;
@@ -375,6 +379,10 @@ impl Radix {
 /// itself, an ancestor or a sibling's subtree, with a crafted level, or past the id space)
 /// is a `Corruption` naming its file and offset: the walk never loops, never wraps, and
 /// reads each page at most once. Memory: a stack of at most `fanout` entries per level.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "slot = id % fanout, and every dirty chunk and decoded mapping node holds exactly fanout slots"
+)]
 pub fn walk_radix(
     root: PageAddr,
     fanout: usize,
@@ -486,6 +494,10 @@ impl MappingTable {
     }
 
     /// Sets a slot (recorded for the next log record).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "slot = id % fanout, and every dirty chunk and decoded mapping node holds exactly fanout slots"
+    )]
     pub fn set_raw(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> TreeResult<()> {
         let fanout = self.view.fanout;
         let chunk_no = id / fanout as u32;
@@ -589,6 +601,10 @@ impl MappingTable {
 
     /// Writes every dirty chunk (and the interior nodes above them) as new mapping pages and
     /// makes the result the new root. Returns the new root.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "slot = id % fanout, and every dirty chunk and decoded mapping node holds exactly fanout slots"
+    )]
     pub fn checkpoint(
         &mut self,
         src: &dyn NodeSource,

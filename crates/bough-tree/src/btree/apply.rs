@@ -5,13 +5,17 @@ use super::*;
 use crate::error::{TreeError, TreeResult};
 
 /// Applies a sorted batch of distinct-key mutations; returns the new root.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "indices into this walk's own slot, end and child vectors, bounded by the loops over them; a decoded index node has keys.len() + 1 children"
+)]
 pub fn apply(
     t: &mut dyn TreeWrite,
     root: PageId,
     muts: &[Mutation],
     applied: &mut Applied,
 ) -> TreeResult<PageId> {
-    debug_assert!(muts.windows(2).all(|w| w[0].key < w[1].key));
+    debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
     if muts.is_empty() {
         return Ok(root);
     }
@@ -78,6 +82,10 @@ pub(crate) type Replacement = Vec<(Option<Vec<u8>>, PageId)>;
 /// Applies `muts` (keys inside `range`) to page `id` at `depth`, which its path holds to
 /// `range` and to the leaves' depth (see [`crate::bounds`]); the recursion follows only
 /// children that get mutations, each with the part of `muts` in its range.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "indices into this walk's own slot, end and child vectors, bounded by the loops over them; a decoded index node has keys.len() + 1 children"
+)]
 pub(crate) fn apply_node(
     t: &mut dyn TreeWrite,
     id: PageId,
@@ -191,6 +199,10 @@ pub(crate) fn kept_in_place(
 
 /// Merges a changed child that became small with a neighbour when the two fit in one
 /// page, so deletes do not leave a tree of nearly empty pages.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "indices into this walk's own slot, end and child vectors, bounded by the loops over them; a decoded index node has keys.len() + 1 children"
+)]
 pub(crate) fn rebalance(
     t: &mut dyn TreeWrite,
     slots: &mut Vec<(Option<Vec<u8>>, PageId, bool)>,
@@ -280,6 +292,10 @@ pub(crate) fn rebalance(
 }
 
 /// The key range of slot `j` of an index page being rebuilt whose own range is `parent`.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "indices into this walk's own slot, end and child vectors, bounded by the loops over them; a decoded index node has keys.len() + 1 children"
+)]
 pub(crate) fn slot_range<'a>(
     slots: &'a [(Option<Vec<u8>>, PageId, bool)],
     j: usize,

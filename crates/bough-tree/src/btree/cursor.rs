@@ -5,6 +5,10 @@ use super::*;
 use crate::error::TreeResult;
 
 /// The entry for `key`, if present.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
+)]
 pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entry>> {
     if root == NO_PAGE {
         return Ok(None);
@@ -117,6 +121,10 @@ impl Cursor {
     }
 
     /// The last entry with key < `key` (`inclusive`: ≤), or none.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
+    )]
     pub fn before(
         t: &dyn TreeRead,
         root: PageId,
@@ -178,6 +186,10 @@ impl Cursor {
 
     /// The previous entry in descending key order (a cursor from
     /// [`seek_back`](Self::seek_back)).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
+    )]
     pub fn prev_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
         loop {
             if let Some(p) = self.pos.checked_sub(1)
@@ -208,6 +220,10 @@ impl Cursor {
 
     /// Goes down from page `id` (the child the stack's top took, or the root) to a leaf,
     /// checking each page against its path.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
+    )]
     pub(super) fn descend(
         &mut self,
         t: &dyn TreeRead,
@@ -245,6 +261,10 @@ impl Cursor {
     }
 
     /// The next entry in key order.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
+    )]
     pub fn next_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
         loop {
             if self.pos < self.entries.len() {

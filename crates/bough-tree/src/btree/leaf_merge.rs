@@ -91,6 +91,10 @@ impl<'a> LeafBuild<'a> {
     }
 
     /// The first and the last key of the items in `part` (`None` when it is empty).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "scratch ranges are recorded by this builder as it appends to scratch"
+    )]
     pub(super) fn key_ends(&self, part: std::ops::Range<usize>) -> Option<(&[u8], &[u8])> {
         let key = |p: Part<'a>| -> &[u8] {
             match p {
@@ -102,6 +106,10 @@ impl<'a> LeafBuild<'a> {
         Some((key(items.first()?.key), key(items.last()?.key)))
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "scratch ranges are recorded by this builder as it appends to scratch"
+    )]
     pub(super) fn pieces(&self) -> Vec<Piece<'_>> {
         let part = |p: Part<'a>| -> &[u8] {
             match p {

@@ -75,7 +75,7 @@ pub fn check_batch(muts: &[Mutation], page_size: u32) -> Result<(), String> {
     for m in muts {
         m.check(page_size)?;
     }
-    if muts.windows(2).any(|w| w[0].key >= w[1].key) {
+    if !muts.is_sorted_by(|a, b| a.key < b.key) {
         return Err("batch keys must be sorted and distinct".into());
     }
     Ok(())

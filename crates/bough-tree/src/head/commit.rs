@@ -185,6 +185,10 @@ impl Head {
     /// Writes staged pages and makes them durable. A failed write leaves the head as it was
     /// (pages past the durable frontier are simply overwritten by the next commit); a failed
     /// sync poisons it.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "i < j <= pages.len() by the loops, the buffer holds j - i pages of ps bytes, and every staged payload fits its page (max_payload)"
+    )]
     pub(crate) fn write_pages(
         &mut self,
         st: &HeadState,

@@ -28,12 +28,14 @@ impl Head {
                     "TTL index key shorter than 8 bytes",
                 ));
             }
+            // At least 8 bytes, checked above.
+            let (when, key) = e.key.split_at(8);
             let mut at = [0u8; 8];
-            at.copy_from_slice(&e.key[..8]);
+            at.copy_from_slice(when);
             if u64::from_be_bytes(at) > now_ms {
                 break;
             }
-            out.push(e.key[8..].to_vec());
+            out.push(key.to_vec());
         }
         Ok(out)
     }

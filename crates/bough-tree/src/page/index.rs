@@ -33,6 +33,10 @@ impl IndexNode {
     }
 
     /// Encodes the node.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "an index node always has keys.len() + 1 children, at least one"
+    )]
     pub fn encode(&self) -> Vec<u8> {
         debug_assert_eq!(self.keys.len() + 1, self.children.len());
         let mut out = Vec::with_capacity(self.encoded_len());

@@ -227,7 +227,12 @@ impl<'a> LeafView<'a> {
 
     fn restart_offset(&self, i: usize) -> Result<usize, CodecError> {
         let at = LEAF_OVERHEAD + 2 * i;
-        let off = u16::from_le_bytes([self.payload[at], self.payload[at + 1]]) as usize;
+        let slot: [u8; 2] = self
+            .payload
+            .get(at..at + 2)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(CodecError("leaf restart slot out of bounds"))?;
+        let off = usize::from(u16::from_le_bytes(slot));
         if off < LEAF_OVERHEAD + 2 * self.restarts || off >= self.payload.len() {
             return Err(CodecError("leaf restart offset out of bounds"));
         }
@@ -423,7 +428,10 @@ fn read_entry(r: &mut Reader<'_>, prev: &[u8], restart: bool) -> Result<Entry, C
         0
     };
     let mut key = Vec::with_capacity(shared + unshared);
-    key.extend_from_slice(&prev[..shared]);
+    key.extend_from_slice(
+        prev.get(..shared)
+            .ok_or(CodecError("leaf key prefix too long"))?,
+    );
     key.extend_from_slice(r.bytes(unshared)?);
     let value = if flags & FLAG_TOMBSTONE != 0 {
         ValueLoc::Tombstone

@@ -36,6 +36,10 @@ impl MappingNode {
     }
 
     /// Encodes the node.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "n is the last used slot + 1, at most slots.len()"
+    )]
     pub fn encode(&self) -> Vec<u8> {
         let n = self
             .slots

@@ -76,12 +76,16 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn u16(&mut self) -> Result<u16, CodecError> {
         let s = self.bytes(2)?;
-        Ok(u16::from_le_bytes([s[0], s[1]]))
+        let mut a = [0u8; 2];
+        a.copy_from_slice(s);
+        Ok(u16::from_le_bytes(a))
     }
 
     pub(crate) fn u32(&mut self) -> Result<u32, CodecError> {
         let s = self.bytes(4)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        let mut a = [0u8; 4];
+        a.copy_from_slice(s);
+        Ok(u32::from_le_bytes(a))
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64, CodecError> {
@@ -94,7 +98,8 @@ impl<'a> Reader<'a> {
     /// One canonical LEB128 varint, decoded in one pass over its bytes (the hot path of
     /// every leaf search). Accepts exactly what [`varint::get`] accepts.
     pub(crate) fn varint(&mut self) -> Result<u64, CodecError> {
-        let (v, n) = decode_varint(&self.bytes[self.pos..])?;
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let (v, n) = decode_varint(rest)?;
         self.pos += n;
         Ok(v)
     }
@@ -110,7 +115,9 @@ impl<'a> Reader<'a> {
 
     /// The bytes from `start` to the current position (`start` ≤ the position).
     pub(crate) fn since(&self, start: usize) -> &'a [u8] {
-        &self.bytes[start.min(self.pos)..self.pos]
+        self.bytes
+            .get(start.min(self.pos)..self.pos)
+            .unwrap_or_default()
     }
 
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
@@ -119,7 +126,10 @@ impl<'a> Reader<'a> {
             .checked_add(n)
             .filter(|&e| e <= self.bytes.len())
             .ok_or(CodecError("page truncated"))?;
-        let s = &self.bytes[self.pos..end];
+        let s = self
+            .bytes
+            .get(self.pos..end)
+            .ok_or(CodecError("page truncated"))?;
         self.pos = end;
         Ok(s)
     }

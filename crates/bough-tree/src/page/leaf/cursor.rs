@@ -111,11 +111,14 @@ impl<'a> LeafCursor<'a> {
         let e = parse_entry(&mut r, prev.len(), restart)?;
         // The key is prev[..shared] ++ suffix: above prev iff the suffix is above the rest
         // of prev. Nothing before the first entry read.
-        if self.cur.is_some() && e.suffix <= &prev[e.shared..] {
+        let (shared, rest) = prev
+            .split_at_checked(e.shared)
+            .ok_or(CodecError("leaf key prefix too long"))?;
+        if self.cur.is_some() && e.suffix <= rest {
             return Err(CodecError("leaf keys out of order"));
         }
         if let Some(q) = stop_above
-            && cmp_joined(&prev[..e.shared], e.suffix, q).is_gt()
+            && cmp_joined(shared, e.suffix, q).is_gt()
         {
             return Ok(false);
         }
@@ -124,7 +127,7 @@ impl<'a> LeafCursor<'a> {
         } else {
             if let KeyAt::Page(k) = self.key {
                 self.buf.clear();
-                self.buf.extend_from_slice(&k[..e.shared]);
+                self.buf.extend_from_slice(k.get(..e.shared).unwrap_or(k));
             } else {
                 self.buf.truncate(e.shared);
             }
@@ -147,9 +150,10 @@ impl<'a> LeafCursor<'a> {
 /// Compares the key `head ++ tail` with `q` without building it.
 pub(crate) fn cmp_joined(head: &[u8], tail: &[u8], q: &[u8]) -> std::cmp::Ordering {
     let n = head.len().min(q.len());
-    match head[..n].cmp(&q[..n]) {
+    let (q_head, q_tail) = q.split_at(n);
+    match head.get(..n).unwrap_or(head).cmp(q_head) {
         std::cmp::Ordering::Equal if head.len() > q.len() => std::cmp::Ordering::Greater,
-        std::cmp::Ordering::Equal => tail.cmp(&q[n..]),
+        std::cmp::Ordering::Equal => tail.cmp(q_tail),
         o => o,
     }
 }

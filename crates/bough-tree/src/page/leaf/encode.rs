@@ -98,6 +98,10 @@ pub(crate) fn put_header(out: &mut Vec<u8>, count: usize, restarts: usize) {
 
 /// Appends entry `i` of a leaf (its predecessor's key is `prev`), recording its offset in
 /// its restart slot when it starts a restart run.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "the restart slot area was reserved above; shared is at most the key's length by construction"
+)]
 pub(crate) fn put_piece(out: &mut Vec<u8>, i: usize, prev: &[u8], p: &Piece<'_>) {
     let shared = if i.is_multiple_of(RESTART_INTERVAL) {
         let slot = LEAF_OVERHEAD + 2 * (i / RESTART_INTERVAL);
