@@ -46,7 +46,10 @@ impl Track {
 
     /// Records that the current referent reaches a page of file `f`.
     pub(crate) fn hold(&mut self, f: u32) {
-        let acc = &mut self.files[f as usize];
+        // `f` comes from `file`, which only hands out ids of entries it pushed.
+        let Some(acc) = self.files.get_mut(f as usize) else {
+            return;
+        };
         match self.current {
             None => acc.read = true,
             Some(r) => {
@@ -59,15 +62,18 @@ impl Track {
 
     pub(crate) fn page(&mut self, name: &str, index: u32) -> u32 {
         let f = self.file(name);
-        let acc = &mut self.files[f as usize];
-        // Page indexes are below 2^24, so a file's bitmap is at most 2 MiB.
-        let (word, bit) = ((index / 64) as usize, index % 64);
-        if acc.pages.len() <= word {
-            acc.pages.resize(word + 1, 0);
-        }
-        if acc.pages[word] & (1 << bit) == 0 {
-            acc.pages[word] |= 1 << bit;
-            acc.live += 1;
+        if let Some(acc) = self.files.get_mut(f as usize) {
+            // Page indexes are below 2^24, so a file's bitmap is at most 2 MiB.
+            let (word, bit) = ((index / 64) as usize, index % 64);
+            if acc.pages.len() <= word {
+                acc.pages.resize(word + 1, 0);
+            }
+            if let Some(bits) = acc.pages.get_mut(word)
+                && *bits & (1 << bit) == 0
+            {
+                *bits |= 1 << bit;
+                acc.live += 1;
+            }
         }
         self.hold(f);
         f

@@ -182,10 +182,13 @@ impl WriteBatch {
             muts.push(m);
         }
         muts.sort_by(|a, b| a.key.cmp(&b.key));
-        if let Some(w) = muts.windows(2).find(|w| w[0].key == w[1].key) {
+        if let Some([a, _]) = muts
+            .windows(2)
+            .find(|w| matches!(w, [a, b] if a.key == b.key))
+        {
             return Err(Error::invalid(format!(
                 "key {} appears twice in one batch",
-                show_key(&w[0].key)
+                show_key(&a.key)
             )));
         }
         Ok(muts)

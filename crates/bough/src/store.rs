@@ -500,10 +500,9 @@ impl Store {
     fn submit(&self, request: Request, shard: usize) -> Result<()> {
         self.check_open()?;
         self.check_writable()?;
-        self.inner.shards[shard]
-            .lock()
-            .send(request)
-            .map_err(|_| Error::closed())
+        // Shard numbers are assigned modulo the shard count when a branch is registered.
+        let queue = self.inner.shards.get(shard).ok_or_else(Error::closed)?;
+        queue.lock().send(request).map_err(|_| Error::closed())
     }
 
     /// Runs the background work once now (expiry, compaction, GC); what the maintenance

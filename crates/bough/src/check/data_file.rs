@@ -94,11 +94,10 @@ pub fn check_data_file(storage: &dyn Storage, dir: &str, name: &DataFileName) ->
             }
             let mut page = first.clone();
             page.resize(ps as usize, 0);
-            if ps > MIN_PAGE_SIZE {
-                f.read_at(
-                    u64::from(MIN_PAGE_SIZE),
-                    &mut page[MIN_PAGE_SIZE as usize..],
-                )?;
+            if let Some(rest) = page.get_mut(MIN_PAGE_SIZE as usize..)
+                && !rest.is_empty()
+            {
+                f.read_at(u64::from(MIN_PAGE_SIZE), rest)?;
             }
             let h = DataFileHeader::decode(&page, &path)?;
             h.verify_identity(&path, name.file_id, &name.branch, name.term)?;
