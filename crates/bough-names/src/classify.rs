@@ -14,7 +14,8 @@ use crate::names::{
     TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
-    TAG_PREFIX, CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, LOG_PREFIX, MANIFEST_PREFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, LOG_PREFIX, MANIFEST_PREFIX,
+    TAG_PREFIX,
 };
 
 /// What a file name in a partition or store directory denotes.
@@ -244,7 +245,14 @@ mod tests {
         assert_eq!(classify("tag_v1.7.tmp").branch(), None);
         // A tag has no versions, a numeric segment is no name, `Main` aliases `main`, and
         // nothing may follow the name.
-        for bad in ["tag_", "tag_v1.v3", "tag_v_1", "tag_Main", "tag_v1_", "tag_a.b"] {
+        for bad in [
+            "tag_",
+            "tag_v1.v3",
+            "tag_v_1",
+            "tag_Main",
+            "tag_v1_",
+            "tag_a.b",
+        ] {
             assert!(!classify(bad).is_known(), "{bad}");
         }
     }

@@ -22,8 +22,8 @@ use crate::names::{
     TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
-    TAG_PREFIX, CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TMP_SUFFIX,
-    TORN_INFIX, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TAG_PREFIX,
+    TMP_SUFFIX, TORN_INFIX, VERSION_INFIX,
 };
 
 /// Why a number field was refused.

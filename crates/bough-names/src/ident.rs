@@ -609,7 +609,10 @@ mod tests {
 
     #[test]
     fn alias_of_finds_the_same_name_first_then_a_case_fold() {
-        let names = [BranchName::new("Feat").unwrap(), BranchName::new("feat").unwrap()];
+        let names = [
+            BranchName::new("Feat").unwrap(),
+            BranchName::new("feat").unwrap(),
+        ];
         let feat = BranchName::new("feat").unwrap();
         assert_eq!(alias_of(&feat, &names), Some(&names[1]));
         let fe_at = BranchName::new("FEAT").unwrap();

@@ -89,7 +89,8 @@ pub use classify::{
 };
 pub use grammar::{NameKind, NameParseError, NumberError, ParseFailure};
 pub use ident::{
-    BranchName, IdentKind, MAIN_BRANCH, alias_of, MAX_BRANCH_LEN, MAX_TABLE_LEN, NameError, TableName,
+    BranchName, IdentKind, MAIN_BRANCH, MAX_BRANCH_LEN, MAX_TABLE_LEN, NameError, TableName,
+    alias_of,
 };
 pub use names::{
     ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,

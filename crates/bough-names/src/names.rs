@@ -7,8 +7,8 @@ use std::fmt;
 
 use crate::ident::{BranchName, TableName};
 use crate::{
-    TAG_PREFIX, CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, LOG_PREFIX, LogId, MANIFEST_PREFIX,
-    PartitionId, TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, LOG_PREFIX, LogId, MANIFEST_PREFIX,
+    PartitionId, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.

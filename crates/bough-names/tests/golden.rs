@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TagFileName, TmpName, TornTailName, VersionName, VersionTarget, classify,
+    PartitionDir, TableName, TagFileName, TmpName, TornTailName, VersionName, VersionTarget,
+    classify,
 };
 
 fn b(s: &str) -> BranchName {

@@ -3,8 +3,8 @@
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
-    classify, classify_dir, parse_file_name,
+    PartitionDir, TableName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
+    VersionTarget, classify, classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
