@@ -56,6 +56,7 @@ impl Partition {
             read_only: true,
             incarnations: Incarnations(os_random()),
             used_terms: Mutex::new(None),
+            expiries: Mutex::new(None),
         })
     }
 

@@ -66,6 +66,7 @@ struct PartReport {
     dir: String,
     branches: usize,
     archives: usize,
+    tags: usize,
     snapshots: usize,
     keys: u64,
     data_files: usize,
@@ -180,6 +181,8 @@ fn referent(h: &walk::Held) -> String {
             a.branch,
             output::time(a.timestamp)
         ),
+        FileKind::Tag(t) if h.label == h.file => format!("tag {}", t.tag),
+        FileKind::Tag(t) => format!("merge base kept by tag {}", t.tag),
         _ => h.label.clone(),
     }
 }
@@ -263,6 +266,7 @@ fn verify_partition(
                 }
             }
             FileKind::Archive(_) => r.archives += 1,
+            FileKind::Tag(_) => r.tags += 1,
             FileKind::Tmp(_) => r.warn(
                 name,
                 "leftover temporary file of an interrupted write (the next open removes it)",
@@ -571,7 +575,7 @@ pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
             .iter()
             .map(|r| {
                 json!({
-                    "partition": r.dir, "branches": r.branches, "archives": r.archives,
+                    "partition": r.dir, "branches": r.branches, "archives": r.archives, "tags": r.tags,
                     "snapshots": r.snapshots, "keys": r.keys, "data_files": r.data_files, "pages": r.pages,
                     "problems": r.problems.iter().map(|p| json!({
                         "severity": if p.severity == Severity::Error { "error" } else { "warning" },
@@ -594,8 +598,14 @@ pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
                     plural(w as u64, "warning", "warnings")
                 ),
             };
+            // Tags are named only where there are some (the line is unchanged otherwise).
+            let tags = if r.tags > 0 {
+                format!(", {}", plural(r.tags as u64, "tag", "tags"))
+            } else {
+                String::new()
+            };
             println!(
-                "{}: {}, {}, {}, {} in branch heads; {}, {}: {status}",
+                "{}: {}, {}{tags}, {}, {} in branch heads; {}, {}: {status}",
                 r.dir,
                 plural(r.branches as u64, "branch", "branches"),
                 plural(r.archives as u64, "archive", "archives"),

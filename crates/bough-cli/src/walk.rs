@@ -81,7 +81,11 @@ impl PartitionFiles {
         let mut dropped_tails = Vec::new();
         let mut page_size = None;
         for (n, k) in &names {
-            if matches!(k, FileKind::Manifest(_) | FileKind::Archive(_)) {
+            // A tag is one snapshot record in the manifest format, like an archive.
+            if matches!(
+                k,
+                FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
+            ) {
                 let r = replay_manifest(storage.as_ref(), &format!("{dir}/{n}"));
                 if let Ok(s) = &r {
                     page_size.get_or_insert(s.state.page_size);

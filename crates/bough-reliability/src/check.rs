@@ -195,6 +195,15 @@ fn check_partition(
                     Err(e) => report.problem(format!("{e}")),
                 }
             }
+            // A tag is a state like an archive: one snapshot record, every page readable.
+            FileKind::Tag(_) => match replay_file(storage, &path) {
+                Ok(r) if r.records == 1 => states.push((path, r.state.to_snapshot())),
+                Ok(r) => report.problem(format!(
+                    "{path}: a tag holds {} records, not one",
+                    r.records
+                )),
+                Err(e) => report.problem(format!("{e}")),
+            },
             FileKind::Data(_) => report.data_files += 1,
             FileKind::Unknown(u) => report.problem(format!("{dir}/{u}: unrecognised file")),
             // The cloud tier's own objects never reach a storage listing; the harness
