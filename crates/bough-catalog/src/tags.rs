@@ -184,10 +184,15 @@ impl Partition {
         let path = self
             .files
             .path_of(&TagFileName::new(name.clone()).to_string());
+        // Not every backend reports deleting a missing file: ask first.
+        let missing = || IoError::NotFound {
+            path: format!("{}: tag {name}", self.dir),
+        };
+        if !self.tags()?.contains(name) {
+            return Err(missing());
+        }
         self.storage().delete(&path).map_err(|e| match e {
-            IoError::NotFound { .. } => IoError::NotFound {
-                path: format!("{}: tag {name}", self.dir),
-            },
+            IoError::NotFound { .. } => missing(),
             e => e,
         })?;
         self.storage().sync_dir(self.files.dir())
