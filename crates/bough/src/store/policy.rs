@@ -59,6 +59,12 @@ impl PartitionHandle {
         })
     }
 
+    /// [`set_expiry`](Self::set_expiry) at `ttl_ms` after now on the store clock.
+    pub fn set_expiry_in(&self, name: &str, ttl_ms: u64, force: bool) -> Result<BranchPolicy> {
+        let at = self.store.inner.clock.now_ms().saturating_add(ttl_ms);
+        self.set_expiry(name, Some(at), force)
+    }
+
     /// [`create_branch`](Self::create_branch) with an expiry `ttl_ms` after now (store
     /// clock), recorded in the branch's first manifest.
     pub fn create_branch_with_ttl(&self, name: &str, from: &str, ttl_ms: u64) -> Result<Branch> {
