@@ -95,6 +95,8 @@ pub struct Partition {
     /// of every live branch's manifest, then kept up to date by every policy this catalog
     /// writes and every branch it deletes).
     expiries: Mutex<Option<std::collections::BTreeMap<BranchName, u64>>>,
+    /// The partition's tags (`None` until first listed; see [`Partition::tags`]).
+    known_tags: Mutex<Option<std::collections::BTreeSet<BranchName>>>,
 }
 
 /// A source of random 64-bit ids.
@@ -166,6 +168,7 @@ impl Partition {
             incarnations: Incarnations(os_random()),
             used_terms: Mutex::new(None),
             expiries: Mutex::new(None),
+            known_tags: Mutex::new(None),
         };
         p.recover()?;
         let main = BranchName::main();

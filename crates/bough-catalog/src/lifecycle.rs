@@ -125,9 +125,13 @@ impl Partition {
     pub fn delete_branch(&self, name: &BranchName) -> IoResult<()> {
         match self.branch_policy(name) {
             Ok(p) => Self::refuse_if_protected(p, name, "deleting it")?,
-            Err(e) if e.kind() == ErrorKind::Corruption => {
-                tracing::warn!(branch = %name, error = %e,
-                    "deleting a branch whose manifest is damaged (its protection cannot be read)");
+            // A missing branch is reported by the deletion itself; a damaged or missing
+            // manifest cannot show the branch protected.
+            Err(e) if matches!(e.kind(), ErrorKind::Corruption | ErrorKind::NotFound) => {
+                if self.live_term(name).is_ok() {
+                    tracing::warn!(branch = %name, error = %e,
+                        "deleting a branch whose manifest cannot be read (its protection is unknown)");
+                }
             }
             Err(e) => return Err(e),
         }

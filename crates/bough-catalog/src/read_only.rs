@@ -57,6 +57,7 @@ impl Partition {
             incarnations: Incarnations(os_random()),
             used_terms: Mutex::new(None),
             expiries: Mutex::new(None),
+            known_tags: Mutex::new(None),
         })
     }
 

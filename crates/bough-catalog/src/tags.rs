@@ -37,8 +37,15 @@ pub struct TagInfo {
 }
 
 impl Partition {
-    /// The tags of the partition, by name.
+    /// The tags of the partition, by name. A writer on local storage holds the store lock,
+    /// so only it changes them: the directory is listed once and the list kept (every branch
+    /// creation asks, and must not list a partition of many branches each time). A reader,
+    /// or a writer on shared storage, lists every time.
     pub fn tags(&self) -> IoResult<Vec<BranchName>> {
+        let cache = !self.read_only && self.take_over.is_none();
+        if cache && let Some(known) = self.known_tags.lock().as_ref() {
+            return Ok(known.iter().cloned().collect());
+        }
         let mut out: Vec<BranchName> = self
             .storage()
             .list(self.files.dir())?
@@ -49,7 +56,21 @@ impl Partition {
             })
             .collect();
         out.sort();
+        if cache {
+            *self.known_tags.lock() = Some(out.iter().cloned().collect());
+        }
         Ok(out)
+    }
+
+    /// Keeps the cached tag list in line with a tag created (`true`) or deleted.
+    fn note_tag(&self, name: &BranchName, exists: bool) {
+        if let Some(known) = self.known_tags.lock().as_mut() {
+            if exists {
+                known.insert(name.clone());
+            } else {
+                known.remove(name);
+            }
+        }
     }
 
     /// The state tag `name` keeps (`NotFound` if there is no such tag).
@@ -170,6 +191,7 @@ impl Partition {
                 },
                 e => e,
             })?;
+        self.note_tag(name, true);
         Ok(TagInfo {
             name: name.clone(),
             branch: head.branch().clone(),
@@ -191,10 +213,13 @@ impl Partition {
         if !self.tags()?.contains(name) {
             return Err(missing());
         }
+        // Forgotten first: if the deletion fails halfway, the next look lists again.
+        *self.known_tags.lock() = None;
         self.storage().delete(&path).map_err(|e| match e {
             IoError::NotFound { .. } => missing(),
             e => e,
         })?;
+        self.note_tag(name, false);
         self.storage().sync_dir(self.files.dir())
     }
 
