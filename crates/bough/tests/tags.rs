@@ -330,3 +330,38 @@ fn crash_during_tag_creation_leaves_either_no_tag_or_a_whole_tag() {
     // Both outcomes occurred: the faults really hit the creation.
     assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
 }
+
+/// A tag file is hostile input like a manifest: a flipped byte is `Corruption` naming the
+/// file, and GC (for which the tag is a root) deletes nothing while it cannot read it.
+#[test]
+fn a_damaged_tag_is_corruption_and_gc_deletes_nothing() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let feat = p.create_branch("feat", "main").unwrap();
+    put(&feat, 0..200, "f");
+    p.create_tag("v1", "feat").unwrap();
+    drop(feat);
+    p.delete_branch("feat").unwrap();
+    let path = "t.0/tag_v1";
+    let mut bytes = mem.read_file(path, 1 << 20).unwrap();
+    bytes[40] ^= 0x10;
+    mem.write_atomic(path, &bytes).unwrap();
+    let e = p.tag("v1").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
+    assert!(e.to_string().contains("tag_v1"), "{e}");
+    let before: Vec<String> = mem.list("t.0").unwrap();
+    assert_eq!(p.gc(false).unwrap_err().kind(), ErrorKind::Corruption);
+    assert_eq!(
+        mem.list("t.0").unwrap(),
+        before,
+        "GC deleted files it could not prove unreachable"
+    );
+    // Two records where one belongs is damage too.
+    let mut two = bytes.clone();
+    two[40] ^= 0x10;
+    let doubled = [two.clone(), two].concat();
+    mem.write_atomic(path, &doubled).unwrap();
+    let e = p.tag("v1").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
+}
