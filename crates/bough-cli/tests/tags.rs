@@ -142,3 +142,20 @@ fn protected_main_and_branch_expiry_through_the_cli() {
     assert!(!names.contains("gone"), "{names}");
     fails(s, &["branch", "expire", "feat", "t.0", "--in", "soon"], 2);
 }
+
+#[test]
+fn verify_counts_tags_and_reads_their_pages() {
+    let (_d, s) = store();
+    let s = s.as_path();
+    ok(s, &["put", "t.0", "a", "1"]);
+    ok(s, &["tag", "create", "v1", "t.0"]);
+    let v = json(&ok(s, &["--json", "verify"]));
+    assert_eq!(v["clean"], true, "{v}");
+    assert_eq!(v["partitions"][0]["tags"], 1, "{v}");
+    // The tag's state is one more snapshot walked.
+    assert!(
+        v["partitions"][0]["snapshots"].as_u64().unwrap() >= 2,
+        "{v}"
+    );
+    assert!(ok(s, &["verify"]).contains("1 tag"));
+}

@@ -24,9 +24,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bough::io::{PreadStorage, Storage, UringStorage};
-use bough::{Backend, ManualClock, Options, Store};
+use bough::{Backend, ManualClock, Options, Store, StoreBuilder};
 
-use crate::exec::{PAGE_SIZE, Verdict, execute, tune, verify_family};
+use crate::exec::{Verdict, execute, tune, verify_family};
 use crate::report::{Tally, guarded};
 use crate::rng::{Rng, mix};
 use crate::workload::{FamilyModel, WorkloadConfig};
@@ -95,10 +95,8 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 }
 
 /// Store options for a local directory.
-pub fn local_options(dir: &Path, backend: Backend, clock: &ManualClock) -> Options {
-    tune(Options::new(dir))
-        .backend(backend)
-        .clock(Arc::new(clock.clone()))
+pub fn local_options(dir: &Path, backend: Backend, clock: &ManualClock) -> StoreBuilder {
+    Store::builder(tune(Options::new(dir)).backend(backend)).clock(Arc::new(clock.clone()))
 }
 
 /// A clock far above every earlier run's timestamps: now in ms × 1000, advanced by one per
@@ -608,7 +606,7 @@ fn kill_cycle(
     }
     let _ = store.close();
     tally.integrity_checks += 1;
-    match crate::check::check_storage(storage, PAGE_SIZE) {
+    match crate::check::check_storage(storage) {
         Ok(r) if r.is_ok() => {}
         Ok(r) => {
             tally.fail(format!("{ctx}: integrity check: {r}"));

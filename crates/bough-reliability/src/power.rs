@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bough::io::{
     CrashPolicy, CrashReport, FaultInjector, FaultOp, MemoryStorage, RandomCrash, Storage,
 };
-use bough::{ErrorKind, ManualClock, Options, Store};
+use bough::{ErrorKind, ManualClock, Options, Store, StoreBuilder};
 use parking_lot::Mutex;
 
-use crate::exec::{PAGE_SIZE, Verdict, execute, tune, verify_family};
+use crate::exec::{Verdict, execute, tune, verify_family};
 use crate::report::{Tally, guarded};
 use crate::rng::{Rng, mix};
 use crate::workload::{FamilyModel, Op, WorkloadConfig};
@@ -79,8 +79,10 @@ impl SweepConfig {
 }
 
 /// Store options over `mem` for the sweep.
-pub fn memory_options(mem: MemoryStorage, clock: &ManualClock) -> Options {
-    tune(Options::in_memory().memory(mem)).clock(Arc::new(clock.clone()))
+pub fn memory_options(mem: MemoryStorage, clock: &ManualClock) -> StoreBuilder {
+    Store::builder(tune(Options::in_memory()))
+        .memory(mem)
+        .clock(Arc::new(clock.clone()))
 }
 
 /// The order in which the families' operations run: each family `ops_per_family` times,
@@ -337,7 +339,7 @@ fn verify_recovered(
 /// Runs the integrity checker over `mem`.
 pub fn check(mem: &MemoryStorage, ctx: &str, tally: &mut Tally) {
     tally.integrity_checks += 1;
-    match crate::check::check_storage(Arc::new(mem.clone()), PAGE_SIZE) {
+    match crate::check::check_storage(Arc::new(mem.clone())) {
         Ok(r) if r.is_ok() => {}
         Ok(r) => tally.fail(format!("{ctx}: integrity check: {r}")),
         Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),

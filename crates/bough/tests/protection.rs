@@ -12,13 +12,11 @@ const T0: u64 = 1_700_000_000_000;
 const HOUR: u64 = 3_600_000;
 
 fn open(mem: &MemoryStorage, clock: &ManualClock) -> Store {
-    Store::open(
-        Options::in_memory()
-            .memory(mem.clone())
-            .maintenance_interval_ms(0)
-            .clock(Arc::new(clock.clone())),
-    )
-    .unwrap()
+    Store::builder(Options::in_memory().maintenance_interval_ms(0))
+        .memory(mem.clone())
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .unwrap()
 }
 
 fn key(i: usize) -> Vec<u8> {

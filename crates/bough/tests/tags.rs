@@ -10,16 +10,16 @@ use bough::{Branch, ErrorKind, ManualClock, MergeOptions, Options, Store, WriteB
 
 const T0: u64 = 1_700_000_000_000;
 
-fn opts(mem: &MemoryStorage, clock: &ManualClock) -> Options {
-    Options::in_memory()
-        .memory(mem.clone())
-        .maintenance_interval_ms(0)
-        .data_file_size(64 * 4096)
-        .clock(Arc::new(clock.clone()))
-}
-
 fn open(mem: &MemoryStorage, clock: &ManualClock) -> Store {
-    Store::open(opts(mem, clock)).unwrap()
+    Store::builder(
+        Options::in_memory()
+            .maintenance_interval_ms(0)
+            .data_file_size(64 * 4096),
+    )
+    .memory(mem.clone())
+    .clock(Arc::new(clock.clone()))
+    .open()
+    .unwrap()
 }
 
 fn key(i: usize) -> Vec<u8> {
@@ -351,7 +351,7 @@ fn a_damaged_tag_is_corruption_and_gc_deletes_nothing() {
     assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
     assert!(e.to_string().contains("tag_v1"), "{e}");
     let before: Vec<String> = mem.list("t.0").unwrap();
-    assert_eq!(p.gc(false).unwrap_err().kind(), ErrorKind::Corruption);
+    assert_eq!(p.gc().unwrap_err().kind(), ErrorKind::Corruption);
     assert_eq!(
         mem.list("t.0").unwrap(),
         before,

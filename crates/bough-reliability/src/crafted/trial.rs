@@ -269,7 +269,7 @@ pub(crate) fn damaged_checks(
         }
     }
     tally.integrity_checks += 1;
-    match crate::check::check_storage(Arc::new(image.clone()), PAGE_SIZE) {
+    match crate::check::check_storage(Arc::new(image.clone())) {
         Ok(rep) if !rep.is_ok() => corrupt = true,
         Ok(_) => {}
         Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,
@@ -277,7 +277,7 @@ pub(crate) fn damaged_checks(
     }
     for &f in &families {
         if let Ok(p) = store.partition(TABLE, f) {
-            match p.gc(false) {
+            match p.gc() {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,
                 Err(e) => tally.fail(format!(
