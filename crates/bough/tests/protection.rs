@@ -58,7 +58,7 @@ fn protected_main_refuses_reset_restore_and_non_ff_merge_until_unprotected() {
         p.merge("feat", "main", MergeOptions::default())
             .unwrap_err(),
     );
-    assert_eq!(main.get_blocking(&key(200)).unwrap(), None);
+    assert_eq!(main.get_blocking(key(200)).unwrap(), None);
     refused_as_protected(p.reset_branch("main", "feat").unwrap_err());
     refused_as_protected(main.restore(&archive, "backup").unwrap_err());
     assert!(!p.branches().unwrap().contains(&"backup".to_string()));
@@ -115,14 +115,14 @@ fn ttl_expiring_a_parent_whose_children_keep_reading() {
     store.run_maintenance().unwrap();
     assert!(!p.branches().unwrap().contains(&"parent".to_string()));
     assert_eq!(
-        parent.get_blocking(&key(0)).unwrap_err().kind(),
+        parent.get_blocking(key(0)).unwrap_err().kind(),
         ErrorKind::NotFound
     );
     // GC runs after the deletion (run_maintenance collects too); the child still reads
     // every key it inherited and its own, and can be written and merged.
     store.gc().unwrap();
     for i in 0..300 {
-        let v = child.get_blocking(&key(i)).unwrap().unwrap();
+        let v = child.get_blocking(key(i)).unwrap().unwrap();
         assert_eq!(v.value, format!("p{i}").into_bytes());
     }
     // (A merge with main, the grandparent, needs a merge base from the lineage: issue 18
@@ -133,13 +133,13 @@ fn ttl_expiring_a_parent_whose_children_keep_reading() {
         .merge("grandchild", "child", MergeOptions::default())
         .unwrap();
     assert!(r.committed && !r.fast_forward, "{r:?}");
-    assert!(child.get_blocking(&key(3004)).unwrap().is_some());
+    assert!(child.get_blocking(key(3004)).unwrap().is_some());
     let r = p
         .merge("child", "grandchild", MergeOptions::default())
         .unwrap();
     assert!(r.committed, "{r:?}");
-    assert!(grandchild.get_blocking(&key(2004)).unwrap().is_some());
-    assert!(grandchild.get_blocking(&key(299)).unwrap().is_some());
+    assert!(grandchild.get_blocking(key(2004)).unwrap().is_some());
+    assert!(grandchild.get_blocking(key(299)).unwrap().is_some());
     let main = p.branch("main").unwrap();
     // And after a reopen.
     drop((child, grandchild, main, parent, p));
@@ -147,7 +147,7 @@ fn ttl_expiring_a_parent_whose_children_keep_reading() {
     let store = open(&mem, &clock);
     let p = store.partition("t", 0).unwrap();
     let child = p.branch("child").unwrap();
-    assert!(child.get_blocking(&key(42)).unwrap().is_some());
+    assert!(child.get_blocking(key(42)).unwrap().is_some());
 }
 
 #[test]

@@ -58,9 +58,9 @@ fn a_tag_reads_the_state_it_was_taken_at_while_its_branch_moves_on() {
     let tag = p.tag("v1").unwrap();
     assert_eq!(tag.version(), version);
     for i in 0..50 {
-        assert_eq!(value(tag.get(&key(i)).unwrap()), Some(format!("a{i}")));
+        assert_eq!(value(tag.get(key(i)).unwrap()), Some(format!("a{i}")));
     }
-    assert_eq!(tag.get(&key(55)).unwrap(), None);
+    assert_eq!(tag.get(key(55)).unwrap(), None);
     // Listed with where it came from; still there after a reopen.
     store.close().unwrap();
     let store = open(&mem, &clock);
@@ -76,7 +76,7 @@ fn a_tag_reads_the_state_it_was_taken_at_while_its_branch_moves_on() {
         ("v1", "main", version)
     );
     assert_eq!(
-        value(p.tag("v1").unwrap().get(&key(3)).unwrap()),
+        value(p.tag("v1").unwrap().get(key(3)).unwrap()),
         Some("a3".into())
     );
     // A tag is no branch: it cannot be written to or opened as one.
@@ -105,14 +105,14 @@ fn tag_as_merge_source() {
     assert_eq!(r.applied, 20);
     for i in 100..120 {
         assert_eq!(
-            value(main.get_blocking(&key(i)).unwrap()),
+            value(main.get_blocking(key(i)).unwrap()),
             Some(format!("f{i}"))
         );
     }
     // What feat wrote after the tag is not in it.
-    assert_eq!(main.get_blocking(&key(125)).unwrap(), None);
+    assert_eq!(main.get_blocking(key(125)).unwrap(), None);
     assert_eq!(
-        value(main.get_blocking(&key(0)).unwrap()),
+        value(main.get_blocking(key(0)).unwrap()),
         Some("m2-0".into())
     );
 }
@@ -129,11 +129,11 @@ fn tag_as_branch_source() {
     let hot = p.create_branch("hotfix", "v1").unwrap();
     for i in 0..30 {
         assert_eq!(
-            value(hot.get_blocking(&key(i)).unwrap()),
+            value(hot.get_blocking(key(i)).unwrap()),
             Some(format!("a{i}"))
         );
     }
-    assert_eq!(hot.get_blocking(&key(35)).unwrap(), None);
+    assert_eq!(hot.get_blocking(key(35)).unwrap(), None);
     // Its parent is the branch the tag was taken from, at the tag's version.
     let info = p.describe("hotfix").unwrap();
     let origin = info.origin.unwrap();
@@ -145,13 +145,10 @@ fn tag_as_branch_source() {
     assert!(r.committed, "{r:?}");
     assert_eq!(r.applied, 5);
     assert_eq!(
-        value(main.get_blocking(&key(501)).unwrap()),
+        value(main.get_blocking(key(501)).unwrap()),
         Some("h501".into())
     );
-    assert_eq!(
-        value(main.get_blocking(&key(1)).unwrap()),
-        Some("b1".into())
-    );
+    assert_eq!(value(main.get_blocking(key(1)).unwrap()), Some("b1".into()));
 }
 
 #[test]
@@ -175,7 +172,7 @@ fn tag_kept_by_gc_after_its_branch_is_deleted() {
     let tag = p.tag("keep").unwrap();
     for i in 0..400 {
         assert_eq!(
-            value(tag.get(&key(i)).unwrap()),
+            value(tag.get(key(i)).unwrap()),
             Some(format!("f{i}")),
             "key {i}"
         );
@@ -191,9 +188,9 @@ fn tag_kept_by_gc_after_its_branch_is_deleted() {
     // Deleted explicitly, the tag's files go at the next GC (a held view keeps them until
     // it is dropped).
     p.delete_tag("keep").unwrap();
-    assert_eq!(value(tag.get(&key(7)).unwrap()), Some("f7".into()));
+    assert_eq!(value(tag.get(key(7)).unwrap()), Some("f7".into()));
     store.gc().unwrap();
-    assert_eq!(value(tag.get(&key(399)).unwrap()), Some("f399".into()));
+    assert_eq!(value(tag.get(key(399)).unwrap()), Some("f399".into()));
     drop(tag);
     store.gc().unwrap();
     let files_after = data_files();
@@ -304,7 +301,7 @@ fn crash_during_tag_creation_leaves_either_no_tag_or_a_whole_tag() {
                     let tag = p.tag("v1").unwrap_or_else(|e| panic!("{ctx}: {e}"));
                     for i in 0..40 {
                         assert_eq!(
-                            value(tag.get(&key(i)).unwrap()),
+                            value(tag.get(key(i)).unwrap()),
                             Some(format!("a{i}")),
                             "{ctx}"
                         );
