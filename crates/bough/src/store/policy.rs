@@ -10,36 +10,97 @@ use super::*;
 
 pub use bough_catalog::BranchPolicy;
 
+/// A change of a branch's policy, made in its write queue.
+pub(super) enum PolicyChange {
+    /// Protect (`true`) or unprotect it.
+    Protected(bool),
+    /// Set its expiry (`None`: never), `force` past the refusals.
+    Expiry { at: Option<u64>, force: bool },
+    /// Set its expiry `ttl_ms` after now, `force` past the refusals.
+    ExpiryIn { ttl_ms: u64, force: bool },
+}
+
+/// The writer's side of a policy change.
+pub(super) fn set_policy(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    change: PolicyChange,
+) -> Result<BranchPolicy> {
+    let p = &part.part;
+    Ok(match change {
+        PolicyChange::Protected(on) => p.set_protected(head, on, now)?,
+        PolicyChange::Expiry { at, force } => p.set_expiry(head, at, force, now)?,
+        PolicyChange::ExpiryIn { ttl_ms, force } => {
+            p.set_expiry(head, Some(now.saturating_add(ttl_ms)), force, now)?
+        }
+    })
+}
+
+/// The writer's side of [`PartitionHandle::create_branch_with_ttl`].
+pub(super) fn create_expiring(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    name: BranchName,
+    ttl_ms: u64,
+    shards: usize,
+) -> Result<Arc<BranchEntry>> {
+    let _catalog = part.catalog_change();
+    let dir = part.part.dir();
+    let policy = BranchPolicy {
+        protected: false,
+        expires_at_ms: Some(now.saturating_add(ttl_ms)),
+    };
+    let new_head = part
+        .part
+        .create_branch_with_policy(head, &name, policy, now)
+        .map_err(|e| Error::from(e).at(format!("{dir}@{name}")))?;
+    let b = new_branch_entry(new_head, dir, shards);
+    part.branches.lock().insert(name, b.clone());
+    Ok(b)
+}
+
+/// The writer's side of an expiry's deletion: as `writer_ops::delete`, once the catalog has
+/// read the expiry again and found it passed.
+pub(super) fn delete_expired(
+    head: &mut Head,
+    now: u64,
+    branch: &BranchEntry,
+    part: &PartitionEntry,
+) -> Result<bool> {
+    let _catalog = part.catalog_change();
+    if !part.part.delete_expired_branch(&branch.name, now)? {
+        return Ok(false);
+    }
+    head.retire();
+    part.retired.lock().push(branch.published.clone());
+    branch.gone.store(true, Ordering::Release);
+    part.branches.lock().remove(&branch.name);
+    Ok(true)
+}
+
 impl PartitionHandle {
-    fn update_policy(
-        &self,
-        name: &str,
-        change: impl FnOnce(&Partition, &mut Head, u64) -> bough_io::IoResult<BranchPolicy>
-        + Send
-        + 'static,
-    ) -> Result<BranchPolicy> {
+    fn update_policy(&self, name: &str, change: PolicyChange) -> Result<BranchPolicy> {
         let branch = self.branch(name)?;
-        let entry = self.entry()?;
-        let out: Arc<Mutex<Option<BranchPolicy>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        branch.run(Box::new(move |head, now| {
-            *slot.lock() = Some(change(&entry.part, head, now)?);
-            Ok(())
-        }))?;
-        let policy = out.lock().take();
-        policy.ok_or_else(|| Error::new(ErrorKind::Io, "no policy reported").at(branch.label()))
+        let part = self.entry()?;
+        branch.call(|reply| BranchOp::SetPolicy {
+            part,
+            change,
+            reply,
+        })
     }
 
     /// Protects branch `name` (`main` too): until [`unprotect`](Self::unprotect), deleting
     /// it, resetting it, restoring it from an archive and merging into it other than by a
     /// fast-forward are refused with `InvalidArgument`. Durable when it returns.
     pub fn protect(&self, name: &str) -> Result<BranchPolicy> {
-        self.update_policy(name, |part, head, now| part.set_protected(head, true, now))
+        self.update_policy(name, PolicyChange::Protected(true))
     }
 
     /// Lifts [`protect`](Self::protect).
     pub fn unprotect(&self, name: &str) -> Result<BranchPolicy> {
-        self.update_policy(name, |part, head, now| part.set_protected(head, false, now))
+        self.update_policy(name, PolicyChange::Protected(false))
     }
 
     /// Sets when branch `name` expires (ms since the epoch on the store clock; `None`: never),
@@ -54,15 +115,18 @@ impl PartitionHandle {
         expires_at_ms: Option<u64>,
         force: bool,
     ) -> Result<BranchPolicy> {
-        self.update_policy(name, move |part, head, now| {
-            part.set_expiry(head, expires_at_ms, force, now)
-        })
+        self.update_policy(
+            name,
+            PolicyChange::Expiry {
+                at: expires_at_ms,
+                force,
+            },
+        )
     }
 
     /// [`set_expiry`](Self::set_expiry) at `ttl_ms` after now on the store clock.
     pub fn set_expiry_in(&self, name: &str, ttl_ms: u64, force: bool) -> Result<BranchPolicy> {
-        let at = self.store.inner.clock.now_ms().saturating_add(ttl_ms);
-        self.set_expiry(name, Some(at), force)
+        self.update_policy(name, PolicyChange::ExpiryIn { ttl_ms, force })
     }
 
     /// [`create_branch`](Self::create_branch) with an expiry `ttl_ms` after now (store
@@ -71,31 +135,15 @@ impl PartitionHandle {
         let label = format!("{}@{name}", self.dir);
         let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
         let parent = self.branch(from)?;
-        let entry = self.entry()?;
-        let store = self.store.clone();
-        let dir = self.dir.clone();
-        let created: Arc<Mutex<Option<Arc<BranchEntry>>>> = Arc::new(Mutex::new(None));
-        let out = created.clone();
-        parent
-            .run(Box::new(move |head, now| {
-                let _catalog = entry.catalog_change();
-                let policy = BranchPolicy {
-                    protected: false,
-                    expires_at_ms: Some(now.saturating_add(ttl_ms)),
-                };
-                let new_head = entry
-                    .part
-                    .create_branch_with_policy(head, &bname, policy, now)
-                    .map_err(|e| Error::from(e).at(format!("{dir}@{bname}")))?;
-                let b = store.register(new_head, &dir);
-                entry.branches.lock().insert(bname, b.clone());
-                *out.lock() = Some(b);
-                Ok(())
-            }))
+        let part = self.entry()?;
+        let entry = parent
+            .call(|reply| BranchOp::CreateExpiring {
+                part,
+                name: bname,
+                ttl_ms,
+                reply,
+            })
             .map_err(|e| e.at(&label))?;
-        let entry = created.lock().take().ok_or_else(|| {
-            Error::new(ErrorKind::Io, "branch creation reported no branch").at(&label)
-        })?;
         self.store.evict_idle_branches();
         Ok(Branch {
             store: self.store.clone(),

@@ -18,6 +18,18 @@ pub(super) enum Named {
     Tag(BranchName),
 }
 
+/// The writer's side of [`PartitionHandle::create_tag`], in the branch's queue: under the
+/// catalog lock GC cannot run between the branch's checkpoint and the tag's creation.
+pub(super) fn create_tag(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    name: &BranchName,
+) -> Result<TagInfo> {
+    let _catalog = part.catalog_change();
+    Ok(part.part.create_tag(head, name, now)?)
+}
+
 impl PartitionHandle {
     /// Resolves `name` to a live branch or, failing that, a tag (`NotFound` if neither).
     pub(super) fn resolve_state(&self, name: &str) -> Result<Named> {
@@ -50,18 +62,14 @@ impl PartitionHandle {
         let label = format!("{}: tag {name}", self.dir);
         let tag = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
         let branch = self.branch(from)?;
-        let entry = self.entry()?;
-        let out: Arc<Mutex<Option<TagInfo>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
+        let part = self.entry()?;
         branch
-            .run(Box::new(move |head, now| {
-                let _catalog = entry.catalog_change();
-                *slot.lock() = Some(entry.part.create_tag(head, &tag, now)?);
-                Ok(())
-            }))
-            .map_err(|e| e.at(&label))?;
-        let info = out.lock().take();
-        info.ok_or_else(|| Error::new(ErrorKind::Io, "tag creation reported no tag").at(&label))
+            .call(|reply| BranchOp::CreateTag {
+                part,
+                name: tag,
+                reply,
+            })
+            .map_err(|e| e.at(&label))
     }
 
     /// Deletes tag `name` (only this deletes a tag). Its data stays until GC finds nothing
