@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arbitrary::{Arbitrary, Unstructured};
 use bough_io::layout::FRAME_HEADER_LEN;
-use bough_io::{FileSalt, IoError, IoResult, open_page, seal_page};
+use bough_io::{FileSalt, ErrorKind, open_page, seal_page};
 use bough_manifest::PageAddr;
+use bough_tree::error::{TreeError, TreeResult};
 use bough_tree::mapping::{MappingTable, NodeSource, walk_radix};
 use bough_tree::page::kind;
 use bough_tree::page::mapping::MappingNode;
@@ -64,21 +65,21 @@ struct Pages {
 }
 
 impl NodeSource for Pages {
-    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+    fn mapping_node(&self, addr: PageAddr) -> TreeResult<Arc<MappingNode>> {
         let (file, offset) = self.locate(addr);
         let frame = self
             .frames
             .get(&addr.to_u64())
-            .ok_or_else(|| IoError::corruption(file.clone(), offset, "no such page"))?;
+            .ok_or_else(|| TreeError::corruption(file.clone(), offset, "no such page"))?;
         // Only pages that exist count: the bound is "each of the n pages read at most once".
         self.reads.fetch_add(1, Ordering::Relaxed);
         let (t, payload) = open_page(frame, self.salt, addr.page_index(), &file, offset)?;
         if t != kind::MAPPING {
-            return Err(IoError::corruption(file, offset, "not a mapping page"));
+            return Err(TreeError::corruption(file, offset, "not a mapping page"));
         }
         MappingNode::decode(payload, self.fanout)
             .map(Arc::new)
-            .map_err(|e| IoError::corruption(file, offset, e.0))
+            .map_err(|e| TreeError::corruption(file, offset, e.0))
     }
 
     fn locate(&self, addr: PageAddr) -> (String, u64) {
@@ -132,10 +133,10 @@ fn build(input: &Input) -> Option<(Pages, PageAddr)> {
     Some((pages, addr_of(usize::from(input.root) % n)))
 }
 
-fn must_be_corruption(what: &str, r: IoResult<()>) {
+fn must_be_corruption(what: &str, r: TreeResult<()>) {
     if let Err(e) = r {
         assert!(
-            matches!(e, IoError::Corruption { .. }),
+            e.kind() == ErrorKind::Corruption,
             "{what} failed with a non-corruption error: {e}"
         );
     }

@@ -2,22 +2,28 @@
 //! restoring a branch from one.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 
 impl Partition {
     pub(crate) fn read_archive_state(
         &self,
         a: &ArchiveName,
-    ) -> IoResult<bough_manifest::ManifestState> {
+    ) -> CatalogResult<bough_manifest::ManifestState> {
         let path = self.files.path_of(&a.to_string());
         let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
         replay(&bytes)
             .map(|r| r.state)
-            .map_err(|e| IoError::corruption(path, e.offset, e.to_string()))
+            .map_err(|e| CatalogError::record(path, e))
     }
 
     /// Writes the head's current state as `manifest_<branch>_<term>_<ts>` (never overwriting
     /// an existing archive).
-    pub fn archive(&self, head: &mut Head, ts: Timestamp, now_ms: u64) -> IoResult<ArchiveName> {
+    pub fn archive(
+        &self,
+        head: &mut Head,
+        ts: Timestamp,
+        now_ms: u64,
+    ) -> CatalogResult<ArchiveName> {
         let mut fork = head.fork_point(now_ms)?;
         // Nothing merges from an archive (a restore or a point-in-time branch starts with
         // bases of its own), and GC keeps every state an archive's bases reference: they
@@ -26,7 +32,7 @@ impl Partition {
         // Protection and expiry are decisions about the branch, not about its archives.
         bough_manifest::ext::remove(&mut fork.snapshot.extensions, bough_manifest::POLICY);
         let name = ArchiveName::new(head.branch().clone(), head.term(), ts);
-        let bytes = encode_snapshot(&fork.snapshot).map_err(|e| IoError::InvalidArgument {
+        let bytes = encode_snapshot(&fork.snapshot).map_err(|e| CatalogError::InvalidArgument {
             what: format!("cannot encode archive {name}: {e}"),
         })?;
         self.storage()
@@ -35,7 +41,7 @@ impl Partition {
     }
 
     /// Archives of a branch, oldest first.
-    pub fn archives(&self, branch: &BranchName) -> IoResult<Vec<ArchiveName>> {
+    pub fn archives(&self, branch: &BranchName) -> CatalogResult<Vec<ArchiveName>> {
         let mut out: Vec<ArchiveName> = self
             .storage()
             .list(self.files.dir())?
@@ -51,7 +57,11 @@ impl Partition {
 
     /// Deletes a branch's oldest archives beyond `keep`, durably (the directory is synced);
     /// returns the deleted names.
-    pub fn prune_archives(&self, branch: &BranchName, keep: usize) -> IoResult<Vec<ArchiveName>> {
+    pub fn prune_archives(
+        &self,
+        branch: &BranchName,
+        keep: usize,
+    ) -> CatalogResult<Vec<ArchiveName>> {
         let all = self.archives(branch)?;
         let excess = all.len().saturating_sub(keep);
         let doomed: Vec<ArchiveName> = all.into_iter().take(excess).collect();
@@ -67,13 +77,12 @@ impl Partition {
     }
 
     /// The snapshot an archive recorded.
-    pub fn read_archive(&self, archive: &ArchiveName) -> IoResult<Snapshot> {
+    pub fn read_archive(&self, archive: &ArchiveName) -> CatalogResult<Snapshot> {
         let path = self.files.path_of(&archive.to_string());
         let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
-        let r = replay(&bytes)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+        let r = replay(&bytes).map_err(|e| CatalogError::record(path.clone(), e))?;
         if r.records != 1 {
-            return Err(IoError::corruption(
+            return Err(CatalogError::corruption(
                 path,
                 0,
                 "an archive holds exactly one snapshot record",
@@ -88,7 +97,7 @@ impl Partition {
         archive: &ArchiveName,
         name: &BranchName,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
         let snapshot = self.read_archive(archive)?;
         let origin = BranchOrigin {
@@ -108,10 +117,10 @@ impl Partition {
         archive: &ArchiveName,
         backup: &BranchName,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let name = head.branch().clone();
         if archive.branch != name {
-            return Err(IoError::InvalidArgument {
+            return Err(CatalogError::InvalidArgument {
                 what: format!(
                     "archive {archive} belongs to branch {}, not {name}",
                     archive.branch

@@ -2,6 +2,7 @@
 //! expiry, tags and space.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 
 /// What `describe` tells about a branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,22 +46,22 @@ pub struct BranchSpace {
 
 impl Partition {
     /// Parent, term, creation time and archives of a live branch.
-    pub fn describe(&self, name: &BranchName) -> IoResult<BranchInfo> {
+    pub fn describe(&self, name: &BranchName) -> CatalogResult<BranchInfo> {
         let term = self.live_term(name)?;
         let path = self
             .files
             .path_of(&ManifestName::new(name.clone(), term).to_string());
         let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
         let state = replay(&bytes)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?
+            .map_err(|e| CatalogError::record(path.clone(), e))?
             .state;
         let origin = BranchOrigin::from_extensions(&state.extensions).map_err(|r| {
-            IoError::corruption(path.clone(), 0, format!("origin extension: {r:?}"))
+            CatalogError::corruption(path.clone(), 0, format!("origin extension: {r:?}"))
         })?;
         let staging = bough_manifest::staging_purpose(&state.extensions)
-            .map_err(|r| IoError::corruption(path.clone(), 0, r))?;
+            .map_err(|r| CatalogError::corruption(path.clone(), 0, r))?;
         let policy = bough_manifest::BranchPolicy::from_extensions(&state.extensions)
-            .map_err(|r| IoError::corruption(path, 0, format!("policy extension: {r:?}")))?;
+            .map_err(|r| CatalogError::corruption(path, 0, format!("policy extension: {r:?}")))?;
         Ok(BranchInfo {
             name: name.clone(),
             term,

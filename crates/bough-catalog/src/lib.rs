@@ -11,11 +11,12 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+use crate::error::{CatalogError, CatalogResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bough_io::{ErrorKind, IoError, IoResult, Storage};
+use bough_io::{ErrorKind, Storage};
 use bough_manifest::{BranchOrigin, CurrentTerm, Snapshot, encode_snapshot, replay};
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, FileKind, ManifestName, PartitionDir, TagFileName,
@@ -28,6 +29,7 @@ use parking_lot::Mutex;
 
 mod archives;
 mod describe;
+pub mod error;
 mod lifecycle;
 mod merge;
 mod policy;
@@ -46,10 +48,10 @@ pub use tags::TagInfo;
 use terms::TermCache;
 
 /// The incarnation a replayed manifest records (0 if none); `what` names it in errors.
-fn state_incarnation(st: &bough_manifest::ManifestState, what: &str) -> IoResult<u64> {
+fn state_incarnation(st: &bough_manifest::ManifestState, what: &str) -> CatalogResult<u64> {
     bough_manifest::incarnation(&st.extensions)
         .map(|i| i.unwrap_or(0))
-        .map_err(|e| IoError::corruption(what, 0, format!("incarnation extension: {e}")))
+        .map_err(|e| CatalogError::corruption(what, 0, format!("incarnation extension: {e}")))
 }
 
 /// The origin a restored state keeps: the archive's, or a root branch's made now when the
@@ -140,12 +142,12 @@ impl Partition {
         cache: Arc<PageCache>,
         cache_data_pages: bool,
         create: bool,
-    ) -> IoResult<Partition> {
+    ) -> CatalogResult<Partition> {
         let path = dir.to_string();
         let exists = storage.list_dirs()?.contains(&path);
         if !exists {
             if !create {
-                return Err(IoError::NotFound { path });
+                return Err(CatalogError::NotFound { path });
             }
             storage.create_dir(&path)?;
         }
@@ -259,7 +261,7 @@ impl Partition {
     /// create is taken over first ([`open_new_term`](Self::open_new_term)): the term is read
     /// from storage again, and a takeover that raced a commit of the previous owner
     /// (`Busy`) starts over, a few times.
-    pub fn open_head(&self, branch: &BranchName) -> IoResult<Head> {
+    pub fn open_head(&self, branch: &BranchName) -> CatalogResult<Head> {
         if self.read_only {
             return self.open_head_read_only(branch);
         }
@@ -269,7 +271,7 @@ impl Partition {
                 let term = match self.refresh_current_term(branch)? {
                     Some(ct) if !ct.deleted => ct.term,
                     _ => {
-                        return Err(IoError::NotFound {
+                        return Err(CatalogError::NotFound {
                             path: format!("{}@{}", self.dir, branch),
                         });
                     }
@@ -308,12 +310,12 @@ impl Partition {
         &self,
         branch: &BranchName,
         term: Term,
-        e: IoError,
-    ) -> IoError {
+        e: bough_tree::error::TreeError,
+    ) -> CatalogError {
         if e.kind() != ErrorKind::NotFound {
-            return e;
+            return e.into();
         }
-        IoError::corruption(
+        CatalogError::corruption(
             self.files
                 .path_of(&CurrentTermName::new(branch.clone()).to_string()),
             0,
@@ -343,17 +345,17 @@ impl Partition {
     }
 
     /// The current term of a live branch; `NotFound` for a missing or deleted branch.
-    pub fn live_term(&self, branch: &BranchName) -> IoResult<Term> {
+    pub fn live_term(&self, branch: &BranchName) -> CatalogResult<Term> {
         match self.current_term(branch)? {
             Some(ct) if !ct.deleted => Ok(ct.term),
-            _ => Err(IoError::NotFound {
+            _ => Err(CatalogError::NotFound {
                 path: format!("{}@{}", self.dir, branch),
             }),
         }
     }
 
     /// Names of the live branches.
-    pub fn branches(&self) -> IoResult<Vec<BranchName>> {
+    pub fn branches(&self) -> CatalogResult<Vec<BranchName>> {
         if !self.terms.lock().complete {
             for name in self.storage().list(self.files.dir())? {
                 if let FileKind::CurrentTerm(ct) = classify(&name) {

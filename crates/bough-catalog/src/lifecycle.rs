@@ -2,9 +2,10 @@
 //! new term.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 
 impl Partition {
-    pub(crate) fn check_new_name(&self, name: &BranchName) -> IoResult<Term> {
+    pub(crate) fn check_new_name(&self, name: &BranchName) -> CatalogResult<Term> {
         // Branches and tags share one name space: the same name, or one differing only by
         // case, is refused whichever holds it.
         self.check_name_free(name)?;
@@ -22,7 +23,7 @@ impl Partition {
         parent: &mut Head,
         name: &BranchName,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
         let fork = parent.fork_point(now_ms)?;
         let origin = BranchOrigin {
@@ -41,7 +42,7 @@ impl Partition {
         name: &BranchName,
         policy: bough_manifest::BranchPolicy,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
         let fork = parent.fork_point(now_ms)?;
         let origin = BranchOrigin {
@@ -62,7 +63,7 @@ impl Partition {
         origin: BranchOrigin,
         staging: Option<&str>,
         policy: Option<bough_manifest::BranchPolicy>,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let mut exts = Vec::new();
         origin.store(&mut exts);
         if let Some(p) = policy {
@@ -91,7 +92,7 @@ impl Partition {
                 state,
             }];
             let bytes = bough_manifest::encode_merge_bases(&bases).map_err(|e| {
-                IoError::InvalidArgument {
+                CatalogError::InvalidArgument {
                     what: format!("cannot encode the merge base of {name}: {e}"),
                 }
             })?;
@@ -122,7 +123,7 @@ impl Partition {
     /// protected branch cannot be deleted (a branch whose manifest is damaged cannot be
     /// shown protected and can be deleted: that is how it is got rid of). The caller must
     /// have stopped the branch's writer.
-    pub fn delete_branch(&self, name: &BranchName) -> IoResult<()> {
+    pub fn delete_branch(&self, name: &BranchName) -> CatalogResult<()> {
         match self.branch_policy(name) {
             Ok(p) => Self::refuse_if_protected(p, name, "deleting it")?,
             // A missing branch is reported by the deletion itself; a damaged or missing
@@ -139,9 +140,9 @@ impl Partition {
     }
 
     /// [`delete_branch`](Self::delete_branch) without the protection check.
-    pub(crate) fn delete_branch_unchecked(&self, name: &BranchName) -> IoResult<()> {
+    pub(crate) fn delete_branch_unchecked(&self, name: &BranchName) -> CatalogResult<()> {
         if name.is_main() {
-            return Err(IoError::InvalidArgument {
+            return Err(CatalogError::InvalidArgument {
                 what: "the main branch cannot be deleted".into(),
             });
         }
@@ -163,12 +164,12 @@ impl Partition {
         for (_, _, n) in doomed {
             self.storage().delete(&self.files.path_of(&n))?;
         }
-        self.storage().sync_dir(self.files.dir())
+        Ok(self.storage().sync_dir(self.files.dir())?)
     }
 
     /// Opens `name` at the next term (a new owner takes over): a new manifest inheriting the
     /// old one's state, then `CURRENT_TERM`; the old term's head is fenced from then on.
-    pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> IoResult<Head> {
+    pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> CatalogResult<Head> {
         let name = old.branch().clone();
         let new_term = old.term() + 1;
         let mut fork = old.fork_point(now_ms)?;

@@ -34,7 +34,7 @@
 //! whose term is below it was recorded with an earlier branch of the same name: merges
 //! ignore it and [`Partition::prune_merge_bases`] drops it.
 
-use bough_io::{IoError, IoResult};
+use crate::error::{CatalogError, CatalogResult};
 use bough_manifest::{MERGE_BASES, MergeBase, Snapshot, encode_merge_bases, merge_bases};
 use bough_names::{BranchName, FileId};
 use bough_tree::btree::{Mutation, Op};
@@ -143,10 +143,10 @@ fn same(
     a: Option<&Entry>,
     theirs: &TreeSnapshot,
     b: Option<&Entry>,
-) -> IoResult<bool> {
+) -> CatalogResult<bool> {
     match (a, b) {
         (None, None) => Ok(true),
-        (Some(x), Some(y)) => same_entry(ours, x, theirs, y),
+        (Some(x), Some(y)) => Ok(same_entry(ours, x, theirs, y)?),
         _ => Ok(false),
     }
 }
@@ -163,15 +163,15 @@ fn newest_is_theirs(ours: Option<&Entry>, theirs: Option<&Entry>) -> bool {
     }
 }
 
-fn encode_bases(bases: &[MergeBase]) -> IoResult<Vec<u8>> {
-    encode_merge_bases(bases).map_err(|e| IoError::InvalidArgument {
+fn encode_bases(bases: &[MergeBase]) -> CatalogResult<Vec<u8>> {
+    encode_merge_bases(bases).map_err(|e| CatalogError::InvalidArgument {
         what: format!("cannot encode merge bases: {e}"),
     })
 }
 
 impl Partition {
     /// The first term of the live incarnation of `branch` (`None`: not live).
-    fn incarnation(&self, branch: &BranchName) -> IoResult<Option<bough_names::Term>> {
+    fn incarnation(&self, branch: &BranchName) -> CatalogResult<Option<bough_names::Term>> {
         Ok(self
             .current_term(branch)?
             .filter(|ct| !ct.deleted)
@@ -195,8 +195,9 @@ impl Partition {
     /// created again. Such a base can never be used, but GC must keep every page it
     /// references while a manifest records it. Commits (one metadata record) only when
     /// something is dropped; returns how many were. Run it in the head's write queue.
-    pub fn prune_merge_bases(&self, head: &mut Head, now_ms: u64) -> IoResult<usize> {
-        let bad = |r| IoError::corruption(head.manifest_path(), 0, format!("merge bases: {r:?}"));
+    pub fn prune_merge_bases(&self, head: &mut Head, now_ms: u64) -> CatalogResult<usize> {
+        let bad =
+            |r| CatalogError::corruption(head.manifest_path(), 0, format!("merge bases: {r:?}"));
         let bases = merge_bases(head.extensions()).map_err(bad)?;
         let before = bases.len();
         let kept: Vec<MergeBase> = bases
@@ -218,11 +219,16 @@ impl Partition {
         target: &Head,
         source: &BranchName,
         source_exts: &[(u64, Vec<u8>)],
-    ) -> IoResult<Option<MergeBase>> {
-        let bad = |r| IoError::corruption(self.files().dir(), 0, format!("merge bases: {r:?}"));
+    ) -> CatalogResult<Option<MergeBase>> {
+        // The extensions are the replayed state's: the manifest is named, not a record.
+        let bad = |file: String| {
+            move |r| CatalogError::corruption(file, 0, format!("merge bases: {r:?}"))
+        };
         let mut best: Option<MergeBase> = None;
-        let from_target = merge_bases(target.extensions()).map_err(bad)?;
-        let from_source = merge_bases(source_exts).map_err(bad)?;
+        let from_target =
+            merge_bases(target.extensions()).map_err(bad(target.manifest_path().to_string()))?;
+        let from_source =
+            merge_bases(source_exts).map_err(bad(format!("{}@{source}", self.files().dir())))?;
         // A base is a state of the branch it names; one older than that branch's current
         // incarnation belongs to a deleted branch of the same name.
         let source_since = self.incarnation(source)?.unwrap_or(u64::MAX);
@@ -252,8 +258,9 @@ impl Partition {
         source: &BranchName,
         state: &Snapshot,
         now_ms: u64,
-    ) -> IoResult<()> {
-        let bad = |r| IoError::corruption(self.files().dir(), 0, format!("merge bases: {r:?}"));
+    ) -> CatalogResult<()> {
+        let bad =
+            |r| CatalogError::corruption(target.manifest_path(), 0, format!("merge bases: {r:?}"));
         let mut bases = merge_bases(target.extensions()).map_err(bad)?;
         bases.retain(|b| &b.branch != source);
         let mut state = state.clone();
@@ -278,10 +285,10 @@ impl Partition {
         source: &Snapshot,
         opts: MergeOptions,
         now_ms: u64,
-    ) -> IoResult<MergeReport> {
+    ) -> CatalogResult<MergeReport> {
         let base = self
             .merge_base(target, source_name, &source.extensions)?
-            .ok_or_else(|| IoError::InvalidArgument {
+            .ok_or_else(|| CatalogError::InvalidArgument {
                 what: no_merge_base(
                     target.branch(),
                     target.extensions(),
@@ -378,8 +385,9 @@ impl Partition {
                             }
                             // `visible_at` leaves live entries only.
                             ValueLoc::Tombstone => {
-                                return Err(IoError::corruption(
-                                    "<merge>",
+                                // Unreachable (a bug, not bytes): named by the branch.
+                                return Err(CatalogError::corruption(
+                                    format!("{}@{source_name}", self.files().dir()),
                                     0,
                                     "a tombstone reached a merge as a value",
                                 ));
@@ -410,16 +418,16 @@ impl Partition {
         source_name: &BranchName,
         source: &Snapshot,
         now_ms: u64,
-    ) -> IoResult<()> {
+    ) -> CatalogResult<()> {
         Self::refuse_if_head_protected(target, "resetting it")?;
         self.record_base(target, source_name, source, now_ms)?;
-        target.adopt(source, now_ms)
+        Ok(target.adopt(source, now_ms)?)
     }
 
     /// Copies into `head`'s own files every page it still borrows from files other branches
     /// (or older terms) wrote, and forgets its merge bases, so those branches can be deleted
     /// and their files collected.
-    pub fn rehome(&self, head: &mut Head, now_ms: u64) -> IoResult<RehomeReport> {
+    pub fn rehome(&self, head: &mut Head, now_ms: u64) -> CatalogResult<RehomeReport> {
         let snap = head.snapshot();
         let live = head.live_pages_per_file()?;
         let victims: Vec<FileId> = live

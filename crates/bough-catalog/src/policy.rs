@@ -15,22 +15,23 @@
 //! so the maintenance tick finds the due ones without reading manifests.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 use bough_manifest::{BranchPolicy, POLICY};
 
 impl Partition {
     /// The policy `head`'s manifest records.
-    pub fn policy(head: &Head) -> IoResult<BranchPolicy> {
+    pub fn policy(head: &Head) -> CatalogResult<BranchPolicy> {
         BranchPolicy::from_extensions(head.extensions()).map_err(|r| {
-            IoError::corruption(head.manifest_path(), 0, format!("policy extension: {r:?}"))
+            CatalogError::corruption(head.manifest_path(), 0, format!("policy extension: {r:?}"))
         })
     }
 
     /// The policy a live branch's manifest records (read from storage).
-    pub fn branch_policy(&self, name: &BranchName) -> IoResult<BranchPolicy> {
+    pub fn branch_policy(&self, name: &BranchName) -> CatalogResult<BranchPolicy> {
         let term = self.live_term(name)?;
         let state = self.manifest_state(name, term)?;
         BranchPolicy::from_extensions(&state.extensions).map_err(|r| {
-            IoError::corruption(
+            CatalogError::corruption(
                 self.files
                     .path_of(&ManifestName::new(name.clone(), term).to_string()),
                 0,
@@ -44,9 +45,9 @@ impl Partition {
         policy: BranchPolicy,
         branch: &BranchName,
         what: &str,
-    ) -> IoResult<()> {
+    ) -> CatalogResult<()> {
         if policy.protected {
-            return Err(IoError::InvalidArgument {
+            return Err(CatalogError::InvalidArgument {
                 what: format!(
                     "branch {branch} is protected: {what} is refused until it is unprotected \
                      (`bough branch unprotect {branch}`)"
@@ -57,11 +58,11 @@ impl Partition {
     }
 
     /// [`refuse_if_protected`](Self::refuse_if_protected) for a head.
-    pub(crate) fn refuse_if_head_protected(head: &Head, what: &str) -> IoResult<()> {
+    pub(crate) fn refuse_if_head_protected(head: &Head, what: &str) -> CatalogResult<()> {
         Self::refuse_if_protected(Self::policy(head)?, head.branch(), what)
     }
 
-    fn set_policy(&self, head: &mut Head, policy: BranchPolicy, now_ms: u64) -> IoResult<()> {
+    fn set_policy(&self, head: &mut Head, policy: BranchPolicy, now_ms: u64) -> CatalogResult<()> {
         head.stage_extension(POLICY, policy.encode());
         head.checkpoint(now_ms)?;
         self.note_expiry(head.branch(), policy.expires_at_ms);
@@ -75,7 +76,7 @@ impl Partition {
         head: &mut Head,
         protected: bool,
         now_ms: u64,
-    ) -> IoResult<BranchPolicy> {
+    ) -> CatalogResult<BranchPolicy> {
         let mut policy = Self::policy(head)?;
         if policy.protected == protected {
             return Ok(policy);
@@ -94,18 +95,18 @@ impl Partition {
         expires_at_ms: Option<u64>,
         force: bool,
         now_ms: u64,
-    ) -> IoResult<BranchPolicy> {
+    ) -> CatalogResult<BranchPolicy> {
         let mut policy = Self::policy(head)?;
         let branch = head.branch().clone();
         if expires_at_ms.is_some() {
             if branch.is_main() {
-                return Err(IoError::InvalidArgument {
+                return Err(CatalogError::InvalidArgument {
                     what: "the main branch cannot be deleted, so it cannot expire".into(),
                 });
             }
             if !force {
                 if policy.protected {
-                    return Err(IoError::InvalidArgument {
+                    return Err(CatalogError::InvalidArgument {
                         what: format!(
                             "branch {branch} is protected: it gets an expiry only when asked \
                              explicitly (--force), and is then deleted when it expires"
@@ -115,7 +116,7 @@ impl Partition {
                 let tags = self.tags_of(&branch)?;
                 if !tags.is_empty() {
                     let names: Vec<String> = tags.iter().map(ToString::to_string).collect();
-                    return Err(IoError::InvalidArgument {
+                    return Err(CatalogError::InvalidArgument {
                         what: format!(
                             "branch {branch} has tags ({}): it gets an expiry only when asked \
                              explicitly (--force); the tags stay when it expires",
@@ -150,7 +151,7 @@ impl Partition {
     /// The live branches whose expiry is at or before `now_ms`. The first call reads every
     /// live branch's manifest once; later calls look at what the catalog remembers. A
     /// branch whose manifest cannot be read is left out (it is reported where it is used).
-    pub fn due_expiries(&self, now_ms: u64) -> IoResult<Vec<BranchName>> {
+    pub fn due_expiries(&self, now_ms: u64) -> CatalogResult<Vec<BranchName>> {
         if self.expiries.lock().is_none() {
             let mut map = std::collections::BTreeMap::new();
             for b in self.branches()? {
@@ -184,7 +185,7 @@ impl Partition {
     /// but without the protection check (an expiry on a protected branch was asked for
     /// explicitly). Its manifest is read again first: an expiry extended since the caller
     /// looked keeps the branch (`Ok(false)`).
-    pub fn delete_expired_branch(&self, name: &BranchName, now_ms: u64) -> IoResult<bool> {
+    pub fn delete_expired_branch(&self, name: &BranchName, now_ms: u64) -> CatalogResult<bool> {
         match self.branch_policy(name)?.expires_at_ms {
             Some(at) if at <= now_ms => {}
             other => {

@@ -9,10 +9,11 @@
 //! state read). Once open, every data file of the state is held open, so the writer's GC
 //! cannot take it away.
 
+use crate::error::{CatalogError, CatalogResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult, Storage};
+use bough_io::Storage;
 use bough_names::{BranchName, ManifestName, PartitionDir, Term};
 use bough_tree::cache::PageCache;
 use bough_tree::files::FileTable;
@@ -34,10 +35,10 @@ impl Partition {
         cfg: HeadConfig,
         cache: Arc<PageCache>,
         cache_data_pages: bool,
-    ) -> IoResult<Partition> {
+    ) -> CatalogResult<Partition> {
         let path = dir.to_string();
         if !storage.list_dirs()?.contains(&path) {
-            return Err(IoError::NotFound { path });
+            return Err(CatalogError::NotFound { path });
         }
         // Handles are never closed while idle: an open handle is what keeps a file the
         // writer collects readable for the snapshots that reference it.
@@ -69,10 +70,10 @@ impl Partition {
     /// The term a reader opens `branch` at: its `CURRENT_TERM`, or — where recovery would
     /// move it (an interrupted creation or term change left a newer manifest) — the newest
     /// manifest's. Read from storage every time: the writer moves it.
-    fn read_only_term(&self, branch: &BranchName) -> IoResult<Term> {
+    fn read_only_term(&self, branch: &BranchName) -> CatalogResult<Term> {
         let current = self.refresh_current_term(branch)?;
         let newest = self.latest_manifest_term(branch)?;
-        let not_found = || IoError::NotFound {
+        let not_found = || CatalogError::NotFound {
             path: format!("{}@{}", self.dir, branch),
         };
         match (current, newest) {
@@ -86,7 +87,7 @@ impl Partition {
 
     /// A head of `branch` that reads only, at the newest durable state storage holds, with
     /// every data file of that state held open (see the module comment).
-    pub(crate) fn open_head_read_only(&self, branch: &BranchName) -> IoResult<Head> {
+    pub(crate) fn open_head_read_only(&self, branch: &BranchName) -> CatalogResult<Head> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -107,7 +108,7 @@ impl Partition {
             let moved = self.read_only_term(branch).ok() != Some(term)
                 || self.storage().file_len(&path).ok() != before;
             if !moved || attempt >= OPEN_ATTEMPTS {
-                return Err(err);
+                return Err(err.into());
             }
             tracing::debug!(branch = %branch, error = %err, "the writer moved the branch on; reading it again");
         }

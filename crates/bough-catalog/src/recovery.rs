@@ -2,6 +2,7 @@
 //! superseded manifests may go.
 
 use super::*;
+use crate::error::CatalogResult;
 
 /// What recovery established about a branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +28,7 @@ impl Partition {
     /// manifests and archives only when they belong to the incarnation the tombstone names.
     /// A branch whose state cannot be established (its record damaged, its newest manifest
     /// unreadable) is left exactly as it is.
-    pub(crate) fn recover(&self) -> IoResult<()> {
+    pub(crate) fn recover(&self) -> CatalogResult<()> {
         let names = self.storage().list(self.files.dir())?;
         let mut manifests: HashMap<BranchName, Vec<Term>> = HashMap::new();
         let mut archived: HashMap<BranchName, Vec<ArchiveName>> = HashMap::new();
@@ -107,7 +108,7 @@ impl Partition {
         branch: &BranchName,
         current: Option<CurrentTerm>,
         terms: &[Term],
-    ) -> IoResult<Settled> {
+    ) -> CatalogResult<Settled> {
         let Some(&newest) = terms.last() else {
             return Ok(Settled::Unknown);
         };
@@ -189,7 +190,7 @@ impl Partition {
         recorded: Term,
         state: bough_manifest::ManifestState,
         incarnation: u64,
-    ) -> IoResult<Settled> {
+    ) -> CatalogResult<Settled> {
         let term = self.fresh_term(branch)?.max(recorded.saturating_add(1));
         let snapshot = state.to_snapshot();
         let exts = snapshot.extensions.clone();

@@ -1,9 +1,10 @@
 //! Bringing back a branch whose manifest is damaged (no head can open it) from one of its
 //! archives, and reading what is left of the damaged manifest to tell what that loses.
 
+use crate::error::{CatalogError, CatalogResult};
 use std::sync::atomic::Ordering;
 
-use bough_io::{ErrorKind, IoError, IoResult};
+use bough_io::ErrorKind;
 use bough_manifest::{BLOCK_SIZE, Record, Salvaged, Snapshot, decode_record};
 use bough_names::{ArchiveName, BranchName, FileKind, ManifestName, Term, classify};
 use bough_tree::head::{ForkPoint, Head, MAX_MANIFEST_BYTES};
@@ -28,10 +29,10 @@ pub struct Damaged {
 impl Partition {
     /// The current term of `branch` as a repair sees it: its `CURRENT_TERM` if that reads,
     /// the newest manifest's if that is newer or `CURRENT_TERM` is damaged.
-    fn repair_term(&self, branch: &BranchName) -> IoResult<Term> {
+    fn repair_term(&self, branch: &BranchName) -> CatalogResult<Term> {
         let current = match self.current_term(branch) {
             Ok(Some(ct)) if ct.deleted => {
-                return Err(IoError::NotFound {
+                return Err(CatalogError::NotFound {
                     path: format!("{}@{}", self.dir, branch),
                 });
             }
@@ -41,13 +42,13 @@ impl Partition {
         };
         current
             .max(self.latest_manifest_term(branch)?)
-            .ok_or_else(|| IoError::NotFound {
+            .ok_or_else(|| CatalogError::NotFound {
                 path: format!("{}@{}", self.dir, branch),
             })
     }
 
     /// What is left of `branch`'s current manifest, given the error opening it gave.
-    pub fn damaged(&self, branch: &BranchName, error: &str) -> IoResult<Damaged> {
+    pub fn damaged(&self, branch: &BranchName, error: &str) -> CatalogResult<Damaged> {
         let term = self.repair_term(branch)?;
         let manifest = ManifestName::new(branch.clone(), term).to_string();
         let bytes = self
@@ -74,9 +75,9 @@ impl Partition {
         archive: &ArchiveName,
         damaged: &Damaged,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         if archive.branch != *branch {
-            return Err(IoError::InvalidArgument {
+            return Err(CatalogError::InvalidArgument {
                 what: format!(
                     "archive {archive} belongs to branch {}, not {branch}",
                     archive.branch

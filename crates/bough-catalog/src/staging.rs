@@ -8,7 +8,7 @@
 //! behind: on local storage one process writes at a time, so when a writer opens a
 //! partition, every staging branch is an interrupted command's, and it is removed.
 
-use bough_io::IoResult;
+use crate::error::{CatalogError, CatalogResult};
 use bough_manifest::BranchOrigin;
 use bough_names::BranchName;
 use bough_tree::head::Head;
@@ -34,9 +34,9 @@ impl Partition {
         name: &BranchName,
         purpose: &str,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         if !is_staging_name(name.as_str()) {
-            return Err(bough_io::IoError::InvalidArgument {
+            return Err(CatalogError::InvalidArgument {
                 what: format!(
                     "a staging branch's name starts with one of {STAGING_PREFIXES:?}, not {name}"
                 ),
@@ -54,7 +54,7 @@ impl Partition {
 
     /// The live staging branches and what each stages. A branch whose manifest cannot be
     /// read is left out (it is reported when used, and `verify` names it).
-    pub fn staging_branches(&self) -> IoResult<Vec<(BranchName, String)>> {
+    pub fn staging_branches(&self) -> CatalogResult<Vec<(BranchName, String)>> {
         let mut out = Vec::new();
         for b in self.branches()? {
             if !is_staging_name(b.as_str()) {

@@ -20,6 +20,7 @@
 //! may not share a name, nor names that differ only in case.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 
 /// What `tag list` tells about a tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +42,7 @@ impl Partition {
     /// so only it changes them: the directory is listed once and the list kept (every branch
     /// creation asks, and must not list a partition of many branches each time). A reader,
     /// or a writer on shared storage, lists every time.
-    pub fn tags(&self) -> IoResult<Vec<BranchName>> {
+    pub fn tags(&self) -> CatalogResult<Vec<BranchName>> {
         let cache = !self.read_only && self.take_over.is_none();
         if cache && let Some(known) = self.known_tags.lock().as_ref() {
             return Ok(known.iter().cloned().collect());
@@ -74,15 +75,15 @@ impl Partition {
     }
 
     /// The state tag `name` keeps (`NotFound` if there is no such tag).
-    pub fn read_tag(&self, name: &BranchName) -> IoResult<Snapshot> {
+    pub fn read_tag(&self, name: &BranchName) -> CatalogResult<Snapshot> {
         let path = self
             .files
             .path_of(&TagFileName::new(name.clone()).to_string());
         let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
         let r = replay(&bytes)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+            .map_err(|e| CatalogError::corruption(path.clone(), e.offset, e.to_string()))?;
         if r.records != 1 {
-            return Err(IoError::corruption(
+            return Err(CatalogError::corruption(
                 path,
                 0,
                 "a tag holds exactly one snapshot record",
@@ -90,7 +91,7 @@ impl Partition {
         }
         let snap = r.state.to_snapshot();
         if !snap.overlay.is_empty() {
-            return Err(IoError::corruption(
+            return Err(CatalogError::corruption(
                 path,
                 0,
                 "a tag's state is checkpointed: it has no mapping overlay",
@@ -100,13 +101,13 @@ impl Partition {
     }
 
     /// Where tag `name` came from, read from its `ORIGIN` extension.
-    pub fn tag_info(&self, name: &BranchName) -> IoResult<TagInfo> {
+    pub fn tag_info(&self, name: &BranchName) -> CatalogResult<TagInfo> {
         let snap = self.read_tag(name)?;
         let path = self
             .files
             .path_of(&TagFileName::new(name.clone()).to_string());
         let origin = BranchOrigin::from_extensions(&snap.extensions).map_err(|r| {
-            IoError::corruption(path.clone(), 0, format!("origin extension: {r:?}"))
+            CatalogError::corruption(path.clone(), 0, format!("origin extension: {r:?}"))
         })?;
         let Some(BranchOrigin {
             parent: Some((branch, term)),
@@ -114,7 +115,7 @@ impl Partition {
             created_at_ms,
         }) = origin
         else {
-            return Err(IoError::corruption(
+            return Err(CatalogError::corruption(
                 path,
                 0,
                 "a tag's ORIGIN extension names the branch it was taken from",
@@ -132,7 +133,7 @@ impl Partition {
     /// Refuses `name` for a new branch or tag when a live branch or a tag has it, or a name
     /// that differs from it only in case (they would alias on a case-insensitive store):
     /// `AlreadyExists` for the same name, `InvalidArgument` for a case fold.
-    pub(crate) fn check_name_free(&self, name: &BranchName) -> IoResult<()> {
+    pub(crate) fn check_name_free(&self, name: &BranchName) -> CatalogResult<()> {
         let branches = self.branches()?;
         let tags = self.tags()?;
         if let Some(b) = bough_names::alias_of(name, &branches) {
@@ -144,18 +145,18 @@ impl Partition {
         Ok(())
     }
 
-    fn name_taken(&self, name: &BranchName, existing: &BranchName, what: &str) -> IoError {
+    fn name_taken(&self, name: &BranchName, existing: &BranchName, what: &str) -> CatalogError {
         if existing == name {
             if what == "branch" {
-                return IoError::AlreadyExists {
+                return CatalogError::AlreadyExists {
                     path: format!("{}@{name}", self.dir),
                 };
             }
-            return IoError::AlreadyExists {
+            return CatalogError::AlreadyExists {
                 path: format!("{}: tag {name}", self.dir),
             };
         }
-        IoError::InvalidArgument {
+        CatalogError::InvalidArgument {
             what: format!(
                 "name {name} differs from the existing {what} {existing} only by case; \
                  branches and tags share one name space, and the two would alias on a \
@@ -166,7 +167,12 @@ impl Partition {
 
     /// Tags `head`'s current durable state as `name` (run in the branch's write queue, so
     /// the tag holds exactly the commits queued before it). Never replaces a tag.
-    pub fn create_tag(&self, head: &mut Head, name: &BranchName, now_ms: u64) -> IoResult<TagInfo> {
+    pub fn create_tag(
+        &self,
+        head: &mut Head,
+        name: &BranchName,
+        now_ms: u64,
+    ) -> CatalogResult<TagInfo> {
         self.check_name_free(name)?;
         let mut snapshot = head.fork_point(now_ms)?.snapshot;
         let version = head.version();
@@ -180,16 +186,16 @@ impl Partition {
         };
         origin.store(exts);
         let file = TagFileName::new(name.clone());
-        let bytes = encode_snapshot(&snapshot).map_err(|e| IoError::InvalidArgument {
+        let bytes = encode_snapshot(&snapshot).map_err(|e| CatalogError::InvalidArgument {
             what: format!("cannot encode tag {name}: {e}"),
         })?;
         self.storage()
             .create_new(&self.files.path_of(&file.to_string()), &bytes)
             .map_err(|e| match e {
-                IoError::AlreadyExists { .. } => IoError::AlreadyExists {
+                bough_io::IoError::AlreadyExists { .. } => CatalogError::AlreadyExists {
                     path: format!("{}: tag {name}", self.dir),
                 },
-                e => e,
+                e => CatalogError::Io(e),
             })?;
         self.note_tag(name, true);
         Ok(TagInfo {
@@ -202,12 +208,12 @@ impl Partition {
     }
 
     /// Deletes tag `name`, durably (the directory is synced). Its data stays for GC.
-    pub fn delete_tag(&self, name: &BranchName) -> IoResult<()> {
+    pub fn delete_tag(&self, name: &BranchName) -> CatalogResult<()> {
         let path = self
             .files
             .path_of(&TagFileName::new(name.clone()).to_string());
         // Not every backend reports deleting a missing file: ask first.
-        let missing = || IoError::NotFound {
+        let missing = || CatalogError::NotFound {
             path: format!("{}: tag {name}", self.dir),
         };
         if !self.tags()?.contains(name) {
@@ -216,16 +222,16 @@ impl Partition {
         // Forgotten first: if the deletion fails halfway, the next look lists again.
         *self.known_tags.lock() = None;
         self.storage().delete(&path).map_err(|e| match e {
-            IoError::NotFound { .. } => missing(),
-            e => e,
+            bough_io::IoError::NotFound { .. } => missing(),
+            e => CatalogError::Io(e),
         })?;
         self.note_tag(name, false);
-        self.storage().sync_dir(self.files.dir())
+        Ok(self.storage().sync_dir(self.files.dir())?)
     }
 
     /// The tags taken from `branch` (by name; a tag of an earlier branch of the same name
     /// counts too: it was that name's).
-    pub fn tags_of(&self, branch: &BranchName) -> IoResult<Vec<BranchName>> {
+    pub fn tags_of(&self, branch: &BranchName) -> CatalogResult<Vec<BranchName>> {
         let mut out = Vec::new();
         for t in self.tags()? {
             match self.tag_info(&t) {
@@ -246,7 +252,7 @@ impl Partition {
         tag: &BranchName,
         name: &BranchName,
         now_ms: u64,
-    ) -> IoResult<Head> {
+    ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
         let info = self.tag_info(tag)?;
         let mut snapshot = self.read_tag(tag)?;

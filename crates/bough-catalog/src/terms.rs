@@ -2,6 +2,7 @@
 //! choosing the term a new incarnation of a name starts at.
 
 use super::*;
+use crate::error::{CatalogError, CatalogResult};
 
 #[derive(Debug, Default)]
 pub(crate) struct TermCache {
@@ -11,7 +12,7 @@ pub(crate) struct TermCache {
 
 impl Partition {
     /// The branch's `CURRENT_TERM` record, if the file exists.
-    pub fn current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
+    pub fn current_term(&self, branch: &BranchName) -> CatalogResult<Option<CurrentTerm>> {
         {
             let cache = self.terms.lock();
             if let Some(ct) = cache.terms.get(branch) {
@@ -32,7 +33,7 @@ impl Partition {
     pub(crate) fn refresh_current_term(
         &self,
         branch: &BranchName,
-    ) -> IoResult<Option<CurrentTerm>> {
+    ) -> CatalogResult<Option<CurrentTerm>> {
         let ct = self.read_current_term(branch)?;
         let mut cache = self.terms.lock();
         match ct {
@@ -46,16 +47,19 @@ impl Partition {
         Ok(ct)
     }
 
-    pub(crate) fn read_current_term(&self, branch: &BranchName) -> IoResult<Option<CurrentTerm>> {
+    pub(crate) fn read_current_term(
+        &self,
+        branch: &BranchName,
+    ) -> CatalogResult<Option<CurrentTerm>> {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
         match self.storage().read_file(&path, 4096) {
             Ok(bytes) => CurrentTerm::decode(&bytes)
                 .map(Some)
-                .map_err(|e| IoError::corruption(path, e.offset, e.to_string())),
+                .map_err(|e| CatalogError::record(path, e)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -73,7 +77,7 @@ impl Partition {
         branch: &BranchName,
         term: Term,
         deleted: bool,
-    ) -> IoResult<()> {
+    ) -> CatalogResult<()> {
         let incarnation = self
             .current_term(branch)
             .ok()
@@ -91,7 +95,7 @@ impl Partition {
         term: Term,
         deleted: bool,
         incarnation: u64,
-    ) -> IoResult<()> {
+    ) -> CatalogResult<()> {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
@@ -127,7 +131,7 @@ impl Partition {
     /// manifest's or archive's branch file ranges (merge bases included) use for that name —
     /// not only above what `CURRENT_TERM` remembers, which an operator may have lost. The
     /// scan runs once per partition; every term this catalog writes later is added to it.
-    pub fn fresh_term(&self, name: &BranchName) -> IoResult<Term> {
+    pub fn fresh_term(&self, name: &BranchName) -> CatalogResult<Term> {
         let mut used = self.used_terms.lock();
         if used.is_none() {
             *used = Some(self.scan_used_terms()?);
@@ -135,14 +139,16 @@ impl Partition {
         let highest = used.as_ref().and_then(|u| u.get(name).copied());
         let recorded = self.current_term(name)?.map(|ct| ct.term);
         Ok(match highest.max(recorded) {
-            Some(t) => t.checked_add(1).ok_or_else(|| IoError::InvalidArgument {
-                what: format!("branch {name} has used every term"),
-            })?,
+            Some(t) => t
+                .checked_add(1)
+                .ok_or_else(|| CatalogError::InvalidArgument {
+                    what: format!("branch {name} has used every term"),
+                })?,
             None => 0,
         })
     }
 
-    pub(crate) fn scan_used_terms(&self) -> IoResult<HashMap<BranchName, Term>> {
+    pub(crate) fn scan_used_terms(&self) -> CatalogResult<HashMap<BranchName, Term>> {
         let mut used: HashMap<BranchName, Term> = HashMap::new();
         let mut note = |b: &BranchName, t: Term| {
             let e = used.entry(b.clone()).or_insert(t);
@@ -173,7 +179,7 @@ impl Partition {
             let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
                 Ok(b) => b,
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
             // A damaged manifest is reported where it is used; its name was counted.
             let Ok(r) = replay(&bytes) else { continue };
@@ -198,18 +204,22 @@ impl Partition {
         &self,
         branch: &BranchName,
         term: Term,
-    ) -> IoResult<bough_manifest::ManifestState> {
+    ) -> CatalogResult<bough_manifest::ManifestState> {
         let path = self
             .files
             .path_of(&ManifestName::new(branch.clone(), term).to_string());
         let bytes = self.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
         replay(&bytes)
             .map(|r| r.state)
-            .map_err(|e| IoError::corruption(path, e.offset, e.to_string()))
+            .map_err(|e| CatalogError::record(path, e))
     }
 
     /// The incarnation a manifest records (0 if none).
-    pub(crate) fn manifest_incarnation(&self, branch: &BranchName, term: Term) -> IoResult<u64> {
+    pub(crate) fn manifest_incarnation(
+        &self,
+        branch: &BranchName,
+        term: Term,
+    ) -> CatalogResult<u64> {
         let st = self.manifest_state(branch, term)?;
         state_incarnation(&st, &format!("manifest_{branch}_{term}"))
     }
@@ -225,7 +235,7 @@ impl Partition {
         branch: &BranchName,
         term: Term,
         incarnation: u64,
-    ) -> IoResult<()> {
+    ) -> CatalogResult<()> {
         let Err(e) = self.write_term_record(branch, term, false, incarnation) else {
             return Ok(());
         };
@@ -266,7 +276,7 @@ impl Partition {
     }
 
     /// The highest term of any manifest of `branch` in the directory.
-    pub fn latest_manifest_term(&self, branch: &BranchName) -> IoResult<Option<Term>> {
+    pub fn latest_manifest_term(&self, branch: &BranchName) -> CatalogResult<Option<Term>> {
         let mut best = None;
         for name in self.storage().list(self.files.dir())? {
             if let FileKind::Manifest(m) = classify(&name)

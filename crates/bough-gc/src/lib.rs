@@ -30,10 +30,11 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+use crate::error::GcResult;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use bough_io::{ErrorKind, IoError, IoResult};
+use bough_io::ErrorKind;
 use bough_manifest::{BranchFileMapping, CurrentTerm, PageAddr, merge_bases, replay};
 use bough_names::{BranchName, DataFileName, FileKind, Term, classify};
 use bough_tree::cache::CachedPage;
@@ -41,6 +42,7 @@ use bough_tree::files::FileTable;
 use bough_tree::head::{MAX_MANIFEST_BYTES, TreeSnapshot};
 use bough_tree::mapping::{NodePos, Radix, Slot};
 
+pub mod error;
 mod marking;
 mod space;
 mod sweeping;
@@ -181,7 +183,7 @@ impl Usage {
 }
 
 /// Runs GC over one partition directory. `dry_run` reports without deleting.
-pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> IoResult<GcReport> {
+pub fn collect(files: &FileTable, pins: &Pins, dry_run: bool) -> GcResult<GcReport> {
     let copy = || Pins {
         snapshots: pins.snapshots.clone(),
         writing: pins.writing.clone(),
@@ -198,7 +200,7 @@ pub fn collect_with(
     files: &FileTable,
     pins: impl FnOnce() -> Pins,
     dry_run: bool,
-) -> IoResult<GcReport> {
+) -> GcResult<GcReport> {
     let mut report = GcReport::default();
     let marked = mark(files, pins, false, &mut report)?;
     sweep(files, &marked, dry_run, &mut report)?;
@@ -210,7 +212,7 @@ pub fn collect_measured(
     files: &FileTable,
     pins: impl FnOnce() -> Pins,
     dry_run: bool,
-) -> IoResult<(GcReport, Usage)> {
+) -> GcResult<(GcReport, Usage)> {
     let mut report = GcReport::default();
     let mut marked = mark(files, pins, true, &mut report)?;
     sweep(files, &marked, dry_run, &mut report)?;
@@ -223,7 +225,7 @@ pub fn collect_measured(
 /// (every manifest, archive, merge base and reader snapshot, each shared mapping page
 /// visited once), so it costs what a GC run costs minus the deletions, plus one bit per
 /// page of the partition's data files.
-pub fn measure(files: &FileTable, pins: impl FnOnce() -> Pins) -> IoResult<Usage> {
+pub fn measure(files: &FileTable, pins: impl FnOnce() -> Pins) -> GcResult<Usage> {
     let mut report = GcReport::default();
     let mut marked = mark(files, pins, true, &mut report)?;
     Ok(marked.usage(files, &report))

@@ -2,6 +2,8 @@
 //! reach, refusing to go on when a branch's state cannot be established.
 
 use super::*;
+use crate::error::{GcError, GcResult};
+use crate::walk::READER;
 
 /// What the mark phase found.
 pub(crate) struct Marked<'a> {
@@ -38,7 +40,7 @@ pub(crate) fn mark<'a>(
     pins: impl FnOnce() -> Pins,
     track: bool,
     report: &mut GcReport,
-) -> IoResult<Marked<'a>> {
+) -> GcResult<Marked<'a>> {
     let storage = files.storage().clone();
     let dir = files.dir().to_string();
     // List first: a file created after this point is not a candidate.
@@ -56,8 +58,10 @@ pub(crate) fn mark<'a>(
             FileKind::CurrentTerm(ct) => {
                 let path = format!("{dir}/{n}");
                 let bytes = storage.read_file(&path, 4096)?;
-                let rec = CurrentTerm::decode(&bytes)
-                    .map_err(|e| IoError::corruption(path, e.offset, e.to_string()))?;
+                let rec = CurrentTerm::decode(&bytes).map_err(|e| GcError::Record {
+                    file: path,
+                    source: e,
+                })?;
                 terms.insert(ct.branch, rec);
             }
             FileKind::Unknown(u) => report.unknown.push(u),
@@ -90,10 +94,13 @@ pub(crate) fn mark<'a>(
             Ok(b) => b,
             // Deleted since the listing (a branch deletion): it protects nothing any more.
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let state = replay(&bytes)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?
+            .map_err(|e| GcError::Record {
+                file: path.clone(),
+                source: e,
+            })?
             .state;
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
@@ -119,11 +126,13 @@ pub(crate) fn mark<'a>(
         let shadow = Shadow::from_overlay(state.overlay.keys().copied(), fanout);
         walk.radix(ranges, state.mapping_root, &shadow, m, &why)?;
         for &raw in state.overlay.values() {
-            walk.slot(ranges, raw, m, &why)?;
+            walk.slot(ranges, raw, None, m, &why)?;
         }
         // Merge bases are states a later three-way merge reads: their pages stay.
-        let bases = merge_bases(&state.extensions)
-            .map_err(|r| IoError::corruption(path.clone(), 0, format!("merge bases: {r:?}")))?;
+        let bases = merge_bases(&state.extensions).map_err(|r| GcError::State {
+            file: path.clone(),
+            what: format!("merge bases: {r:?}"),
+        })?;
         for b in bases {
             walk.begin(Some(Holder {
                 referent: Referent::Pinned(format!("{m} (merge base with {})", b.branch)),
@@ -133,7 +142,7 @@ pub(crate) fn mark<'a>(
             let shadow = Shadow::from_overlay(b.state.overlay.iter().map(|(id, _)| *id), fanout);
             walk.radix(br, b.state.mapping_root, &shadow, m, &why)?;
             for &(_, raw) in &b.state.overlay {
-                walk.slot(br, raw, m, &why)?;
+                walk.slot(br, raw, None, m, &why)?;
             }
         }
         if let FileKind::Manifest(mn) = kind {
@@ -152,12 +161,12 @@ pub(crate) fn mark<'a>(
     for snap in &pins.snapshots {
         let why = KeepReason::PinnedByReader;
         let shadow = Shadow::whole_chunks(snap.mapping.dirty_chunk_numbers().into_iter());
-        walk.radix(&snap.ranges, snap.mapping.root(), &shadow, "<reader>", &why)?;
+        walk.radix(&snap.ranges, snap.mapping.root(), &shadow, READER, &why)?;
         let mut dirty = Vec::new();
         snap.mapping
             .for_each_dirty_slot(&mut |_, raw| dirty.push(raw));
         for raw in dirty {
-            walk.slot(&snap.ranges, raw, "<reader>", &why)?;
+            walk.slot(&snap.ranges, raw, None, READER, &why)?;
         }
     }
     report.mapping_pages_visited = walk.visited.len();
@@ -180,7 +189,7 @@ pub(crate) fn require_live_manifests(
     dir: &str,
     terms: &HashMap<BranchName, CurrentTerm>,
     manifests: &mut Vec<String>,
-) -> IoResult<()> {
+) -> GcResult<()> {
     let listed: HashSet<String> = manifests.iter().cloned().collect();
     let mut live: Vec<(&BranchName, &CurrentTerm)> =
         terms.iter().filter(|(_, ct)| !ct.deleted).collect();
@@ -193,20 +202,19 @@ pub(crate) fn require_live_manifests(
         match storage.read_file(&format!("{dir}/{name}"), MAX_MANIFEST_BYTES) {
             Ok(_) => manifests.push(name),
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(IoError::corruption(
-                    format!(
+                return Err(GcError::State {
+                    file: format!(
                         "{dir}/{}",
                         bough_names::CurrentTermName::new(branch.clone())
                     ),
-                    0,
-                    format!(
+                    what: format!(
                         "CURRENT_TERM names term {} but {name} does not exist: the branch's \
                          state is unknown, so GC deletes nothing (reopen the store to repair it)",
                         ct.term
                     ),
-                ));
+                });
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

@@ -1,10 +1,11 @@
 //! What a branch costs on storage: the data files deleting it (and running GC) would free,
 //! and the ones it shares with other branches, from a measuring walk's holders.
 
+use crate::error::GcResult;
 use std::collections::BTreeMap;
 
 use bough_catalog::BranchSpace;
-use bough_io::{ErrorKind, IoResult};
+use bough_io::ErrorKind;
 use bough_names::{BranchName, FileKind, classify};
 use bough_tree::files::FileTable;
 
@@ -23,7 +24,7 @@ pub fn branch_space(
     files: &FileTable,
     usage: &Usage,
     branch: &BranchName,
-) -> IoResult<BranchSpace> {
+) -> GcResult<BranchSpace> {
     let storage = files.storage();
     let mut space = BranchSpace::default();
     let mut with: BTreeMap<BranchName, u64> = BTreeMap::new();
@@ -55,7 +56,7 @@ pub fn branch_space(
             Ok(n) => n,
             // Deleted since the walk (GC, a branch deletion): it costs nothing any more.
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         if exclusive {
             space.exclusive_bytes += bytes;

@@ -1,6 +1,7 @@
 //! Sweeping: deleting the data files marking proved unreachable.
 
 use super::*;
+use crate::error::GcResult;
 
 /// Deletes (unless `dry_run`) every listed data file nothing reaches, and reports why the
 /// others stay.
@@ -9,7 +10,7 @@ pub(crate) fn sweep(
     marked: &Marked<'_>,
     dry_run: bool,
     report: &mut GcReport,
-) -> IoResult<()> {
+) -> GcResult<()> {
     let storage = files.storage();
     let dir = files.dir();
     for d in &marked.data {

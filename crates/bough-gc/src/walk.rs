@@ -2,6 +2,7 @@
 //! GC's marking and space per branch share).
 
 use super::*;
+use crate::error::{GcError, GcResult};
 
 /// Who holds a file, while the walk runs: indexes into [`Track::referents`].
 /// Page-level bookkeeping of a measuring walk.
@@ -139,22 +140,30 @@ pub(crate) struct Walk<'a> {
     pub(crate) track: Option<Track>,
 }
 
+/// How the marking walk labels a reader's snapshot (it is no file).
+pub(crate) const READER: &str = "<reader>";
+
 impl Walk<'_> {
+    /// What a state is called in errors: its manifest or archive, or a reader's snapshot.
+    fn holder(&self, by: &str) -> String {
+        match by {
+            READER => format!("a reader's snapshot of {}", self.files.dir()),
+            _ => format!("{}/{by}", self.files.dir()),
+        }
+    }
+
     pub(crate) fn name(
         &self,
         ranges: &BranchFileMapping,
         addr: PageAddr,
         by: &str,
-    ) -> IoResult<String> {
+    ) -> GcResult<String> {
         self.files
             .resolve(ranges, addr.file_id())
             .map(|n| n.to_string())
-            .map_err(|_| {
-                IoError::corruption(
-                    format!("{}/{by}", self.files.dir()),
-                    addr.to_u64(),
-                    format!("page {addr} lies in a file id no branch file range covers"),
-                )
+            .map_err(|_| GcError::State {
+                file: self.holder(by),
+                what: format!("page {addr} lies in a file id no branch file range covers"),
             })
     }
 
@@ -176,24 +185,35 @@ impl Walk<'_> {
         }
     }
 
+    /// Marks the page slot `raw` maps to; `node` is the mapping page holding the slot
+    /// (`None`: a manifest's overlay or a reader's changed chunk), for errors.
     pub(crate) fn slot(
         &mut self,
         ranges: &BranchFileMapping,
         raw: u64,
+        node: Option<PageAddr>,
         by: &str,
         why: &KeepReason,
-    ) -> IoResult<Option<u32>> {
+    ) -> GcResult<Option<u32>> {
         match Slot::decode(raw) {
             Some(Slot::Page(a)) if !a.is_none() => {
                 let n = self.name(ranges, a, by)?;
                 Ok(self.mark(&n, a.page_index(), why))
             }
             Some(_) => Ok(None),
-            None => Err(IoError::corruption(
-                format!("{}/{by}", self.files.dir()),
-                raw,
-                "invalid mapping slot",
-            )),
+            None => {
+                let what = format!("invalid mapping slot {raw:#x} (in the state of {by})");
+                Err(match node {
+                    Some(addr) => {
+                        let (file, offset) = self.files.locate(ranges, addr);
+                        GcError::Page { file, offset, what }
+                    }
+                    None => GcError::State {
+                        file: self.holder(by),
+                        what,
+                    },
+                })
+            }
         }
     }
 
@@ -207,7 +227,7 @@ impl Walk<'_> {
         shadow: &Shadow,
         by: &str,
         why: &KeepReason,
-    ) -> IoResult<()> {
+    ) -> GcResult<()> {
         if root.is_none() {
             return Ok(());
         }
@@ -234,7 +254,7 @@ impl Walk<'_> {
         st: &State<'_>,
         at: NodeAt,
         reached: &mut Vec<u32>,
-    ) -> IoResult<()> {
+    ) -> GcResult<()> {
         let State {
             ranges,
             shadow,
@@ -250,7 +270,11 @@ impl Walk<'_> {
         let files = self.files;
         let bad = |what: String| {
             let (file, offset) = files.locate(ranges, addr);
-            IoError::corruption(file, offset, format!("{what} (in the state of {by})"))
+            GcError::Page {
+                file,
+                offset,
+                what: format!("{what} (in the state of {by})"),
+            }
         };
         if !seen.borrow_mut().insert(addr.to_u64()) {
             return Err(bad(
@@ -287,7 +311,7 @@ impl Walk<'_> {
         if level == 0 {
             for (i, &raw) in node.slots.iter().enumerate() {
                 if raw != 0 && !shadow.hides(first_chunk, i) {
-                    below.extend(self.slot(ranges, raw, by, why)?);
+                    below.extend(self.slot(ranges, raw, Some(addr), by, why)?);
                 }
             }
         } else {

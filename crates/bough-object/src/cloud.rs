@@ -51,7 +51,7 @@ mod storage;
 use data::get_full;
 pub use fencing::{Fencing, Refusal, check_guarantees, select_fencing};
 use file::{CloudFile, FileBody};
-pub use lease::{GcLease, LEASE_RECORD_LEN, LEASE_RELEASED, LeaseRecord};
+pub use lease::{GcLease, LEASE_RECORD_LEN, LEASE_RELEASED, LeaseRecord, LeaseRecordError};
 pub use prewarm::PrewarmReport;
 
 use std::collections::{BTreeSet, HashMap, HashSet};

@@ -17,6 +17,7 @@
 //! | 32 | 8 | payload length |
 //! | 40 | 8 | reserved, zero |
 
+use bough_io::IoError;
 use bough_manifest::checksum::{Checksum, Domain};
 
 /// Header length.
@@ -65,63 +66,182 @@ impl Envelope {
         out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
         out.extend_from_slice(&[0u8; 8]);
         out.extend_from_slice(&self.payload);
-        let sum = Checksum::new(DOMAIN).update(&out[8..]).finish();
-        out[..8].copy_from_slice(&sum.to_le_bytes());
+        let sum = Checksum::new(DOMAIN)
+            .update(out.get(8..).unwrap_or_default())
+            .finish();
+        if let Some(head) = out.get_mut(..8) {
+            head.copy_from_slice(&sum.to_le_bytes());
+        }
         out
     }
 
-    /// Parses and verifies an envelope; the error says what is wrong.
-    pub fn decode(bytes: &[u8]) -> Result<Envelope, String> {
+    /// Parses and verifies an envelope; the error says what is wrong and where.
+    pub fn decode(bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
         if bytes.len() < ENVELOPE_HEADER {
-            return Err(format!(
-                "object of {} bytes is shorter than its envelope",
-                bytes.len()
-            ));
+            return Err(EnvelopeError::TooShort { len: bytes.len() });
         }
-        if &bytes[8..12] != MAGIC {
-            return Err("bad envelope magic".into());
+        if bytes.get(8..12) != Some(&MAGIC[..]) {
+            return Err(EnvelopeError::BadMagic);
         }
+        // The length was checked above: every fixed header field below is there.
         let u64_at = |o: usize| u64_le(bytes, o);
+        let byte = |at: usize| bytes.get(at).copied().unwrap_or_default();
+        let (covered, payload) = (
+            bytes.get(8..).unwrap_or_default(),
+            bytes.get(ENVELOPE_HEADER..).unwrap_or_default(),
+        );
         let stored = u64_at(0);
-        let sum = Checksum::new(DOMAIN).update(&bytes[8..]).finish();
-        if stored != sum {
-            return Err("envelope checksum mismatch".into());
+        let computed = Checksum::new(DOMAIN).update(covered).finish();
+        if stored != computed {
+            return Err(EnvelopeError::BadChecksum { stored, computed });
         }
-        let version = u16::from_le_bytes([bytes[12], bytes[13]]);
+        let version = u16::from_le_bytes([byte(12), byte(13)]);
         if version != VERSION {
-            return Err(format!("unknown envelope version {version}"));
+            return Err(EnvelopeError::UnknownVersion(version));
         }
-        let flags = u16::from_le_bytes([bytes[14], bytes[15]]);
+        let flags = u16::from_le_bytes([byte(14), byte(15)]);
         if flags & !(FLAG_SEALED | FLAG_APPEND) != 0 {
-            return Err(format!("unknown envelope flags {flags:#x}"));
+            return Err(EnvelopeError::UnknownFlags(flags));
         }
         if flags & FLAG_SEALED != 0 && flags & FLAG_APPEND != 0 {
-            return Err("an envelope cannot be both SEALED and APPEND".into());
+            return Err(EnvelopeError::SealedAndAppend);
         }
         let mut t = [0u8; 16];
-        t.copy_from_slice(&bytes[16..32]);
+        if let Some(token) = bytes.get(16..32) {
+            t.copy_from_slice(token);
+        }
         let len = u64_at(32);
         if u64_at(40) != 0 {
-            return Err("envelope reserved field is not zero".into());
+            return Err(EnvelopeError::ReservedNotZero);
         }
-        if len != (bytes.len() - ENVELOPE_HEADER) as u64 {
-            return Err(format!(
-                "envelope claims {len} payload bytes, object holds {}",
-                bytes.len() - ENVELOPE_HEADER
-            ));
+        let held = payload.len() as u64;
+        if len != held {
+            return Err(EnvelopeError::LengthMismatch { claimed: len, held });
         }
         Ok(Envelope {
             flags,
             token: u128::from_le_bytes(t),
-            payload: bytes[ENVELOPE_HEADER..].to_vec(),
+            payload: payload.to_vec(),
         })
     }
 }
 
+/// Why an envelope (or the APPEND payload inside one) is refused: one variant per check.
+/// [`EnvelopeError::offset`] says where in the object; the caller knows the object's key
+/// ([`EnvelopeError::at`] makes the storage error naming both).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EnvelopeError {
+    /// The object is shorter than the envelope header.
+    TooShort { len: usize },
+    /// Bytes 8..12 are not `BGOE`.
+    BadMagic,
+    /// The stored checksum does not match the bytes.
+    BadChecksum { stored: u64, computed: u64 },
+    /// A version this build does not read.
+    UnknownVersion(u16),
+    /// Flag bits this build does not know.
+    UnknownFlags(u16),
+    /// SEALED and APPEND together (a sealed version is never an append).
+    SealedAndAppend,
+    /// The reserved field is not zero.
+    ReservedNotZero,
+    /// The header's payload length is not what the object holds.
+    LengthMismatch { claimed: u64, held: u64 },
+    /// An APPEND payload shorter than its own header.
+    AppendTooShort { len: usize },
+    /// An APPEND payload storing more bytes than the append it describes.
+    AppendStoresTooMuch { stored: usize, len: u64 },
+    /// An APPEND whose end does not fit in 64 bits.
+    AppendOverflows { offset: u64, len: u64 },
+    /// An APPEND that does not start where the version before it ends.
+    AppendMisplaced { offset: u64, file_end: u64 },
+    /// An APPEND that makes the assembled file longer than the tier allows.
+    AppendTooLong { len: u64, at: u64 },
+}
+
+impl EnvelopeError {
+    /// The byte of the object the failed check read.
+    pub fn offset(&self) -> u64 {
+        let append = ENVELOPE_HEADER as u64;
+        match self {
+            EnvelopeError::TooShort { .. } | EnvelopeError::BadChecksum { .. } => 0,
+            EnvelopeError::BadMagic => 8,
+            EnvelopeError::UnknownVersion(_) => 12,
+            EnvelopeError::UnknownFlags(_) | EnvelopeError::SealedAndAppend => 14,
+            EnvelopeError::LengthMismatch { .. } => 32,
+            EnvelopeError::ReservedNotZero => 40,
+            EnvelopeError::AppendTooShort { .. }
+            | EnvelopeError::AppendOverflows { .. }
+            | EnvelopeError::AppendMisplaced { .. } => append,
+            EnvelopeError::AppendStoresTooMuch { .. } | EnvelopeError::AppendTooLong { .. } => {
+                append + 8
+            }
+        }
+    }
+
+    /// The storage error for this refusal in the object `key`: `Corruption` naming the key
+    /// and the offset.
+    pub fn at(self, key: &str) -> IoError {
+        IoError::corruption(key, self.offset(), self.to_string())
+    }
+}
+
+impl std::fmt::Display for EnvelopeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EnvelopeError::TooShort { len } => {
+                write!(f, "object of {len} bytes is shorter than its envelope")
+            }
+            EnvelopeError::BadMagic => f.write_str("bad envelope magic"),
+            EnvelopeError::BadChecksum { stored, computed } => write!(
+                f,
+                "envelope checksum mismatch (stored {stored:#018x}, computed {computed:#018x})"
+            ),
+            EnvelopeError::UnknownVersion(v) => write!(f, "unknown envelope version {v}"),
+            EnvelopeError::UnknownFlags(x) => write!(f, "unknown envelope flags {x:#x}"),
+            EnvelopeError::SealedAndAppend => {
+                f.write_str("an envelope cannot be both SEALED and APPEND")
+            }
+            EnvelopeError::ReservedNotZero => f.write_str("envelope reserved field is not zero"),
+            EnvelopeError::LengthMismatch { claimed, held } => write!(
+                f,
+                "envelope claims {claimed} payload bytes, object holds {held}"
+            ),
+            EnvelopeError::AppendTooShort { len } => {
+                write!(
+                    f,
+                    "APPEND payload of {len} bytes is shorter than its header"
+                )
+            }
+            EnvelopeError::AppendStoresTooMuch { stored, len } => {
+                write!(
+                    f,
+                    "APPEND payload stores {stored} bytes of an append of {len}"
+                )
+            }
+            EnvelopeError::AppendOverflows { offset, len } => {
+                write!(f, "APPEND of {len} bytes at {offset} overflows")
+            }
+            EnvelopeError::AppendMisplaced { offset, file_end } => write!(
+                f,
+                "appends at {offset}, but the file before it ends at {file_end}"
+            ),
+            EnvelopeError::AppendTooLong { len, at } => {
+                write!(f, "an append of {len} bytes at {at} is too long")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EnvelopeError {}
+
 /// The little-endian u64 at `at` (the caller checked that 8 bytes are there).
 fn u64_le(bytes: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
-    b.copy_from_slice(&bytes[at..at + 8]);
+    if let Some(field) = bytes.get(at..at + 8) {
+        b.copy_from_slice(field);
+    }
     u64::from_le_bytes(b)
 }
 
@@ -151,29 +271,26 @@ impl<'a> AppendPayload<'a> {
         let mut out = Vec::with_capacity(APPEND_HEADER + kept);
         out.extend_from_slice(&offset.to_le_bytes());
         out.extend_from_slice(&(appended.len() as u64).to_le_bytes());
-        out.extend_from_slice(&appended[..kept]);
+        out.extend_from_slice(appended.get(..kept).unwrap_or_default());
         out
     }
 
     /// Parses an APPEND payload; the error says what is wrong.
-    pub fn decode(payload: &'a [u8]) -> Result<AppendPayload<'a>, String> {
+    pub fn decode(payload: &'a [u8]) -> Result<AppendPayload<'a>, EnvelopeError> {
         if payload.len() < APPEND_HEADER {
-            return Err(format!(
-                "APPEND payload of {} bytes is shorter than its header",
-                payload.len()
-            ));
+            return Err(EnvelopeError::AppendTooShort { len: payload.len() });
         }
         let u64_at = |o: usize| u64_le(payload, o);
         let (offset, len) = (u64_at(0), u64_at(8));
-        let bytes = &payload[APPEND_HEADER..];
+        let bytes = payload.get(APPEND_HEADER..).unwrap_or_default();
         if bytes.len() as u64 > len {
-            return Err(format!(
-                "APPEND payload stores {} bytes of an append of {len}",
-                bytes.len()
-            ));
+            return Err(EnvelopeError::AppendStoresTooMuch {
+                stored: bytes.len(),
+                len,
+            });
         }
         if offset.checked_add(len).is_none() {
-            return Err(format!("APPEND of {len} bytes at {offset} overflows"));
+            return Err(EnvelopeError::AppendOverflows { offset, len });
         }
         Ok(AppendPayload { offset, len, bytes })
     }
@@ -229,6 +346,15 @@ mod tests {
             assert!(Envelope::decode(&bad).is_err(), "flip at {i} accepted");
         }
         assert!(Envelope::decode(&bytes[..bytes.len() - 1]).is_err());
-        assert!(Envelope::decode(&[0u8; 64]).is_err());
+        assert_eq!(Envelope::decode(&[0u8; 64]), Err(EnvelopeError::BadMagic));
+        let mut bad = bytes.clone();
+        bad[8] ^= 1;
+        let e = Envelope::decode(&bad).expect_err("bad magic");
+        assert_eq!((e.clone(), e.offset()), (EnvelopeError::BadMagic, 8));
+        let io = e.at("p.0/manifest_main_1");
+        assert_eq!(
+            io.to_string(),
+            "corruption in p.0/manifest_main_1 at offset 8: bad envelope magic"
+        );
     }
 }

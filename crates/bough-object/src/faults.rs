@@ -107,7 +107,7 @@ impl FaultyObjectStore {
         let i = plans.iter().position(|p| {
             p.op == op && p.key_contains.as_deref().is_none_or(|s| key.contains(s))
         })?;
-        let p = &mut plans[i];
+        let p = plans.get_mut(i)?;
         if p.skip > 0 {
             p.skip -= 1;
             return None;

@@ -20,13 +20,19 @@
 // Library code returns errors, never panics on input (tests may unwrap).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
 mod cache;
 mod cloud;
 mod config;
 pub mod envelope;
+pub use envelope::EnvelopeError;
 mod faults;
 mod memory;
 mod object;
@@ -36,7 +42,7 @@ mod retry;
 pub use cache::CacheStats;
 pub use cloud::{
     CloudCounters, CloudStorage, Fencing, GcLease, LEASE_RECORD_LEN, LEASE_RELEASED, LeaseRecord,
-    PrewarmReport, Refusal, check_guarantees, select_fencing, wipe,
+    LeaseRecordError, PrewarmReport, Refusal, check_guarantees, select_fencing, wipe,
 };
 pub use config::{CloudConfig, ConfigError, FencingMode, Service};
 pub use faults::{Fault, FaultyObjectStore, ObjOp};

@@ -248,7 +248,11 @@ impl ObjectStore for MemoryObjectStore {
                 ),
             });
         };
-        let out = o.data[offset as usize..end as usize].to_vec();
+        let out = o
+            .data
+            .get(offset as usize..end as usize)
+            .unwrap_or_default()
+            .to_vec();
         drop(objects);
         self.count(key, true);
         Ok(out)

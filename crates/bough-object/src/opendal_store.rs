@@ -521,6 +521,6 @@ impl ObjectStore for OpendalStore {
         let ks = keys.to_vec();
         // opendal groups the keys into DeleteObjects requests of at most `delete_max_size`.
         self.run(async move { op.delete_iter(ks).await })
-            .map_err(|e| map_err("delete_batch", &keys[0], e))
+            .map_err(|e| map_err("delete_batch", keys.first().map_or("", String::as_str), e))
     }
 }

@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult};
 use bough_manifest::{NO_PAGE, PageId};
 use bough_tree::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
+use bough_tree::error::{TreeError, TreeResult};
 use bough_tree::page::index::IndexNode;
 use bough_tree::page::leaf::{self, Entry, LeafView, ValueLoc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -51,18 +51,21 @@ struct MemPages {
 }
 
 impl TreeRead for MemPages {
-    fn node(&self, id: PageId) -> IoResult<Node> {
+    fn node(&self, id: PageId) -> TreeResult<Node> {
         self.pages
             .get(&id)
             .cloned()
-            .ok_or_else(|| IoError::corruption("<bench>", u64::from(id), "no such page"))
+            .ok_or_else(|| TreeError::corruption("<bench>", u64::from(id), "no such page"))
     }
-    fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> IoResult<Vec<u8>> {
-        Err(IoError::corruption(
+    fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> TreeResult<Vec<u8>> {
+        Err(TreeError::corruption(
             "<bench>",
             u64::from(first),
             "no overflow pages",
         ))
+    }
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        ("<bench>".to_string(), u64::from(id))
     }
 }
 
@@ -79,26 +82,26 @@ impl TreeWrite for MemPages {
     fn payload_capacity(&self) -> usize {
         4096 - 32
     }
-    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId> {
         let id = self.id(id);
         self.pages.insert(id, Node::Leaf(payload.into()));
         Ok(id)
     }
-    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> TreeResult<PageId> {
         let id = self.id(id);
         self.pages.insert(id, Node::Index(Arc::new(node)));
         Ok(id)
     }
-    fn free(&mut self, id: PageId) -> IoResult<()> {
+    fn free(&mut self, id: PageId) -> TreeResult<()> {
         self.pages.remove(&id);
         Ok(())
     }
-    fn put_overflow(&mut self, _value: &[u8]) -> IoResult<(PageId, u32)> {
-        Err(IoError::InvalidArgument {
+    fn put_overflow(&mut self, _value: &[u8]) -> TreeResult<(PageId, u32)> {
+        Err(TreeError::InvalidArgument {
             what: "no overflow pages in this bench".into(),
         })
     }
-    fn free_overflow(&mut self, _first: PageId, _pages: u32) -> IoResult<()> {
+    fn free_overflow(&mut self, _first: PageId, _pages: u32) -> TreeResult<()> {
         Ok(())
     }
 }

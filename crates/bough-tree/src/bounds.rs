@@ -21,7 +21,7 @@
 //! or out of order (a leaf's keys in `[lo, hi)`, ranges of successive leaves disjoint and
 //! increasing).
 
-use bough_io::{IoError, IoResult};
+use crate::error::{TreeError, TreeResult};
 use bough_manifest::PageId;
 
 use crate::btree::TreeRead;
@@ -33,9 +33,9 @@ pub const MAX_DEPTH: usize = 64;
 
 /// `Corruption` naming the page `id` of tree `t` (its data file and offset when the id
 /// maps to a page).
-pub fn bad_page(t: &dyn TreeRead, id: PageId, why: impl std::fmt::Display) -> IoError {
+pub fn bad_page(t: &dyn TreeRead, id: PageId, why: impl std::fmt::Display) -> TreeError {
     let (file, offset) = t.locate_page(id);
-    IoError::corruption(file, offset, format!("tree page {id}: {why}"))
+    TreeError::corruption(file, offset, format!("tree page {id}: {why}"))
 }
 
 /// The key range `[lo, hi)` the path to a page gives it (`None`: unbounded).
@@ -77,7 +77,7 @@ impl<'a> KeyRange<'a> {
 
     /// Index page `id` (`n`) has every separator strictly inside this range (its first
     /// child's range then starts at `lo`, its last ends at `hi`, and none is empty).
-    pub fn check_index(&self, t: &dyn TreeRead, id: PageId, n: &IndexNode) -> IoResult<()> {
+    pub fn check_index(&self, t: &dyn TreeRead, id: PageId, n: &IndexNode) -> TreeResult<()> {
         if n.children.len() != n.keys.len() + 1 {
             return Err(bad_page(
                 t,
@@ -113,7 +113,7 @@ impl<'a> KeyRange<'a> {
         id: PageId,
         first: &[u8],
         last: &[u8],
-    ) -> IoResult<()> {
+    ) -> TreeResult<()> {
         if self.lo.is_none_or(|lo| first >= lo) && self.below_hi(last) {
             Ok(())
         } else {
@@ -136,7 +136,7 @@ pub struct Levels {
 
 impl Levels {
     /// Index page `id` reached at `depth`: above the leaves, within [`MAX_DEPTH`].
-    pub fn index(&self, t: &dyn TreeRead, id: PageId, depth: usize) -> IoResult<()> {
+    pub fn index(&self, t: &dyn TreeRead, id: PageId, depth: usize) -> TreeResult<()> {
         match self.leaves {
             Some(d) if depth >= d => Err(bad_page(
                 t,
@@ -156,7 +156,7 @@ impl Levels {
     }
 
     /// Leaf `id` reached at `depth`: at the depth of every other leaf.
-    pub fn leaf(&mut self, t: &dyn TreeRead, id: PageId, depth: usize) -> IoResult<()> {
+    pub fn leaf(&mut self, t: &dyn TreeRead, id: PageId, depth: usize) -> TreeResult<()> {
         match self.leaves {
             None => {
                 self.leaves = Some(depth);

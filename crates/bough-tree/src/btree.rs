@@ -5,9 +5,9 @@
 //! so a parent is rewritten only when its list of children changes — a split, a merge or a
 //! removal. Readers holding an older mapping keep seeing the older pages.
 
+use crate::error::TreeResult;
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult};
 use bough_manifest::{NO_PAGE, PageId};
 
 pub use crate::bounds::MAX_DEPTH;
@@ -41,14 +41,12 @@ pub enum Node {
 /// Read access to tree pages.
 pub trait TreeRead {
     /// The page with logical id `id`.
-    fn node(&self, id: PageId) -> IoResult<Node>;
+    fn node(&self, id: PageId) -> TreeResult<Node>;
     /// The bytes of an overflow value.
-    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>>;
-    /// Where page `id` lives, for errors about it: (file, offset), or a placeholder and
-    /// the id when the tree cannot say.
-    fn locate_page(&self, id: PageId) -> (String, u64) {
-        ("<tree>".to_string(), u64::from(id))
-    }
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>>;
+    /// Where page `id` lives, for errors about it: its data file and the page's offset in
+    /// it (every error about a page read from disk names both).
+    fn locate_page(&self, id: PageId) -> (String, u64);
 }
 
 /// Write access for one commit.
@@ -56,19 +54,15 @@ pub trait TreeWrite: TreeRead {
     /// Largest leaf/index payload.
     fn payload_capacity(&self) -> usize;
     /// Writes a leaf payload as page `id` (a fresh id when `None`); returns the id.
-    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId>;
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId>;
     /// Writes an index page as page `id` (a fresh id when `None`); returns the id.
-    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId>;
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> TreeResult<PageId>;
     /// Releases a page id.
-    fn free(&mut self, id: PageId) -> IoResult<()>;
+    fn free(&mut self, id: PageId) -> TreeResult<()>;
     /// Writes a large value into overflow pages; returns (first id, page count).
-    fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)>;
+    fn put_overflow(&mut self, value: &[u8]) -> TreeResult<(PageId, u32)>;
     /// Releases an overflow value's pages.
-    fn free_overflow(&mut self, first: PageId, pages: u32) -> IoResult<()>;
-}
-
-fn corrupt(reason: impl Into<String>) -> IoError {
-    IoError::corruption("<tree>", 0, reason)
+    fn free_overflow(&mut self, first: PageId, pages: u32) -> TreeResult<()>;
 }
 
 /// Separator `i` of an index page.
@@ -77,6 +71,7 @@ type Separator = (Arc<IndexNode>, usize);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TreeError;
     use crate::page::leaf::ValueLoc;
     use std::collections::{BTreeMap, HashMap};
 
@@ -92,14 +87,17 @@ mod tests {
     }
 
     impl TreeRead for MemTree {
-        fn node(&self, id: PageId) -> IoResult<Node> {
+        fn node(&self, id: PageId) -> TreeResult<Node> {
             self.pages
                 .get(&id)
                 .cloned()
-                .ok_or_else(|| corrupt(format!("no page {id}")))
+                .ok_or_else(|| TreeError::corruption("mem", u64::from(id), "no such page"))
         }
-        fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> IoResult<Vec<u8>> {
+        fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> TreeResult<Vec<u8>> {
             Ok(self.overflow[&first].clone())
+        }
+        fn locate_page(&self, id: PageId) -> (String, u64) {
+            ("mem".to_string(), u64::from(id))
         }
     }
 
@@ -118,7 +116,7 @@ mod tests {
         fn payload_capacity(&self) -> usize {
             self.cap
         }
-        fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+        fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId> {
             assert!(
                 payload.len() <= self.cap,
                 "leaf {} > {}",
@@ -137,24 +135,24 @@ mod tests {
             self.pages.insert(id, Node::Leaf(payload.into()));
             Ok(id)
         }
-        fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+        fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> TreeResult<PageId> {
             assert!(node.encoded_len() <= self.cap);
             self.index_writes += 1;
             let id = self.alloc(id);
             self.pages.insert(id, Node::Index(Arc::new(node)));
             Ok(id)
         }
-        fn free(&mut self, id: PageId) -> IoResult<()> {
+        fn free(&mut self, id: PageId) -> TreeResult<()> {
             assert!(self.pages.remove(&id).is_some(), "double free {id}");
             self.freed.push(id);
             Ok(())
         }
-        fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)> {
+        fn put_overflow(&mut self, value: &[u8]) -> TreeResult<(PageId, u32)> {
             self.next += 1;
             self.overflow.insert(self.next, value.to_vec());
             Ok((self.next, 1))
         }
-        fn free_overflow(&mut self, first: PageId, _pages: u32) -> IoResult<()> {
+        fn free_overflow(&mut self, first: PageId, _pages: u32) -> TreeResult<()> {
             assert!(self.overflow.remove(&first).is_some());
             Ok(())
         }

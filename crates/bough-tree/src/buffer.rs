@@ -16,9 +16,9 @@
 //! whatever its length); tombstones are returned like the tree returns them, and TTL is the
 //! caller's `Entry::is_live_at`, as for tree reads.
 
+use crate::error::TreeResult;
 use std::sync::Arc;
 
-use bough_io::IoResult;
 use bough_manifest::PageId;
 
 use crate::btree::{self, Cursor, Mutation, Op, TreeRead};
@@ -233,7 +233,7 @@ impl BufferedRead<'_> {
     }
 
     /// The entry for `key` (tombstones included), as `btree::get` returns it.
-    pub fn get(&self, key: &[u8]) -> IoResult<Option<Entry>> {
+    pub fn get(&self, key: &[u8]) -> TreeResult<Option<Entry>> {
         let buffered = self.buffer.runs.iter().any(|r| r.find(key).is_some());
         if !buffered {
             return btree::get(self.tree, self.root, key);
@@ -249,7 +249,7 @@ impl BufferedRead<'_> {
 
     /// The last entry (tombstones included) with key ≤ `key` (`inclusive`) or < `key`, as
     /// `Cursor::before` returns it.
-    pub fn before(&self, key: &[u8], inclusive: bool) -> IoResult<Option<Entry>> {
+    pub fn before(&self, key: &[u8], inclusive: bool) -> TreeResult<Option<Entry>> {
         let mut bound = key.to_vec();
         let mut inclusive = inclusive;
         loop {
@@ -277,7 +277,7 @@ impl BufferedRead<'_> {
     }
 
     /// A cursor from the first key ≥ `start` (the first key for `None`).
-    pub fn seek(&self, start: Option<&[u8]>) -> IoResult<BufferedCursor<'_>> {
+    pub fn seek(&self, start: Option<&[u8]>) -> TreeResult<BufferedCursor<'_>> {
         let tree = Cursor::seek(self.tree, self.root, start)?;
         let pos = self
             .buffer
@@ -334,7 +334,7 @@ pub struct BufferedCursor<'a> {
 
 impl BufferedCursor<'_> {
     /// The next entry in key order (tombstones included), as `Cursor::next_entry`.
-    pub fn next_entry(&mut self) -> IoResult<Option<Entry>> {
+    pub fn next_entry(&mut self) -> TreeResult<Option<Entry>> {
         loop {
             if self.tree_head.is_none() && !self.tree_done {
                 self.tree_head = self.tree.next_entry(self.read.tree)?;
@@ -369,7 +369,7 @@ impl BufferedCursor<'_> {
 }
 
 /// A buffered value's bytes, for a caller that has an [`Entry`] and the tree.
-pub fn value_of(tree: &dyn TreeRead, e: &Entry) -> IoResult<Option<Vec<u8>>> {
+pub fn value_of(tree: &dyn TreeRead, e: &Entry) -> TreeResult<Option<Vec<u8>>> {
     Ok(match &e.value {
         ValueLoc::Inline(v) => Some(v.clone()),
         ValueLoc::Overflow { len, first, pages } => Some(tree.overflow(*first, *pages, *len)?),

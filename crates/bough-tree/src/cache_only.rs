@@ -6,9 +6,10 @@
 //! instead, and the caller runs the read again on a thread that may wait. Most warm reads are
 //! answered from the cache on the first try, with no thread hand-off.
 
+use crate::error::TreeResult;
 use std::cell::Cell;
 
-use bough_io::{IoError, IoResult};
+use bough_io::IoError;
 
 thread_local! {
     static CACHE_ONLY: Cell<bool> = const { Cell::new(false) };
@@ -29,9 +30,9 @@ pub fn cache_only<T>(f: impl FnOnce() -> T) -> T {
 
 /// `Err(NotCached)` when this thread may only use cached pages: called before every storage
 /// read and file open of the read path.
-pub(crate) fn may_read_storage(path: &str) -> IoResult<()> {
+pub(crate) fn may_read_storage(path: &str) -> TreeResult<()> {
     if CACHE_ONLY.with(Cell::get) {
-        return Err(IoError::NotCached { path: path.into() });
+        return Err(IoError::NotCached { path: path.into() }.into());
     }
     Ok(())
 }
@@ -45,7 +46,9 @@ mod tests {
         assert!(may_read_storage("f").is_ok());
         let inside = cache_only(|| may_read_storage("f"));
         assert!(
-            matches!(inside, Err(IoError::NotCached { .. })),
+            inside
+                .as_ref()
+                .is_err_and(crate::error::TreeError::is_not_cached),
             "{inside:?}"
         );
         let nested = cache_only(|| cache_only(|| 7));

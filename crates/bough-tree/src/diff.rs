@@ -9,9 +9,9 @@
 //! maps to the same page on both sides is reachable on both), so reading those leaves is
 //! enough: the cost follows the divergence, not the partition's size.
 
+use crate::error::{TreeError, TreeResult};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use bough_io::{IoError, IoResult};
 use bough_manifest::{PageAddr, PageId};
 
 use crate::head::TreeSnapshot;
@@ -48,20 +48,18 @@ pub struct DiffStats {
 /// A page's identity as seen from one side: the data file's name and the page index.
 type Identity = (String, u32);
 
-fn identity(s: &TreeSnapshot, addr: PageAddr) -> IoResult<Identity> {
+fn identity(s: &TreeSnapshot, addr: PageAddr) -> TreeResult<Identity> {
     let name = s.files.resolve(&s.ranges, addr.file_id())?;
     Ok((name.to_string(), addr.page_index()))
 }
 
-fn slot_identity(s: &TreeSnapshot, raw: u64) -> IoResult<Option<Identity>> {
+fn slot_identity(s: &TreeSnapshot, id: PageId, raw: u64) -> TreeResult<Option<Identity>> {
     match Slot::decode(raw) {
         Some(Slot::Page(a)) if !a.is_none() => identity(s, a).map(Some),
         Some(_) => Ok(None),
-        None => Err(IoError::corruption(
-            s.files.dir(),
-            raw,
-            "invalid mapping slot",
-        )),
+        None => Err(s
+            .mapping
+            .bad_slot(id, format!("holds an invalid value {raw:#x}"), s)),
     }
 }
 
@@ -83,9 +81,9 @@ struct Side<'a> {
 }
 
 impl Side<'_> {
-    fn bad(&self, addr: PageAddr, why: String) -> IoError {
+    fn bad(&self, addr: PageAddr, why: String) -> TreeError {
         let (file, offset) = self.snap.locate(addr);
-        IoError::corruption(file, offset, why)
+        TreeError::corruption(file, offset, why)
     }
 
     /// The node at `addr`, which must be at `level` (checked, see [`Radix`]).
@@ -94,7 +92,7 @@ impl Side<'_> {
         addr: PageAddr,
         level: u8,
         stats: &mut DiffStats,
-    ) -> IoResult<std::sync::Arc<MappingNode>> {
+    ) -> TreeResult<std::sync::Arc<MappingNode>> {
         if !self.seen.insert(addr.to_u64()) {
             return Err(self.bad(
                 addr,
@@ -116,7 +114,7 @@ impl Side<'_> {
         n: NodeRef,
         fanout: usize,
         stats: &mut DiffStats,
-    ) -> IoResult<Vec<NodeRef>> {
+    ) -> TreeResult<Vec<NodeRef>> {
         let mut out = vec![NodeRef::Absent; fanout];
         match n {
             NodeRef::Absent => {}
@@ -154,13 +152,13 @@ pub fn changed_pages(
     a: &TreeSnapshot,
     b: &TreeSnapshot,
     stats: &mut DiffStats,
-) -> IoResult<BTreeSet<PageId>> {
+) -> TreeResult<BTreeSet<PageId>> {
     let fanout = a.mapping.fanout();
     let mut out = BTreeSet::new();
     let mut dirty: BTreeSet<u32> = a.mapping.dirty_chunk_numbers().into_iter().collect();
     dirty.extend(b.mapping.dirty_chunk_numbers());
     let compare_chunk =
-        |chunk: u32, sa: &[u64], sb: &[u64], out: &mut BTreeSet<PageId>| -> IoResult<()> {
+        |chunk: u32, sa: &[u64], sb: &[u64], out: &mut BTreeSet<PageId>| -> TreeResult<()> {
             for i in 0..fanout {
                 let (ra, rb) = (
                     sa.get(i).copied().unwrap_or(0),
@@ -169,11 +167,13 @@ pub fn changed_pages(
                 if ra == rb && ra == 0 {
                     continue;
                 }
-                if slot_identity(a, ra)? != slot_identity(b, rb)? {
-                    let id = u64::from(chunk) * fanout as u64 + i as u64;
-                    let id = u32::try_from(id).map_err(|_| {
-                        IoError::corruption(a.files.dir(), id, "mapping slot beyond the id space")
-                    })?;
+                let id = u64::from(chunk) * fanout as u64 + i as u64;
+                let id = u32::try_from(id).map_err(|_| {
+                    let last = u32::try_from(id).unwrap_or(u32::MAX);
+                    a.mapping
+                        .bad_slot(last, "lies beyond the id space".into(), a)
+                })?;
+                if slot_identity(a, id, ra)? != slot_identity(b, id, rb)? {
                     out.insert(id);
                 }
             }
@@ -215,13 +215,13 @@ pub fn changed_pages(
         }
         if level == 0 {
             let chunk = u32::try_from(first_chunk).map_err(|_| {
-                IoError::corruption(a.files.dir(), first_chunk, "mapping chunk out of range")
+                out_of_range(&side_a, na, &side_b, nb, "mapping chunk out of range")
             })?;
             if dirty.contains(&chunk) {
                 continue;
             }
             let slots =
-                |s: &mut Side<'_>, n: NodeRef, stats: &mut DiffStats| -> IoResult<Vec<u64>> {
+                |s: &mut Side<'_>, n: NodeRef, stats: &mut DiffStats| -> TreeResult<Vec<u64>> {
                     match n {
                         NodeRef::Real(addr) => Ok(s.node(addr, 0, stats)?.slots.clone()),
                         _ => Ok(vec![0; fanout]),
@@ -244,7 +244,7 @@ pub fn changed_pages(
                 .and_then(|span| span.checked_mul(i as u64))
                 .and_then(|off| first_chunk.checked_add(off))
                 .ok_or_else(|| {
-                    IoError::corruption(a.files.dir(), first_chunk, "mapping chunk out of range")
+                    out_of_range(&side_a, na, &side_b, nb, "mapping chunk out of range")
                 })?;
             stack.push((level - 1, child_first, ca[i], cb[i]));
         }
@@ -253,7 +253,22 @@ pub fn changed_pages(
     Ok(out)
 }
 
-fn top_level(s: &TreeSnapshot, stats: &mut DiffStats) -> IoResult<Option<u8>> {
+/// The error for a walk step outside the id space, naming the mapping page (of either
+/// side) it was taken from.
+fn out_of_range(a: &Side<'_>, na: NodeRef, b: &Side<'_>, nb: NodeRef, why: &str) -> TreeError {
+    match (na, nb) {
+        (NodeRef::Real(x), _) => a.bad(x, why.into()),
+        (_, NodeRef::Real(y)) => b.bad(y, why.into()),
+        // Virtual and absent nodes are never out of range (child 0 of the top).
+        _ => TreeError::Slot {
+            page: u32::MAX,
+            what: why.into(),
+            at: None,
+        },
+    }
+}
+
+fn top_level(s: &TreeSnapshot, stats: &mut DiffStats) -> TreeResult<Option<u8>> {
     let root = s.mapping.root();
     if root.is_none() {
         return Ok(None);
@@ -267,7 +282,7 @@ fn changed_entries(
     s: &TreeSnapshot,
     ids: &BTreeSet<PageId>,
     stats: &mut DiffStats,
-) -> IoResult<BTreeMap<Vec<u8>, Entry>> {
+) -> TreeResult<BTreeMap<Vec<u8>, Entry>> {
     let mut out = BTreeMap::new();
     for &id in ids {
         let raw = s.mapping.raw(id, s)?;
@@ -281,10 +296,10 @@ fn changed_entries(
         }
         stats.leaves += 1;
         let view = LeafView::new(&payload)
-            .map_err(|e| IoError::corruption(h.path.clone(), offset, e.0))?;
+            .map_err(|e| TreeError::corruption(h.path.clone(), offset, e.0))?;
         for e in view
             .entries()
-            .map_err(|e| IoError::corruption(h.path.clone(), offset, e.0))?
+            .map_err(|e| TreeError::corruption(h.path.clone(), offset, e.0))?
         {
             out.insert(e.key.clone(), e);
         }
@@ -293,9 +308,9 @@ fn changed_entries(
 }
 
 /// Every key whose entry differs from `a` to `b`, in key order.
-pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> IoResult<(Vec<KeyChange>, DiffStats)> {
+pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> TreeResult<(Vec<KeyChange>, DiffStats)> {
     if !std::ptr::eq(a.files.as_ref(), b.files.as_ref()) && a.files.dir() != b.files.dir() {
-        return Err(IoError::InvalidArgument {
+        return Err(TreeError::InvalidArgument {
             what: "a diff compares two snapshots of the same partition".into(),
         });
     }
@@ -385,7 +400,7 @@ pub fn visible_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<KeyChange> {
 
 /// Whether two entries hold the same value, timestamp and expiry (overflow values compared
 /// by identity first, by content when their pages differ).
-pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) -> IoResult<bool> {
+pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) -> TreeResult<bool> {
     use crate::page::leaf::ValueLoc;
     if ea.timestamp != eb.timestamp || ea.expire_at != eb.expire_at {
         return Ok(false);
@@ -409,8 +424,8 @@ pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) ->
                 return Ok(false);
             }
             let same_pages = fa == fb && pa == pb && {
-                let ia = slot_identity(a, a.mapping.raw(*fa, a)?)?;
-                let ib = slot_identity(b, b.mapping.raw(*fb, b)?)?;
+                let ia = slot_identity(a, *fa, a.mapping.raw(*fa, a)?)?;
+                let ib = slot_identity(b, *fb, b.mapping.raw(*fb, b)?)?;
                 ia == ib
             };
             if same_pages {

@@ -1,12 +1,13 @@
 //! The data files of one partition, shared by every branch head of it: open handles, header
 //! checks, and verified page reads through the page cache.
 
+use crate::error::{TreeError, TreeResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bough_io::layout::{DataFileHeader, FileSalt, open_page, page_offset};
-use bough_io::{IoError, IoResult, OpenOptions, Storage, StorageFile};
+use bough_io::{OpenOptions, Storage, StorageFile};
 use bough_manifest::{BranchFileMapping, PageAddr};
 use bough_names::{BranchName, DataFileName, FileId, Term};
 use parking_lot::{Mutex, RwLock};
@@ -170,13 +171,10 @@ impl FileTable {
     }
 
     /// The name of file `file_id` as seen through `ranges`.
-    pub fn resolve(&self, ranges: &BranchFileMapping, file_id: FileId) -> IoResult<DataFileName> {
-        let r = ranges.resolve(file_id).ok_or_else(|| {
-            IoError::corruption(
-                self.dir.clone(),
-                file_id,
-                format!("file id {file_id} is outside every branch file range of the manifest"),
-            )
+    pub fn resolve(&self, ranges: &BranchFileMapping, file_id: FileId) -> TreeResult<DataFileName> {
+        let r = ranges.resolve(file_id).ok_or_else(|| TreeError::DataFile {
+            file: self.dir.clone(),
+            what: format!("file id {file_id} is outside every branch file range of the manifest"),
         })?;
         Ok(DataFileName::new(file_id, r.branch.clone(), r.term))
     }
@@ -198,7 +196,7 @@ impl FileTable {
 
     /// The open handle of the file `file_id` resolves to in `ranges` (opened, and its
     /// header checked, on first use). The file must be of the incarnation the range names.
-    pub fn handle(&self, ranges: &BranchFileMapping, file_id: FileId) -> IoResult<Arc<DataFile>> {
+    pub fn handle(&self, ranges: &BranchFileMapping, file_id: FileId) -> TreeResult<Arc<DataFile>> {
         let incarnation = match ranges.resolve(file_id) {
             Some(r) => {
                 if let Some(same) = self.by_id.read().get(&file_id)
@@ -220,19 +218,18 @@ impl FileTable {
 
     /// An open handle for an existing file written by incarnation `incarnation` of its
     /// branch, checking its header once. A file of another incarnation is `Corruption`.
-    pub fn open(&self, name: &DataFileName, incarnation: u64) -> IoResult<Arc<DataFile>> {
+    pub fn open(&self, name: &DataFileName, incarnation: u64) -> TreeResult<Arc<DataFile>> {
         let key = name.to_string();
         if let Some(h) = self.handles.lock().get(&key) {
             if h.incarnation != incarnation {
-                return Err(IoError::corruption(
-                    h.path.clone(),
-                    0,
-                    format!(
+                return Err(TreeError::DataFile {
+                    file: h.path.clone(),
+                    what: format!(
                         "data file of incarnation {:#018x} of branch {}, the referencing \
                          manifest expects incarnation {incarnation:#018x}",
                         h.incarnation, h.name.branch
                     ),
-                ));
+                });
             }
             h.touch();
             return Ok(h.clone());
@@ -246,25 +243,23 @@ impl FileTable {
             .storage
             .open(&path, OpenOptions::read())
             .map_err(|e| match e.kind() {
-                bough_io::ErrorKind::NotFound => IoError::corruption(
-                    path.clone(),
-                    0,
-                    "a data file the manifest refers to does not exist",
-                ),
-                _ => e,
+                bough_io::ErrorKind::NotFound => TreeError::DataFile {
+                    file: path.clone(),
+                    what: "a data file the manifest refers to does not exist".into(),
+                },
+                _ => e.into(),
             })?;
         let header = DataFileHeader::read_from(file.as_ref())?;
         header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
         header.verify_incarnation(&path, incarnation)?;
         if header.page_size != self.page_size {
-            return Err(IoError::corruption(
-                path,
-                0,
-                format!(
+            return Err(TreeError::DataFile {
+                file: path,
+                what: format!(
                     "data file page size {} differs from the partition's {}",
                     header.page_size, self.page_size
                 ),
-            ));
+            });
         }
         Ok(self.register(name.clone(), incarnation, path, file, false))
     }
@@ -281,7 +276,7 @@ impl FileTable {
         incarnation: u64,
         preallocate: u64,
         now_ms: u64,
-    ) -> IoResult<Arc<DataFile>> {
+    ) -> TreeResult<Arc<DataFile>> {
         let name = DataFileName::new(file_id, branch.clone(), term);
         let key = name.to_string();
         let path = self.path_of(&key);
@@ -311,7 +306,7 @@ impl FileTable {
         &self,
         name: &DataFileName,
         incarnation: u64,
-    ) -> IoResult<(Arc<DataFile>, u64)> {
+    ) -> TreeResult<(Arc<DataFile>, u64)> {
         let key = name.to_string();
         let path = self.path_of(&key);
         let file = self.storage.open(
@@ -325,14 +320,13 @@ impl FileTable {
         header.verify_identity(&path, name.file_id, &name.branch, name.term)?;
         header.verify_incarnation(&path, incarnation)?;
         if header.page_size != self.page_size {
-            return Err(IoError::corruption(
-                path,
-                0,
-                format!(
+            return Err(TreeError::DataFile {
+                file: path,
+                what: format!(
                     "data file page size {} differs from the partition's {}",
                     header.page_size, self.page_size
                 ),
-            ));
+            });
         }
         let len = file.len()?;
         Ok((
@@ -431,7 +425,7 @@ impl FileTable {
     }
 
     /// Reads, verifies and decodes the page at `addr` (through the cache).
-    pub fn read(&self, ranges: &BranchFileMapping, addr: PageAddr) -> IoResult<CachedPage> {
+    pub fn read(&self, ranges: &BranchFileMapping, addr: PageAddr) -> TreeResult<CachedPage> {
         let h = self.handle(ranges, addr.file_id())?;
         let key = PageCache::key(h.cache_id, addr.page_index());
         if let Some(p) = self.cache.get(key) {
@@ -450,19 +444,19 @@ impl FileTable {
     }
 
     /// Reads and verifies one page; returns (type, payload, file offset).
-    pub fn read_raw(&self, h: &DataFile, page_index: u32) -> IoResult<(u8, Vec<u8>, u64)> {
+    pub fn read_raw(&self, h: &DataFile, page_index: u32) -> TreeResult<(u8, Vec<u8>, u64)> {
         crate::cache_only::may_read_storage(&h.path)?;
         let offset = page_offset(page_index, self.page_size);
         let mut buf = vec![0u8; self.page_size as usize];
         h.file.read_at(offset, &mut buf).map_err(|e| {
             if e.is_unexpected_eof() {
-                IoError::corruption(
+                TreeError::corruption(
                     h.path.clone(),
                     offset,
                     format!("page {page_index} lies past the end of the file"),
                 )
             } else {
-                e
+                e.into()
             }
         })?;
         let (t, payload) = open_page(&buf, h.salt, page_index, &h.path, offset)?;
@@ -470,20 +464,20 @@ impl FileTable {
     }
 
     /// Reads the payloads of `count` consecutive pages of one file in one batch.
-    pub fn read_run(&self, h: &DataFile, first_index: u32, count: u32) -> IoResult<Vec<Vec<u8>>> {
+    pub fn read_run(&self, h: &DataFile, first_index: u32, count: u32) -> TreeResult<Vec<Vec<u8>>> {
         crate::cache_only::may_read_storage(&h.path)?;
         let ps = self.page_size as usize;
         let mut buf = vec![0u8; ps * count as usize];
         let offset = page_offset(first_index, self.page_size);
         h.file.read_at(offset, &mut buf).map_err(|e| {
             if e.is_unexpected_eof() {
-                IoError::corruption(
+                TreeError::corruption(
                     h.path.clone(),
                     offset,
                     "overflow run lies past the end of the file",
                 )
             } else {
-                e
+                e.into()
             }
         })?;
         let mut out = Vec::with_capacity(count as usize);
@@ -492,7 +486,7 @@ impl FileTable {
             let (t, payload) =
                 open_page(page, h.salt, idx, &h.path, page_offset(idx, self.page_size))?;
             if t != kind::OVERFLOW {
-                return Err(IoError::corruption(
+                return Err(TreeError::corruption(
                     h.path.clone(),
                     page_offset(idx, self.page_size),
                     format!("expected an overflow page, found type {t}"),
@@ -510,8 +504,8 @@ impl FileTable {
         offset: u64,
         page_kind: u8,
         payload: Vec<u8>,
-    ) -> IoResult<CachedPage> {
-        let bad = |r: crate::page::CodecError| IoError::corruption(path, offset, r.0);
+    ) -> TreeResult<CachedPage> {
+        let bad = |r: crate::page::CodecError| TreeError::corruption(path, offset, r.0);
         Ok(match page_kind {
             kind::LEAF | kind::TTL_LEAF => {
                 crate::page::leaf::LeafView::new(&payload).map_err(bad)?;
@@ -527,7 +521,7 @@ impl FileTable {
                 ))
             }
             other => {
-                return Err(IoError::corruption(
+                return Err(TreeError::corruption(
                     path,
                     offset,
                     format!("unexpected page type {other}"),

@@ -7,11 +7,12 @@
 //! A failed sync poisons the head: the storage refuses further durable work, and so does
 //! the head, until it is reopened.
 
+use crate::error::{TreeError, TreeResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bough_io::layout::{FRAME_HEADER_LEN, max_payload, page_offset, seal_page};
-use bough_io::{ErrorKind, IoError, IoResult, OpenOptions, StorageFile};
+use bough_io::{ErrorKind, IoError, OpenOptions, StorageFile};
 use bough_manifest::{
     BranchFileMapping, LogRecord, ManifestMetadata, NO_PAGE, PageAddr, PageId, Snapshot,
     dropped_tail_finding, encode_log, encode_snapshot, replay,
@@ -138,11 +139,11 @@ fn skip_orphans(
     branch: &BranchName,
     term: Term,
     durable: FileId,
-) -> IoResult<FileId> {
+) -> TreeResult<FileId> {
     let next = DataFileName::new(durable.saturating_add(1), branch.clone(), term);
     match files.storage().file_len(&files.path_of(&next.to_string())) {
         Err(e) if e.kind() == bough_io::ErrorKind::NotFound => return Ok(durable),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
         Ok(_) => {}
     }
     let mut max = durable;
@@ -174,7 +175,7 @@ impl Head {
         term: Term,
         fork: Option<&ForkPoint>,
         extensions: bough_manifest::ext::Extensions,
-    ) -> IoResult<Head> {
+    ) -> TreeResult<Head> {
         let mut snap = match fork {
             Some(f) => f.snapshot.clone(),
             None => Snapshot::empty(branch.clone(), term, cfg.page_size),
@@ -183,7 +184,7 @@ impl Head {
         snap.meta.term = term;
         snap.extensions = extensions;
         let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
-        let bytes = encode_snapshot(&snap).map_err(|e| IoError::InvalidArgument {
+        let bytes = encode_snapshot(&snap).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode the snapshot of {path}: {e}"),
         })?;
         files.storage().create_new(&path, &bytes)?;
@@ -204,11 +205,10 @@ impl Head {
         cfg: HeadConfig,
         branch: BranchName,
         term: Term,
-    ) -> IoResult<Head> {
+    ) -> TreeResult<Head> {
         let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
         let bytes = files.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
-        let replayed = replay(&bytes)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+        let replayed = replay(&bytes).map_err(|e| TreeError::manifest(path.clone(), e))?;
         if let Some(off) = replayed.dropped_tail {
             tracing::warn!(
                 manifest = %path,
@@ -224,15 +224,17 @@ impl Head {
             .and_then(|off| Some((off, bytes.get(usize::try_from(off).ok()?..)?.to_vec())));
         let st = replayed.state;
         let version_base = bough_manifest::commit_version(&st.extensions)
-            .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
+            .map_err(|e| {
+                TreeError::manifest_content(path.clone(), 0, format!("version extension: {e}"))
+            })?
             .unwrap_or(0);
         let incarnation = bough_manifest::incarnation(&st.extensions)
             .map_err(|e| {
-                IoError::corruption(path.clone(), 0, format!("incarnation extension: {e}"))
+                TreeError::manifest_content(path.clone(), 0, format!("incarnation extension: {e}"))
             })?
             .unwrap_or(0);
         if st.meta.branch != branch || st.meta.term != term {
-            return Err(IoError::corruption(
+            return Err(TreeError::manifest_content(
                 path,
                 0,
                 format!(
@@ -242,7 +244,7 @@ impl Head {
             ));
         }
         if st.page_size != cfg.page_size {
-            return Err(IoError::corruption(
+            return Err(TreeError::manifest_content(
                 path,
                 0,
                 format!(
@@ -384,12 +386,12 @@ impl Head {
     /// Makes `src` (a checkpointed snapshot of another branch of this partition) this
     /// branch's state, by reference: one log record, no data copied. File ids continue above
     /// everything either side allocated, so ranges stay disjoint (design notes §4, §7).
-    pub fn adopt(&mut self, src: &Snapshot, now_ms: u64) -> IoResult<()> {
+    pub fn adopt(&mut self, src: &Snapshot, now_ms: u64) -> TreeResult<()> {
         // Staged extensions belong to this commit: if it fails, they go with it.
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
         if !src.overlay.is_empty() {
-            return Err(IoError::InvalidArgument {
+            return Err(TreeError::InvalidArgument {
                 what: "an adopted snapshot must be checkpointed (no overlay)".into(),
             });
         }

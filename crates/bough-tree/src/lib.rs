@@ -12,6 +12,7 @@ pub mod buffer;
 pub mod cache;
 pub mod cache_only;
 pub mod diff;
+pub mod error;
 pub mod files;
 pub mod head;
 pub mod lww;

@@ -9,16 +9,17 @@
 //! Slot values (`u64`): 0 = unmapped; bit 63 set = a free logical id, low 32 bits = the next
 //! free id + 1 (0 = end of the free chain); anything else = a [`PageAddr`].
 
+use crate::error::{TreeError, TreeResult};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult};
 use bough_manifest::{NO_PAGE, PageAddr, PageId};
 
 use crate::page::kind;
 use crate::page::mapping::MappingNode;
 
 mod overlay;
+mod slot_error;
 
 const FREE_BIT: u64 = bough_manifest::FREE_SLOT_BIT;
 
@@ -64,18 +65,16 @@ impl Slot {
 /// Loads mapping nodes from storage (through the page cache).
 pub trait NodeSource {
     /// The decoded mapping node at `addr`.
-    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>>;
+    fn mapping_node(&self, addr: PageAddr) -> TreeResult<Arc<MappingNode>>;
 
     /// The file holding the page at `addr` and the page's byte offset in it, for errors.
-    fn locate(&self, addr: PageAddr) -> (String, u64) {
-        ("<mapping>".to_string(), addr.to_u64())
-    }
+    fn locate(&self, addr: PageAddr) -> (String, u64);
 }
 
 /// Accepts new pages for the commit in progress and says where they will live.
 pub trait PageSink {
     /// Stages a page of `page_kind` with `payload`; returns its address.
-    fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> IoResult<PageAddr>;
+    fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> TreeResult<PageAddr>;
 }
 
 /// An immutable view of the mapping table (what a reader snapshot holds).
@@ -103,7 +102,7 @@ impl MappingView {
     }
 
     /// The raw slot of `id`.
-    pub fn raw(&self, id: PageId, src: &dyn NodeSource) -> IoResult<u64> {
+    pub fn raw(&self, id: PageId, src: &dyn NodeSource) -> TreeResult<u64> {
         let chunk = id / self.fanout as u32;
         let slot = id as usize % self.fanout;
         if let Some(c) = self.dirty.get(&chunk) {
@@ -115,19 +114,15 @@ impl MappingView {
     }
 
     /// Where page `id` lives; `Corruption` if it is not mapped to a page.
-    pub fn addr(&self, id: PageId, src: &dyn NodeSource) -> IoResult<PageAddr> {
+    pub fn addr(&self, id: PageId, src: &dyn NodeSource) -> TreeResult<PageAddr> {
         match Slot::decode(self.raw(id, src)?) {
             Some(Slot::Page(a)) => Ok(a),
-            other => Err(IoError::corruption(
-                "<mapping>",
-                u64::from(id),
-                format!("logical page {id} is referenced but its mapping slot is {other:?}"),
-            )),
+            other => Err(self.bad_slot(id, format!("is {other:?}"), src)),
         }
     }
 
     /// The effective slots of chunk `chunk` (dirty or on disk; zeros where absent).
-    pub fn chunk_slots(&self, chunk: u32, src: &dyn NodeSource) -> IoResult<Vec<u64>> {
+    pub fn chunk_slots(&self, chunk: u32, src: &dyn NodeSource) -> TreeResult<Vec<u64>> {
         if let Some(c) = self.dirty.get(&chunk) {
             return Ok(c.as_ref().clone());
         }
@@ -142,7 +137,16 @@ impl MappingView {
     }
 
     /// The on-disk level-0 node holding `chunk`, if the radix tree has one.
-    fn disk_chunk(&self, chunk: u32, src: &dyn NodeSource) -> IoResult<Option<Arc<MappingNode>>> {
+    fn disk_chunk(&self, chunk: u32, src: &dyn NodeSource) -> TreeResult<Option<Arc<MappingNode>>> {
+        Ok(self.disk_chunk_at(chunk, src)?.map(|(_, node)| node))
+    }
+
+    /// [`Self::disk_chunk`] with the node's address.
+    fn disk_chunk_at(
+        &self,
+        chunk: u32,
+        src: &dyn NodeSource,
+    ) -> TreeResult<Option<(PageAddr, Arc<MappingNode>)>> {
         if self.root.is_none() {
             return Ok(None);
         }
@@ -166,7 +170,7 @@ impl MappingView {
         level: u8,
         idx: u64,
         src: &dyn NodeSource,
-    ) -> IoResult<Option<Arc<MappingNode>>> {
+    ) -> TreeResult<Option<(PageAddr, Arc<MappingNode>)>> {
         let radix = Radix::new(self.fanout);
         let mut pos = NodePos {
             addr,
@@ -190,7 +194,7 @@ impl MappingView {
             node = next;
             pos = child;
         }
-        Ok(Some(node))
+        Ok(Some((pos.addr, node)))
     }
 
     /// Every non-zero slot of the chunks changed since the last checkpoint.
@@ -212,7 +216,7 @@ impl MappingView {
         &self,
         src: &dyn NodeSource,
         f: &mut dyn FnMut(PageId, u64),
-    ) -> IoResult<()> {
+    ) -> TreeResult<()> {
         let mut dirty: Vec<(u32, &Arc<Vec<u64>>)> =
             self.dirty.iter().map(|(c, s)| (*c, s)).collect();
         dirty.sort_unstable_by_key(|(c, _)| *c);
@@ -245,8 +249,11 @@ impl MappingView {
             Ok(false)
         })?;
         for (c, slots) in pending {
-            emit(c, slots, f).map_err(|()| {
-                IoError::corruption("<mapping>", u64::from(c), "dirty chunk beyond the id space")
+            // Unreachable for slots set through `PageId`s; refused rather than wrapped.
+            emit(c, slots, f).map_err(|()| TreeError::Slot {
+                page: c.saturating_mul(fanout as u32),
+                what: "is in a changed chunk beyond the id space".into(),
+                at: None,
             })?;
         }
         Ok(())
@@ -257,7 +264,7 @@ impl MappingView {
         &self,
         src: &dyn NodeSource,
         f: &mut dyn FnMut(PageAddr),
-    ) -> IoResult<()> {
+    ) -> TreeResult<()> {
         walk_radix(self.root, self.fanout, src, &mut |pos, _| {
             f(pos.addr);
             Ok(true)
@@ -372,15 +379,15 @@ pub fn walk_radix(
     root: PageAddr,
     fanout: usize,
     src: &dyn NodeSource,
-    visit: &mut dyn FnMut(NodePos, &MappingNode) -> IoResult<bool>,
-) -> IoResult<()> {
+    visit: &mut dyn FnMut(NodePos, &MappingNode) -> TreeResult<bool>,
+) -> TreeResult<()> {
     if root.is_none() {
         return Ok(());
     }
     let radix = Radix::new(fanout);
     let bad = |addr: PageAddr, why: String| {
         let (file, offset) = src.locate(addr);
-        IoError::corruption(file, offset, why)
+        TreeError::corruption(file, offset, why)
     };
     let mut seen: HashSet<u64> = HashSet::new();
     // (position, the level its parent requires; None for the root)
@@ -417,9 +424,9 @@ pub fn walk_radix(
 }
 
 /// A `Corruption` naming the file and offset of the page at `addr`.
-fn located(src: &dyn NodeSource, addr: PageAddr, why: String) -> IoError {
+fn located(src: &dyn NodeSource, addr: PageAddr, why: String) -> TreeError {
     let (file, offset) = src.locate(addr);
-    IoError::corruption(file, offset, why)
+    TreeError::corruption(file, offset, why)
 }
 
 /// Chunks covered by a node at `level` (level 0 covers one chunk).
@@ -479,7 +486,7 @@ impl MappingTable {
     }
 
     /// Sets a slot (recorded for the next log record).
-    pub fn set_raw(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> IoResult<()> {
+    pub fn set_raw(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> TreeResult<()> {
         let fanout = self.view.fanout;
         let chunk_no = id / fanout as u32;
         let dirty = Arc::make_mut(&mut self.view.dirty);
@@ -507,20 +514,20 @@ impl MappingTable {
     }
 
     /// Maps `id` to `addr`.
-    pub fn map(&mut self, id: PageId, addr: PageAddr, src: &dyn NodeSource) -> IoResult<()> {
+    pub fn map(&mut self, id: PageId, addr: PageAddr, src: &dyn NodeSource) -> TreeResult<()> {
         self.set_raw(id, Slot::Page(addr).encode(), src)
     }
 
     /// A fresh logical id (reusing a freed one when there is one).
-    pub fn alloc(&mut self, src: &dyn NodeSource) -> IoResult<PageId> {
+    pub fn alloc(&mut self, src: &dyn NodeSource) -> TreeResult<PageId> {
         if let Some(id) = self.free_head {
             let next = match Slot::decode(self.view.raw(id, src)?) {
                 Some(Slot::Free { next }) => next,
                 other => {
-                    return Err(IoError::corruption(
-                        "<mapping>",
-                        u64::from(id),
-                        format!("free chain points at page {id} whose slot is {other:?}"),
+                    return Err(self.view.bad_slot(
+                        id,
+                        format!("is {other:?}, yet the free chain points at it"),
+                        src,
                     ));
                 }
             };
@@ -533,12 +540,12 @@ impl MappingTable {
     }
 
     /// `n` consecutive fresh ids (for the pages of one overflow value).
-    pub fn alloc_run(&mut self, n: u32) -> IoResult<PageId> {
+    pub fn alloc_run(&mut self, n: u32) -> TreeResult<PageId> {
         let first = self.next_page_id;
         let end = first
             .checked_add(n)
             .filter(|&e| e < NO_PAGE)
-            .ok_or_else(|| IoError::InvalidArgument {
+            .ok_or_else(|| TreeError::InvalidArgument {
                 what: "logical page ids exhausted".into(),
             })?;
         self.next_page_id = end;
@@ -546,7 +553,7 @@ impl MappingTable {
     }
 
     /// Releases `id` onto the free chain.
-    pub fn free(&mut self, id: PageId, src: &dyn NodeSource) -> IoResult<()> {
+    pub fn free(&mut self, id: PageId, src: &dyn NodeSource) -> TreeResult<()> {
         let raw = Slot::Free {
             next: self.free_head,
         }
@@ -562,7 +569,7 @@ impl MappingTable {
     }
 
     /// Applies a replayed change (no change record is kept).
-    pub fn replay_change(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> IoResult<()> {
+    pub fn replay_change(&mut self, id: PageId, raw: u64, src: &dyn NodeSource) -> TreeResult<()> {
         self.set_raw(id, raw, src)?;
         self.changes.remove(&id);
         Ok(())
@@ -586,7 +593,7 @@ impl MappingTable {
         &mut self,
         src: &dyn NodeSource,
         sink: &mut dyn PageSink,
-    ) -> IoResult<PageAddr> {
+    ) -> TreeResult<PageAddr> {
         let fanout = self.view.fanout;
         if self.view.dirty.is_empty() {
             return Ok(self.view.root);
@@ -655,7 +662,7 @@ impl MappingView {
         idx: u64,
         old_top: Option<u8>,
         src: &dyn NodeSource,
-    ) -> IoResult<Option<Arc<MappingNode>>> {
+    ) -> TreeResult<Option<Arc<MappingNode>>> {
         let Some(old_top) = old_top else {
             return Ok(None);
         };
@@ -671,7 +678,9 @@ impl MappingView {
         Radix::new(self.fanout)
             .check(Some(old_top), &node)
             .map_err(|why| located(src, self.root, why))?;
-        self.descend(self.root, node, old_top, level, idx, src)
+        Ok(self
+            .descend(self.root, node, old_top, level, idx, src)?
+            .map(|(_, node)| node))
     }
 }
 
@@ -687,18 +696,21 @@ mod tests {
     }
 
     impl NodeSource for MemPages {
-        fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+        fn mapping_node(&self, addr: PageAddr) -> TreeResult<Arc<MappingNode>> {
             self.pages
                 .lock()
                 .get(&addr.to_u64())
                 .cloned()
-                .ok_or_else(|| IoError::corruption("mem", addr.to_u64(), "missing"))
+                .ok_or_else(|| TreeError::corruption("mem", addr.to_u64(), "missing"))
+        }
+        fn locate(&self, addr: PageAddr) -> (String, u64) {
+            ("mem".to_string(), addr.to_u64())
         }
     }
 
     struct Sink<'a>(&'a MemPages, usize);
     impl PageSink for Sink<'_> {
-        fn stage(&mut self, _kind: u8, payload: Vec<u8>) -> IoResult<PageAddr> {
+        fn stage(&mut self, _kind: u8, payload: Vec<u8>) -> TreeResult<PageAddr> {
             let mut n = self.0.next.lock();
             *n += 1;
             let addr = PageAddr::new(1, *n).unwrap();
@@ -784,14 +796,14 @@ mod tests {
     }
 
     impl NodeSource for Crafted {
-        fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+        fn mapping_node(&self, addr: PageAddr) -> TreeResult<Arc<MappingNode>> {
             let mut reads = self.reads.lock();
             *reads += 1;
             assert!(*reads <= 10_000, "the walk read {reads} pages: it loops");
             self.pages
                 .get(&addr.to_u64())
                 .cloned()
-                .ok_or_else(|| IoError::corruption("missing", addr.to_u64(), "no such page"))
+                .ok_or_else(|| TreeError::corruption("missing", addr.to_u64(), "no such page"))
         }
 
         fn locate(&self, addr: PageAddr) -> (String, u64) {
@@ -819,8 +831,8 @@ mod tests {
         file: &str,
     ) {
         let view = MappingTable::new(fanout, root, 0, None).view();
-        let want = |what: &str, r: IoResult<()>| match r {
-            Err(IoError::Corruption { path, .. }) => {
+        let want = |what: &str, r: TreeResult<()>| match r {
+            Err(TreeError::Page { file: path, .. }) => {
                 assert_eq!(path, file, "{what}: the error names the wrong file")
             }
             other => panic!("{what}: {other:?}, not a Corruption"),
@@ -873,7 +885,7 @@ mod tests {
         // Reads of one id descend the same path.
         let view = MappingTable::new(fanout, root, 0, None).view();
         let r = view.raw(3 * fanout as u32, &Crafted::new(&pages));
-        assert!(matches!(r, Err(IoError::Corruption { .. })), "{r:?}");
+        assert!(matches!(r, Err(TreeError::Page { .. })), "{r:?}");
     }
 
     #[test]

@@ -17,9 +17,10 @@
 //! - **Resume:** after replay, bytes of a torn last record (never acknowledged) are zeroed
 //!   and synced before the next append, so no byte of it can later pass for a record.
 
+use crate::error::{TreeError, TreeResult};
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult, OpenOptions, Storage, StorageFile};
+use bough_io::{OpenOptions, Storage, StorageFile};
 use bough_manifest::{
     LOG_BLOCK, LogEntry, LogMutation, LogOp, LogRecordKind, LogRef, LogReplayed, LogSalt,
     encode_log_entry, replay_log,
@@ -79,7 +80,7 @@ impl LogWriter {
         name: LogFileName,
         incarnation: u64,
         cfg: LogConfig,
-    ) -> IoResult<LogWriter> {
+    ) -> TreeResult<LogWriter> {
         let path = format!("{dir}/{name}");
         let layout = round_up(cfg.layout_bytes.min(cfg.file_bytes), LOG_BLOCK as u64);
         let file = storage.open(&path, OpenOptions::write_new(layout))?;
@@ -108,7 +109,7 @@ impl LogWriter {
         incarnation: u64,
         cfg: LogConfig,
         replayed: &LogReplayed,
-    ) -> IoResult<LogWriter> {
+    ) -> TreeResult<LogWriter> {
         let path = format!("{dir}/{name}");
         let file = storage.open(
             &path,
@@ -173,14 +174,15 @@ impl LogWriter {
     /// Appends one record and makes it durable with one `fdatasync`. Returns the record's
     /// offset. On any failure the writer is poisoned and the record must not be
     /// acknowledged.
-    pub fn append(&mut self, entry: &LogEntry) -> IoResult<u64> {
+    pub fn append(&mut self, entry: &LogEntry) -> TreeResult<u64> {
         if let Some(why) = &self.poisoned {
-            return Err(IoError::Poisoned { cause: why.clone() });
+            return Err(TreeError::Poisoned { cause: why.clone() });
         }
         let at = self.offset;
-        let rec = encode_log_entry(entry, self.salt, at).map_err(|e| IoError::InvalidArgument {
-            what: format!("cannot encode a log record for {}: {e}", self.name),
-        })?;
+        let rec =
+            encode_log_entry(entry, self.salt, at).map_err(|e| TreeError::InvalidArgument {
+                what: format!("cannot encode a log record for {}: {e}", self.name),
+            })?;
         let end = at + rec.len() as u64;
         let laid_out = if end <= self.laid_out {
             self.laid_out
@@ -207,7 +209,7 @@ impl LogWriter {
             }
             Err(e) => {
                 self.poisoned = Some(format!("log append to {} failed: {e}", self.name));
-                Err(e)
+                Err(e.into())
             }
         }
     }
@@ -307,11 +309,11 @@ fn from_log_op(op: LogOp) -> Op {
 
 /// Reads and replays the log file a reference names. Damage is `Corruption` naming the
 /// file and the record's offset; a torn last record is dropped (and logged).
-pub fn replay_ref(storage: &dyn Storage, dir: &str, r: &LogRef) -> IoResult<LogReplayed> {
+pub fn replay_ref(storage: &dyn Storage, dir: &str, r: &LogRef) -> TreeResult<LogReplayed> {
     let path = format!("{dir}/{}", r.file);
     let bytes = storage.read_file(&path, MAX_LOG_FILE_BYTES)?;
-    let replayed = replay_log(&bytes, r.salt(), r.start)
-        .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+    let replayed =
+        replay_log(&bytes, r.salt(), r.start).map_err(|e| TreeError::manifest(path.clone(), e))?;
     if let Some(off) = replayed.dropped_tail {
         tracing::warn!(log = %path, offset = off, "dropped a torn last log record (never acknowledged)");
     }
@@ -326,7 +328,7 @@ pub fn recover(
     storage: &dyn Storage,
     dir: &str,
     refs: &[LogRef],
-) -> IoResult<(WriteBuffer, Vec<LogReplayed>)> {
+) -> TreeResult<(WriteBuffer, Vec<LogReplayed>)> {
     let mut buffer = WriteBuffer::new();
     let mut replays = Vec::with_capacity(refs.len());
     for r in refs {
@@ -334,7 +336,7 @@ pub fn recover(
         let replayed = replay_ref(storage, dir, r)?;
         let commits = replayed
             .commits_after(r.covered)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+            .map_err(|e| TreeError::manifest(path.clone(), e))?;
         for c in commits {
             if r.until != 0 && c.entry.version > r.until {
                 break;
@@ -342,7 +344,7 @@ pub fn recover(
             if let Some(last) = buffer.last_version()
                 && c.entry.version != last + 1
             {
-                return Err(IoError::corruption(
+                return Err(TreeError::manifest_content(
                     path,
                     c.offset,
                     format!(

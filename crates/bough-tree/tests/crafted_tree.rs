@@ -14,11 +14,12 @@ use std::sync::Arc;
 
 use bough_io::layout::{DataFileHeader, FRAME_HEADER_LEN, seal_page};
 use bough_io::memory::MemoryStorage;
-use bough_io::{IoError, OpenOptions, Storage};
+use bough_io::{OpenOptions, Storage};
 use bough_manifest::PageId;
 use bough_names::BranchName;
 use bough_tree::btree::{self, Mutation, Op, TreeRead};
 use bough_tree::cache::PageCache;
+use bough_tree::error::TreeError;
 use bough_tree::files::FileTable;
 use bough_tree::head::{Head, HeadConfig, TreeSnapshot};
 use bough_tree::page::index::IndexNode;
@@ -131,10 +132,12 @@ fn craft(mem: &MemoryStorage, id: PageId, change: impl FnOnce(&mut IndexNode)) {
 }
 
 /// Asserts `e` is `Corruption` naming page `id`'s file and offset in snapshot `s`.
-fn names_page(e: &IoError, s: &TreeSnapshot, id: PageId, what: &str) {
+fn names_page(e: &TreeError, s: &TreeSnapshot, id: PageId, what: &str) {
     let (file, off) = place(s, id);
     match e {
-        IoError::Corruption { path, offset, .. } => assert!(
+        TreeError::Page {
+            file: path, offset, ..
+        } => assert!(
             *path == file && *offset == off,
             "{what}: {e} names {path} at {offset}, not page {id} ({file} at {off})"
         ),
@@ -144,7 +147,7 @@ fn names_page(e: &IoError, s: &TreeSnapshot, id: PageId, what: &str) {
 
 /// A full cursor scan: the keys it yields (each above the one before, or the test fails)
 /// and how it ended.
-fn scan(s: &TreeSnapshot) -> (Vec<Vec<u8>>, Result<(), IoError>) {
+fn scan(s: &TreeSnapshot) -> (Vec<Vec<u8>>, Result<(), TreeError>) {
     let mut out: Vec<Vec<u8>> = Vec::new();
     let mut c = match btree::Cursor::seek(s, s.root, None) {
         Ok(c) => c,
@@ -172,7 +175,7 @@ fn scan(s: &TreeSnapshot) -> (Vec<Vec<u8>>, Result<(), IoError>) {
 /// A scan in pages of 64 keys, each restarting at the key the last one stopped at (how
 /// the store's paged scans and the harness read a branch). The number of pages is
 /// bounded: a scan that goes back to keys it already read would never end.
-fn paged_scan(s: &TreeSnapshot, keys: usize) -> Result<usize, IoError> {
+fn paged_scan(s: &TreeSnapshot, keys: usize) -> Result<usize, TreeError> {
     let mut begin: Option<Vec<u8>> = None;
     let mut read = 0;
     for _ in 0..keys / 64 + 2 {
@@ -231,7 +234,7 @@ fn assert_refused(
         },
     };
     let e = head.commit(&[m], 9).expect_err("a commit through it fails");
-    assert!(matches!(e, IoError::Corruption { .. }), "{e:?}");
+    assert!(matches!(e, TreeError::Page { .. }), "{e:?}");
     // Keys routed elsewhere still read right.
     let first = model.keys().next().expect("keys");
     let got = btree::get(s.as_ref(), s.root, first).expect("lookup beside it");

@@ -2,9 +2,12 @@
 
 use std::fmt;
 
+use bough_catalog::error::CatalogError;
+use bough_gc::error::GcError;
 pub use bough_io::ErrorKind;
 use bough_io::IoError;
 use bough_names::NameError;
+use bough_tree::error::TreeError;
 
 /// An error from the store, naming the partition and branch it concerns when there is one.
 ///
@@ -25,11 +28,37 @@ pub struct Error {
     detail: Detail,
 }
 
+/// The lower layer's error, kept whole (`source()` reaches it); each layer's `kind()` is
+/// what the public kind is, mapped in the `From`s below (the one place).
 #[derive(Debug)]
 enum Detail {
     Io(IoError),
+    Tree(TreeError),
+    Catalog(CatalogError),
+    Gc(GcError),
     Name(NameError),
     Message(String),
+}
+
+impl Detail {
+    fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Detail::Io(e) => Some(e),
+            Detail::Tree(e) => Some(e),
+            Detail::Catalog(e) => Some(e),
+            Detail::Gc(e) => Some(e),
+            Detail::Name(e) => Some(e),
+            Detail::Message(_) => None,
+        }
+    }
+
+    fn text(&self) -> String {
+        match (self, self.as_error()) {
+            (Detail::Message(m), _) => m.clone(),
+            (_, Some(e)) => e.to_string(),
+            (_, None) => String::new(),
+        }
+    }
 }
 
 impl Error {
@@ -62,7 +91,13 @@ impl Error {
 
     /// Whether a read allowed cached pages only needed storage (`bough_tree::cache_only`).
     pub(crate) fn is_not_cached(&self) -> bool {
-        matches!(self.detail, Detail::Io(IoError::NotCached { .. }))
+        match &self.detail {
+            Detail::Io(e) => matches!(e, IoError::NotCached { .. }),
+            Detail::Tree(e) => e.is_not_cached(),
+            Detail::Catalog(e) => e.is_not_cached(),
+            Detail::Gc(GcError::Tree(e)) => e.is_not_cached(),
+            _ => false,
+        }
     }
 
     pub(crate) fn closed() -> Self {
@@ -82,22 +117,14 @@ impl Error {
         Error {
             kind: self.kind,
             target: self.target.clone(),
-            detail: Detail::Message(match &self.detail {
-                Detail::Io(e) => e.to_string(),
-                Detail::Name(e) => e.to_string(),
-                Detail::Message(m) => m.clone(),
-            }),
+            detail: Detail::Message(self.detail.text()),
         }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let detail = match &self.detail {
-            Detail::Io(e) => e.to_string(),
-            Detail::Name(e) => e.to_string(),
-            Detail::Message(m) => m.clone(),
-        };
+        let detail = self.detail.text();
         // A lower layer may already have named the same object ("t.0@b: already exists"):
         // it is said once.
         if let Some(t) = &self.target
@@ -113,11 +140,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.detail {
-            Detail::Io(e) => Some(e),
-            Detail::Name(e) => Some(e),
-            Detail::Message(_) => None,
-        }
+        self.detail.as_error()
     }
 }
 
@@ -127,6 +150,36 @@ impl From<IoError> for Error {
             kind: e.kind(),
             target: None,
             detail: Detail::Io(e),
+        }
+    }
+}
+
+impl From<TreeError> for Error {
+    fn from(e: TreeError) -> Self {
+        Error {
+            kind: e.kind(),
+            target: None,
+            detail: Detail::Tree(e),
+        }
+    }
+}
+
+impl From<CatalogError> for Error {
+    fn from(e: CatalogError) -> Self {
+        Error {
+            kind: e.kind(),
+            target: None,
+            detail: Detail::Catalog(e),
+        }
+    }
+}
+
+impl From<GcError> for Error {
+    fn from(e: GcError) -> Self {
+        Error {
+            kind: e.kind(),
+            target: None,
+            detail: Detail::Gc(e),
         }
     }
 }
@@ -165,5 +218,38 @@ mod tests {
         })
         .at("t.0@feature");
         assert_eq!(e.to_string(), "t.0@feature: t.0@feature-x: already exists");
+    }
+
+    /// A page corruption from the tree keeps its kind, says its file and offset, and stays
+    /// reachable as the tree's error through `source()`.
+    #[test]
+    fn a_tree_error_keeps_its_kind_and_its_place() {
+        let e = Error::from(TreeError::corruption(
+            "t.0/data_3_main_1",
+            8192,
+            "tree page 7: leaf restart offset out of bounds",
+        ))
+        .at("t.0@main");
+        assert_eq!(e.kind(), ErrorKind::Corruption);
+        assert_eq!(
+            e.to_string(),
+            "t.0@main: corruption in t.0/data_3_main_1 at offset 8192: tree page 7: leaf \
+             restart offset out of bounds"
+        );
+        let inner = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<TreeError>())
+            .expect("the tree's error");
+        assert_eq!(inner.location(), Some(("t.0/data_3_main_1", 8192)));
+        // Kinds pass through every layer unchanged.
+        let busy = Error::from(CatalogError::Tree(TreeError::Io(IoError::NotCached {
+            path: "t.0/data_1_main_0".into(),
+        })));
+        assert_eq!(busy.kind(), ErrorKind::Busy);
+        assert!(busy.is_not_cached());
+        let gc = Error::from(GcError::State {
+            file: "t.0/manifest_main_0".into(),
+            what: "merge bases: Truncated".into(),
+        });
+        assert_eq!(gc.kind(), ErrorKind::Corruption);
     }
 }

@@ -34,7 +34,7 @@ use bough_io::{IoError, IoResult};
 use bough_names::parse_file_name;
 
 use super::{Cond, Inner, Kind, get_full, kind_of, obj_err};
-use crate::envelope::{AppendPayload, ENVELOPE_HEADER, Envelope};
+use crate::envelope::{AppendPayload, ENVELOPE_HEADER, Envelope, EnvelopeError};
 use crate::object::{ObjectError, ObjectMeta};
 use crate::retry::is_not_found;
 
@@ -150,9 +150,10 @@ impl Inner {
                     ));
                 }
                 let Some(below) = n.checked_sub(1) else {
+                    // The flags field (offset 14) says APPEND.
                     return Err(IoError::corruption(
                         version_key(path, n),
-                        0,
+                        14,
                         "version 0 is an APPEND: it has nothing to append to",
                     ));
                 };
@@ -182,29 +183,19 @@ impl Inner {
             }
             for (v, a) in appends.iter().rev() {
                 let key = version_key(path, *v);
-                let p = AppendPayload::decode(&a.payload)
-                    .map_err(|r| IoError::corruption(&key, 0, r))?;
+                let p = AppendPayload::decode(&a.payload).map_err(|r| r.at(&key))?;
                 let at = env.payload.len() as u64;
                 if p.offset != at {
-                    return Err(IoError::corruption(
-                        &key,
-                        0,
-                        format!(
-                            "appends at {}, but the file before it ends at {at}",
-                            p.offset
-                        ),
-                    ));
+                    return Err(EnvelopeError::AppendMisplaced {
+                        offset: p.offset,
+                        file_end: at,
+                    }
+                    .at(&key));
                 }
                 let end = at
                     .checked_add(p.len)
                     .filter(|&e| e <= MAX_ASSEMBLED)
-                    .ok_or_else(|| {
-                        IoError::corruption(
-                            &key,
-                            0,
-                            format!("an append of {} bytes at {at} is too long", p.len),
-                        )
-                    })?;
+                    .ok_or_else(|| EnvelopeError::AppendTooLong { len: p.len, at }.at(&key))?;
                 env.payload.extend_from_slice(p.bytes);
                 env.payload.resize(end as usize, 0);
             }

@@ -69,7 +69,11 @@ impl Inner {
             match self.cache.insert(path, &bytes)? {
                 Some(f) => return f.read_at(offset, buf),
                 None => {
-                    buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
+                    let start = offset as usize;
+                    let src = bytes
+                        .get(start..start + buf.len())
+                        .ok_or_else(|| IoError::unexpected_eof(path))?;
+                    buf.copy_from_slice(src);
                     return Ok(());
                 }
             }

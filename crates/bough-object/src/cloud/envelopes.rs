@@ -58,7 +58,7 @@ impl Inner {
                     torn += 1;
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
-                Err(r) => return Err(IoError::corruption(key, 0, r)),
+                Err(r) => return Err(r.at(key)),
             }
         }
     }
@@ -103,7 +103,7 @@ impl Inner {
             .simple("get", || get_full(self.store.as_ref(), path))
         {
             Ok((bytes, meta)) => {
-                let env = Envelope::decode(&bytes).map_err(|r| IoError::corruption(path, 0, r))?;
+                let env = Envelope::decode(&bytes).map_err(|r| r.at(path))?;
                 if env.token == token {
                     tracing::debug!(path, "conditional write landed on an earlier attempt");
                     self.count_upload(bytes.len());
@@ -188,7 +188,7 @@ impl Inner {
                         token: env.token,
                         payload: AppendPayload::encode(
                             d.payload.len() as u64,
-                            &payload[d.payload.len()..],
+                            payload.get(d.payload.len()..).unwrap_or_default(),
                         ),
                     },
                     None => env.clone(),

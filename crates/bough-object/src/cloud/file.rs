@@ -57,7 +57,10 @@ impl StorageFile for CloudFile {
                             return Err(IoError::unexpected_eof(&self.path));
                         }
                         let o = offset as usize;
-                        buf.copy_from_slice(&data[o..o + buf.len()]);
+                        let src = data
+                            .get(o..o + buf.len())
+                            .ok_or_else(|| IoError::unexpected_eof(&self.path))?;
+                        buf.copy_from_slice(src);
                     }
                     BufState::Uploaded { len } => {
                         let len = *len;
@@ -90,7 +93,9 @@ impl StorageFile for CloudFile {
         if (data.len() as u64) < end {
             data.resize(end as usize, 0);
         }
-        data[offset as usize..end as usize].copy_from_slice(buf);
+        if let Some(dst) = data.get_mut(offset as usize..end as usize) {
+            dst.copy_from_slice(buf);
+        }
         Ok(())
     }
 

@@ -26,7 +26,7 @@ use bough_names::GC_LEASE_FILE;
 use parking_lot::Mutex;
 
 use super::{Cond, Inner, check_path};
-use crate::envelope::Envelope;
+use crate::envelope::{ENVELOPE_HEADER, Envelope};
 use crate::object::Etag;
 
 /// Payload length of a lease record.
@@ -60,6 +60,46 @@ pub struct LeaseRecord {
     pub released: bool,
 }
 
+/// Why a lease record is refused: one variant per check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseRecordError {
+    /// Not [`LEASE_RECORD_LEN`] bytes.
+    WrongLength(usize),
+    /// Bytes 0..4 are not the lease magic.
+    BadMagic,
+    /// A version this build does not read.
+    UnknownVersion(u16),
+    /// Flag bits this build does not know.
+    UnknownFlags(u16),
+}
+
+impl LeaseRecordError {
+    /// The byte of the record (the envelope's payload) the failed check read.
+    pub fn offset(&self) -> u64 {
+        match self {
+            LeaseRecordError::WrongLength(_) | LeaseRecordError::BadMagic => 0,
+            LeaseRecordError::UnknownVersion(_) => 4,
+            LeaseRecordError::UnknownFlags(_) => 6,
+        }
+    }
+}
+
+impl std::fmt::Display for LeaseRecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaseRecordError::WrongLength(n) => {
+                write!(f, "lease record of {n} bytes, expected {LEASE_RECORD_LEN}")
+            }
+            LeaseRecordError::BadMagic => f.write_str("bad lease magic"),
+            LeaseRecordError::UnknownVersion(v) => write!(f, "unknown lease version {v}"),
+            LeaseRecordError::UnknownFlags(x) => write!(f, "unknown lease flags {x:#x}"),
+        }
+    }
+}
+
+impl std::error::Error for LeaseRecordError {}
+
 impl LeaseRecord {
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
@@ -74,30 +114,34 @@ impl LeaseRecord {
         out
     }
 
-    /// Parses a record; the error says what is wrong.
-    pub fn decode(b: &[u8]) -> Result<LeaseRecord, String> {
+    /// Parses a record; the error says what is wrong (and [`LeaseRecordError::offset`]
+    /// where).
+    pub fn decode(b: &[u8]) -> Result<LeaseRecord, LeaseRecordError> {
         if b.len() != LEASE_RECORD_LEN {
-            return Err(format!(
-                "lease record of {} bytes, expected {LEASE_RECORD_LEN}",
-                b.len()
-            ));
+            return Err(LeaseRecordError::WrongLength(b.len()));
         }
-        if &b[0..4] != MAGIC {
-            return Err("bad lease magic".into());
+        if b.get(0..4) != Some(&MAGIC[..]) {
+            return Err(LeaseRecordError::BadMagic);
         }
-        let version = u16::from_le_bytes([b[4], b[5]]);
+        // The length was checked above: every fixed field below is there.
+        let byte = |at: usize| b.get(at).copied().unwrap_or_default();
+        let version = u16::from_le_bytes([byte(4), byte(5)]);
         if version != VERSION {
-            return Err(format!("unknown lease version {version}"));
+            return Err(LeaseRecordError::UnknownVersion(version));
         }
-        let flags = u16::from_le_bytes([b[6], b[7]]);
+        let flags = u16::from_le_bytes([byte(6), byte(7)]);
         if flags & !LEASE_RELEASED != 0 {
-            return Err(format!("unknown lease flags {flags:#x}"));
+            return Err(LeaseRecordError::UnknownFlags(flags));
         }
         let mut h = [0u8; 16];
-        h.copy_from_slice(&b[8..24]);
+        if let Some(holder) = b.get(8..24) {
+            h.copy_from_slice(holder);
+        }
         let u64_at = |o: usize| {
             let mut x = [0u8; 8];
-            x.copy_from_slice(&b[o..o + 8]);
+            if let Some(field) = b.get(o..o + 8) {
+                x.copy_from_slice(field);
+            }
             u64::from_le_bytes(x)
         };
         Ok(LeaseRecord {
@@ -166,8 +210,10 @@ impl Inner {
         let etag = match &current {
             None => None,
             Some(doc) => {
-                let rec = LeaseRecord::decode(&doc.payload)
-                    .map_err(|r| IoError::corruption(&path, 0, r))?;
+                // The record is the envelope's payload: its offsets are past the header.
+                let rec = LeaseRecord::decode(&doc.payload).map_err(|r| {
+                    IoError::corruption(&path, ENVELOPE_HEADER as u64 + r.offset(), r.to_string())
+                })?;
                 if !rec.released && now < rec.expires_ms {
                     return Err(IoError::Locked {
                         path: format!(

@@ -2,6 +2,7 @@
 //! rebalancing the pages it changes, and shrinking the root when it can.
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 /// Applies a sorted batch of distinct-key mutations; returns the new root.
 pub fn apply(
@@ -9,15 +10,18 @@ pub fn apply(
     root: PageId,
     muts: &[Mutation],
     applied: &mut Applied,
-) -> IoResult<PageId> {
+) -> TreeResult<PageId> {
     debug_assert!(muts.windows(2).all(|w| w[0].key < w[1].key));
     if muts.is_empty() {
         return Ok(root);
     }
     let mut children = if root == NO_PAGE {
         let mut build = LeafBuild::default();
-        let empty = LeafView::new(EMPTY_LEAF).map_err(|e| corrupt(e.0))?;
-        merge_leaf(t, &mut build, empty, muts, applied)?;
+        let empty = LeafView::new(EMPTY_LEAF).map_err(|e| TreeError::InvalidArgument {
+            // Always decodes; a failure is a bug here, not bad bytes.
+            what: format!("the empty leaf does not decode: {}", e.0),
+        })?;
+        merge_leaf(t, &mut build, None, empty, muts, applied)?;
         if build.is_empty() {
             return Ok(NO_PAGE);
         }
@@ -82,13 +86,13 @@ pub(crate) fn apply_node(
     range: KeyRange<'_>,
     depth: usize,
     walk: &mut Walk,
-) -> IoResult<Replacement> {
+) -> TreeResult<Replacement> {
     match t.node(id)? {
         Node::Leaf(p) => {
             walk.levels.leaf(t, id, depth)?;
             let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
             let mut build = LeafBuild::with_capacity(view.len() + muts.len(), p.len());
-            let appended = merge_leaf(t, &mut build, view, muts, applied)?;
+            let appended = merge_leaf(t, &mut build, Some(id), view, muts, applied)?;
             // The mutations are inside the range: a key outside it came from the page.
             if let Some((first, last)) = build.key_ends(0..build.items.len()) {
                 range.check_keys(t, id, first, last)?;
@@ -174,7 +178,7 @@ pub(crate) fn kept_in_place(
     t: &dyn TreeWrite,
     n: &IndexNode,
     changed: &[(usize, Replacement)],
-) -> IoResult<bool> {
+) -> TreeResult<bool> {
     let small = t.payload_capacity() / 4;
     for (i, repl) in changed {
         match repl.as_slice() {
@@ -191,7 +195,7 @@ pub(crate) fn rebalance(
     t: &mut dyn TreeWrite,
     slots: &mut Vec<(Option<Vec<u8>>, PageId, bool)>,
     range: KeyRange<'_>,
-) -> IoResult<()> {
+) -> TreeResult<()> {
     let cap = t.payload_capacity();
     let mut i = 0;
     while i < slots.len() && slots.len() > 1 {
@@ -291,7 +295,7 @@ pub(crate) fn slot_range<'a>(
     }
 }
 
-pub(crate) fn node_size(t: &dyn TreeRead, id: PageId) -> IoResult<usize> {
+pub(crate) fn node_size(t: &dyn TreeRead, id: PageId) -> TreeResult<usize> {
     Ok(match t.node(id)? {
         Node::Leaf(p) => p.len(),
         Node::Index(n) => n.encoded_len(),

@@ -2,9 +2,10 @@
 //! each page held to the key range and level its path gives it.
 
 use super::*;
+use crate::error::TreeResult;
 
 /// The entry for `key`, if present.
-pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
+pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entry>> {
     if root == NO_PAGE {
         return Ok(None);
     }
@@ -77,6 +78,8 @@ pub struct Cursor {
     pub(super) pos: usize,
     /// The depth of the leaves, learned at the first one.
     pub(super) levels: Levels,
+    /// The leaf `entries` came from (for errors about them).
+    pub(super) leaf: PageId,
 }
 
 impl Cursor {
@@ -86,11 +89,17 @@ impl Cursor {
             entries: Vec::new(),
             pos: 0,
             levels: Levels::default(),
+            leaf: NO_PAGE,
         }
     }
 
+    /// The leaf the last entry returned came from ([`NO_PAGE`] before the first).
+    pub fn leaf(&self) -> PageId {
+        self.leaf
+    }
+
     /// Positions at the first entry with key ≥ `key` (or the first entry for `None`).
-    pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> IoResult<Cursor> {
+    pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> TreeResult<Cursor> {
         let mut c = Cursor::new();
         if root == NO_PAGE {
             return Ok(c);
@@ -103,7 +112,7 @@ impl Cursor {
     }
 
     /// The last entry with key ≤ `key` (the floor), or none.
-    pub fn floor(t: &dyn TreeRead, root: PageId, key: &[u8]) -> IoResult<Option<Entry>> {
+    pub fn floor(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entry>> {
         Self::before(t, root, key, true)
     }
 
@@ -113,7 +122,7 @@ impl Cursor {
         root: PageId,
         key: &[u8],
         inclusive: bool,
-    ) -> IoResult<Option<Entry>> {
+    ) -> TreeResult<Option<Entry>> {
         if root == NO_PAGE {
             return Ok(None);
         }
@@ -147,7 +156,7 @@ impl Cursor {
         root: PageId,
         key: Option<&[u8]>,
         inclusive: bool,
-    ) -> IoResult<Cursor> {
+    ) -> TreeResult<Cursor> {
         let mut c = Cursor::new();
         if root == NO_PAGE {
             return Ok(c);
@@ -169,7 +178,7 @@ impl Cursor {
 
     /// The previous entry in descending key order (a cursor from
     /// [`seek_back`](Self::seek_back)).
-    pub fn prev_entry(&mut self, t: &dyn TreeRead) -> IoResult<Option<Entry>> {
+    pub fn prev_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
         loop {
             if let Some(p) = self.pos.checked_sub(1)
                 && let Some(e) = self.entries.get(p)
@@ -204,7 +213,7 @@ impl Cursor {
         t: &dyn TreeRead,
         mut id: PageId,
         to: Toward<'_>,
-    ) -> IoResult<()> {
+    ) -> TreeResult<()> {
         loop {
             let depth = self.stack.len();
             match t.node(id)? {
@@ -228,6 +237,7 @@ impl Cursor {
                     }
                     self.entries = entries;
                     self.pos = 0;
+                    self.leaf = id;
                     return Ok(());
                 }
             }
@@ -235,7 +245,7 @@ impl Cursor {
     }
 
     /// The next entry in key order.
-    pub fn next_entry(&mut self, t: &dyn TreeRead) -> IoResult<Option<Entry>> {
+    pub fn next_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
         loop {
             if self.pos < self.entries.len() {
                 let e = self.entries[self.pos].clone();

@@ -3,6 +3,7 @@
 //! are released.
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 /// The payload of a leaf without entries.
 pub(crate) const EMPTY_LEAF: &[u8] = &[0, 0, 0, 0];
@@ -130,24 +131,25 @@ pub(crate) struct Existing<'a> {
 
 /// Merges mutations into a leaf's entries (last writer wins by timestamp), reading the
 /// leaf with the byte-level cursor and keeping its entries as byte ranges. Returns whether
-/// the leaf had entries and every new key landed after them (a sequential append).
+/// the leaf had entries and every new key landed after them (a sequential append). `leaf`
+/// is the page `old` was read from (`None`: the empty leaf of a new tree), for errors.
 pub(crate) fn merge_leaf<'a>(
     t: &mut dyn TreeWrite,
     build: &mut LeafBuild<'a>,
+    leaf: Option<PageId>,
     old: LeafView<'a>,
     muts: &'a [Mutation],
     applied: &mut Applied,
-) -> IoResult<bool> {
-    let bad = |e: crate::page::CodecError| corrupt(e.0);
+) -> TreeResult<bool> {
     let inline_max = inline_limit(t.payload_capacity());
     let mut c = old.cursor();
-    let mut has = c.advance().map_err(bad)?;
+    let mut has = c.advance().map_err(|e| bad_leaf(&*t, leaf, e))?;
     let had_entries = has;
     let mut appended = None;
     for m in muts {
         while has && c.key() < m.key.as_slice() {
             build.push_old(&c);
-            has = c.advance().map_err(bad)?;
+            has = c.advance().map_err(|e| bad_leaf(&*t, leaf, e))?;
         }
         appended.get_or_insert(had_entries && !has);
         let existing = c
@@ -171,7 +173,7 @@ pub(crate) fn merge_leaf<'a>(
             if !wins {
                 build.push_old(&c);
             }
-            has = c.advance().map_err(bad)?;
+            has = c.advance().map_err(|e| bad_leaf(&*t, leaf, e))?;
         }
         if !wins {
             applied.superseded += 1;
@@ -235,7 +237,7 @@ pub(crate) fn merge_leaf<'a>(
     }
     while has {
         build.push_old(&c);
-        has = c.advance().map_err(bad)?;
+        has = c.advance().map_err(|e| bad_leaf(&*t, leaf, e))?;
     }
     Ok(appended.unwrap_or(false))
 }
@@ -246,7 +248,7 @@ pub(crate) fn release(
     key: &[u8],
     e: &Existing<'_>,
     applied: &mut Applied,
-) -> IoResult<()> {
+) -> TreeResult<()> {
     if let ValueRef::Overflow { first, pages, .. } = e.value {
         t.free_overflow(first, pages)?;
     }
@@ -261,4 +263,15 @@ pub(crate) fn release(
 /// overflow page each (a 1 KiB value would take a whole 4 KiB page).
 pub fn inline_limit(payload_capacity: usize) -> usize {
     payload_capacity / 2 - 64
+}
+
+/// The error for a leaf whose entries do not decode, naming its page when it has one.
+fn bad_leaf(t: &dyn TreeWrite, leaf: Option<PageId>, e: crate::page::CodecError) -> TreeError {
+    match leaf {
+        Some(id) => bad_page(t, id, e.0),
+        // The built-in empty leaf always decodes; a failure is a bug here, not bad bytes.
+        None => TreeError::InvalidArgument {
+            what: format!("the empty leaf does not decode: {}", e.0),
+        },
+    }
 }

@@ -2,6 +2,7 @@
 //! balanced), and the index pages above them.
 
 use super::*;
+use crate::error::TreeResult;
 
 /// Writes the built entries as one or more leaves (the first reusing `id`). Leaves are cut
 /// by the entries' exact encoded size, so they fill to the byte: a worst-case estimate
@@ -14,7 +15,7 @@ pub(crate) fn write_leaves(
     id: Option<PageId>,
     build: &LeafBuild<'_>,
     appended: bool,
-) -> IoResult<Replacement> {
+) -> TreeResult<Replacement> {
     let cap = t.payload_capacity();
     let pieces = build.pieces();
     // Each leaf is a contiguous range of the pieces.
@@ -98,7 +99,7 @@ pub(crate) fn write_index(
     t: &mut dyn TreeWrite,
     id: Option<PageId>,
     node: IndexNode,
-) -> IoResult<Replacement> {
+) -> TreeResult<Replacement> {
     let cap = t.payload_capacity();
     if node.encoded_len() <= cap {
         let pid = t.put_index(id, node)?;

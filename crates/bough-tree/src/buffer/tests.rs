@@ -2,10 +2,10 @@
 //! random points, read through the buffer over the tree and through the tree alone after a
 //! checkpoint, must give what an independently written last-writer-wins map gives.
 
+use crate::error::{TreeError, TreeResult};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult};
 use bough_manifest::{NO_PAGE, PageId};
 use proptest::prelude::*;
 
@@ -22,17 +22,20 @@ struct MemTree {
 }
 
 impl TreeRead for MemTree {
-    fn node(&self, id: PageId) -> IoResult<Node> {
+    fn node(&self, id: PageId) -> TreeResult<Node> {
         self.pages
             .get(&id)
             .cloned()
-            .ok_or_else(|| IoError::corruption("<mem>", u64::from(id), "no page"))
+            .ok_or_else(|| TreeError::corruption("<mem>", u64::from(id), "no page"))
     }
-    fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> IoResult<Vec<u8>> {
+    fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> TreeResult<Vec<u8>> {
         self.overflow
             .get(&first)
             .cloned()
-            .ok_or_else(|| IoError::corruption("<mem>", u64::from(first), "no overflow"))
+            .ok_or_else(|| TreeError::corruption("<mem>", u64::from(first), "no overflow"))
+    }
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        ("<mem>".to_string(), u64::from(id))
     }
 }
 
@@ -49,26 +52,26 @@ impl TreeWrite for MemTree {
     fn payload_capacity(&self) -> usize {
         1024
     }
-    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId> {
         let id = self.alloc(id);
         self.pages.insert(id, Node::Leaf(payload.into()));
         Ok(id)
     }
-    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> TreeResult<PageId> {
         let id = self.alloc(id);
         self.pages.insert(id, Node::Index(Arc::new(node)));
         Ok(id)
     }
-    fn free(&mut self, id: PageId) -> IoResult<()> {
+    fn free(&mut self, id: PageId) -> TreeResult<()> {
         self.pages.remove(&id);
         Ok(())
     }
-    fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)> {
+    fn put_overflow(&mut self, value: &[u8]) -> TreeResult<(PageId, u32)> {
         self.next += 1;
         self.overflow.insert(self.next, value.to_vec());
         Ok((self.next, 1))
     }
-    fn free_overflow(&mut self, first: PageId, _pages: u32) -> IoResult<()> {
+    fn free_overflow(&mut self, first: PageId, _pages: u32) -> TreeResult<()> {
         self.overflow.remove(&first);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! snapshot a fork starts from, and replacing a manifest's log by one snapshot record.
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 /// A rewrite looks for branch file ranges no page references (a walk over every page)
 /// only when the ranges grew since the last look, or this many commits after it: in cloud
@@ -22,13 +23,13 @@ impl Head {
     }
 
     /// Writes the mapping's dirty chunks into mapping pages and records the new root.
-    pub fn checkpoint(&mut self, now_ms: u64) -> IoResult<()> {
+    pub fn checkpoint(&mut self, now_ms: u64) -> TreeResult<()> {
         self.commit_inner(&[], true, now_ms, |_, _| Ok(()))
             .map(|_| ())
     }
 
     /// The durable state as a snapshot record (after a checkpoint, so it has no overlay).
-    pub fn fork_point(&mut self, now_ms: u64) -> IoResult<ForkPoint> {
+    pub fn fork_point(&mut self, now_ms: u64) -> TreeResult<ForkPoint> {
         // A new term's manifest replaces this one, which is then deleted: keep the evidence.
         self.keep_tail_aside()?;
         if self.state.mapping.current().dirty_chunks() > 0 {
@@ -64,7 +65,7 @@ impl Head {
     /// Replaces the manifest with one snapshot record (tmp + fsync + rename + dir fsync),
     /// dropping branch file ranges no page references any more (looked for when the ranges
     /// grew since the last look, or [`PRUNE_RANGES_EVERY`] commits after it).
-    pub fn rewrite_manifest(&mut self, now_ms: u64) -> IoResult<()> {
+    pub fn rewrite_manifest(&mut self, now_ms: u64) -> TreeResult<()> {
         self.keep_tail_aside()?;
         self.checkpoint(now_ms)?;
         let ranges = self.state.ranges.len();
@@ -86,7 +87,7 @@ impl Head {
         }
         let snapshot = self.durable_snapshot();
         self.check_snapshot_invariants(&snapshot)?;
-        let bytes = encode_snapshot(&snapshot).map_err(|e| IoError::InvalidArgument {
+        let bytes = encode_snapshot(&snapshot).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
         })?;
         self.install_snapshot(&bytes)
@@ -94,7 +95,7 @@ impl Head {
 
     /// Replaces the manifest with `bytes`, one snapshot record of the durable state, and goes
     /// on from the version it carries.
-    pub(crate) fn install_snapshot(&mut self, bytes: &[u8]) -> IoResult<()> {
+    pub(crate) fn install_snapshot(&mut self, bytes: &[u8]) -> TreeResult<()> {
         self.replace_manifest(bytes)?;
         // The new snapshot carries the version: it continues from there, not from 0.
         self.version_base = self.version();
@@ -106,7 +107,7 @@ impl Head {
     /// Replaces the manifest with `bytes` (one snapshot record: tmp + fsync + rename + dir
     /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
     /// version and sequence the snapshot carries.
-    pub(crate) fn replace_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+    pub(crate) fn replace_manifest(&mut self, bytes: &[u8]) -> TreeResult<()> {
         if let Err(e) = self
             .files
             .storage()
@@ -121,7 +122,7 @@ impl Head {
             if e.kind() == ErrorKind::Poisoned || (e.raw_os_error().is_some() && !untouched) {
                 self.poisoned = Some(format!("rewrite of {} failed: {e}", self.manifest_path));
             }
-            return Err(e);
+            return Err(e.into());
         }
         // The manifest was replaced: appends go to the new file from now on (opened, never
         // created: it exists). If it cannot be opened, this head must stop — its handle is
@@ -140,7 +141,7 @@ impl Head {
                     "reopening {} after its rewrite failed: {e}",
                     self.manifest_path
                 ));
-                return Err(e);
+                return Err(e.into());
             }
         };
         self.manifest_end = bytes.len() as u64;

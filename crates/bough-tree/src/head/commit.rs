@@ -2,13 +2,14 @@
 //! record and sync it, publish the new snapshot (the order of ARCHITECTURE.md's invariant 3).
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 impl Head {
-    pub(crate) fn check_poisoned(&self) -> IoResult<()> {
+    pub(crate) fn check_poisoned(&self) -> TreeResult<()> {
         if let Some(f) = &self.fence {
             let current = f.load(std::sync::atomic::Ordering::Acquire);
             if current != self.term {
-                return Err(IoError::Fenced {
+                return Err(TreeError::Fenced {
                     what: format!(
                         "{}@{} is at term {current}; this writer holds term {}",
                         self.files.dir(),
@@ -19,7 +20,7 @@ impl Head {
             }
         }
         match &self.poisoned {
-            Some(cause) => Err(IoError::Poisoned {
+            Some(cause) => Err(TreeError::Poisoned {
                 cause: cause.clone(),
             }),
             None => Ok(()),
@@ -27,9 +28,11 @@ impl Head {
     }
 
     /// Commits a sorted batch of distinct-key mutations atomically.
-    pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> IoResult<Applied> {
-        btree::check_batch(muts, self.cfg.page_size).map_err(|what| IoError::InvalidArgument {
-            what: format!("{}@{}: {what}", self.files.dir(), self.branch),
+    pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
+        btree::check_batch(muts, self.cfg.page_size).map_err(|what| {
+            TreeError::InvalidArgument {
+                what: format!("{}@{}: {what}", self.files.dir(), self.branch),
+            }
         })?;
         let applied = self.commit_inner(muts, false, now_ms, |_, _| Ok(()))?;
         if self.manifest_end > self.cfg.manifest_rewrite_bytes {
@@ -43,8 +46,8 @@ impl Head {
         muts: &[Mutation],
         force_checkpoint: bool,
         now_ms: u64,
-        extra: impl FnOnce(&mut Txn<'_>, &mut Applied) -> IoResult<()>,
-    ) -> IoResult<Applied> {
+        extra: impl FnOnce(&mut Txn<'_>, &mut Applied) -> TreeResult<()>,
+    ) -> TreeResult<Applied> {
         // Staged extensions belong to this commit: if it fails, they go with it (the
         // operation that staged them failed too), never riding along with a later commit.
         let staged_ext = std::mem::take(&mut self.pending_ext);
@@ -188,7 +191,7 @@ impl Head {
         pages: &[StagedPage],
         new_files: &[FileId],
         now_ms: u64,
-    ) -> IoResult<()> {
+    ) -> TreeResult<()> {
         if pages.is_empty() {
             return Ok(());
         }
@@ -249,7 +252,7 @@ impl Head {
             let h = self.files.handle(&st.ranges, file_id)?;
             if let Err(e) = h.file.sync() {
                 self.poisoned = Some(format!("fdatasync of {} failed: {e}", h.path));
-                return Err(e);
+                return Err(e.into());
             }
         }
         if !new_files.is_empty()
@@ -259,7 +262,7 @@ impl Head {
                 "directory sync of {} failed: {e}",
                 self.files.dir()
             ));
-            return Err(e);
+            return Err(e.into());
         }
         if let Some(old) = sealed {
             self.release(old);
@@ -278,20 +281,20 @@ impl Head {
     /// The one step that appends a log record (a commit, an adoption): the manifest
     /// invariants checked against the head's state, the record encoded, appended and
     /// synced. `what` names it in errors.
-    pub(crate) fn append_log(&mut self, log: &LogRecord, what: &str) -> IoResult<()> {
+    pub(crate) fn append_log(&mut self, log: &LogRecord, what: &str) -> TreeResult<()> {
         self.check_log_invariants(log)?;
-        let bytes = encode_log(log).map_err(|e| IoError::InvalidArgument {
+        let bytes = encode_log(log).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode {what} of {}: {e}", self.manifest_path),
         })?;
         self.append_manifest(&bytes)
     }
 
-    pub(crate) fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {
+    pub(crate) fn append_manifest(&mut self, bytes: &[u8]) -> TreeResult<()> {
         self.keep_tail_aside()?;
         self.manifest.write_at(self.manifest_end, bytes)?;
         if let Err(e) = self.manifest.sync() {
             self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
-            return Err(e);
+            return Err(e.into());
         }
         self.manifest_end += bytes.len() as u64;
         self.appended = true;

@@ -1,6 +1,7 @@
 //! TTL: the index key of an expiring entry, and the keys whose time has passed.
 
 use super::*;
+use crate::error::TreeResult;
 
 /// Key of a TTL-index entry: expiry (big-endian, so entries sort by time) then the key.
 pub fn ttl_key(expire_at: u64, key: &[u8]) -> Vec<u8> {
@@ -12,7 +13,7 @@ pub fn ttl_key(expire_at: u64, key: &[u8]) -> Vec<u8> {
 
 impl Head {
     /// Keys whose expiry is at or before `now_ms`, oldest first, at most `limit`.
-    pub fn expired_keys(&self, now_ms: u64, limit: usize) -> IoResult<Vec<Vec<u8>>> {
+    pub fn expired_keys(&self, now_ms: u64, limit: usize) -> TreeResult<Vec<Vec<u8>>> {
         let snap = self.snapshot();
         let mut c = btree::Cursor::seek(snap.as_ref(), snap.ttl_root, None)?;
         let mut out = Vec::new();
@@ -21,9 +22,9 @@ impl Head {
                 break;
             };
             if e.key.len() < 8 {
-                return Err(IoError::corruption(
-                    self.files.dir(),
-                    0,
+                return Err(crate::bounds::bad_page(
+                    snap.as_ref(),
+                    c.leaf(),
                     "TTL index key shorter than 8 bytes",
                 ));
             }

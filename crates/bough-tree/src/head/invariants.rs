@@ -19,19 +19,19 @@ impl Head {
         }
     }
 
-    fn refuse(&self, what: &str, v: InvariantViolation) -> IoError {
-        IoError::InvalidArgument {
+    fn refuse(&self, what: &str, v: InvariantViolation) -> TreeError {
+        TreeError::InvalidArgument {
             what: format!("refusing to write {what} to {}: {v}", self.manifest_path),
         }
     }
 
     /// Checks log record `log` against the head's state.
-    pub(crate) fn check_log_invariants(&self, log: &LogRecord) -> IoResult<()> {
+    pub(crate) fn check_log_invariants(&self, log: &LogRecord) -> TreeResult<()> {
         invariants::check_log(&self.prior(), log).map_err(|v| self.refuse("a log record", v))
     }
 
     /// Checks snapshot `s` (a rewrite or seal of this head's manifest) against its state.
-    pub(crate) fn check_snapshot_invariants(&self, s: &Snapshot) -> IoResult<()> {
+    pub(crate) fn check_snapshot_invariants(&self, s: &Snapshot) -> TreeResult<()> {
         invariants::check_snapshot(&self.prior(), s).map_err(|v| self.refuse("a snapshot", v))
     }
 }

@@ -9,10 +9,11 @@
 //! not have finished when the reader read it; data pages are synced before their record is
 //! written, invariant 3). The head's commits fail: it is poisoned from the start.
 
+use crate::error::{TreeError, TreeResult};
 use std::sync::Arc;
 
+use bough_io::OpenOptions;
 use bough_io::layout::max_payload;
-use bough_io::{IoError, IoResult, OpenOptions};
 use bough_manifest::replay;
 use bough_names::{BranchName, FileId, ManifestName, Term};
 
@@ -31,20 +32,21 @@ impl Head {
         cfg: HeadConfig,
         branch: BranchName,
         term: Term,
-    ) -> IoResult<Head> {
+    ) -> TreeResult<Head> {
         let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
         // Opened before reading, so the sync below covers every byte read.
         let manifest = files.storage().open(&path, OpenOptions::read())?;
         let bytes = files.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
-        let replayed = replay(&bytes)
-            .map_err(|e| IoError::corruption(path.clone(), e.offset, e.to_string()))?;
+        let replayed = replay(&bytes).map_err(|e| TreeError::manifest(path.clone(), e))?;
         manifest.sync()?;
         let st = replayed.state;
         let version_base = bough_manifest::commit_version(&st.extensions)
-            .map_err(|e| IoError::corruption(path.clone(), 0, format!("version extension: {e}")))?
+            .map_err(|e| {
+                TreeError::manifest_content(path.clone(), 0, format!("version extension: {e}"))
+            })?
             .unwrap_or(0);
         if st.meta.branch != branch || st.meta.term != term || st.page_size != cfg.page_size {
-            return Err(IoError::corruption(
+            return Err(TreeError::manifest_content(
                 path,
                 0,
                 format!(
@@ -89,7 +91,7 @@ impl Head {
         });
         let incarnation = bough_manifest::incarnation(&st.extensions)
             .map_err(|e| {
-                IoError::corruption(path.clone(), 0, format!("incarnation extension: {e}"))
+                TreeError::manifest_content(path.clone(), 0, format!("incarnation extension: {e}"))
             })?
             .unwrap_or(0);
         Ok(Head {
@@ -128,7 +130,7 @@ impl TreeSnapshot {
     /// as the reader holds it. Fails (`Corruption`, naming the file) when a file is already
     /// gone: either the store is damaged or the writer moved on and collected it, which the
     /// caller tells apart by looking whether the branch's manifest changed meanwhile.
-    pub fn pin_files(&self) -> IoResult<Vec<FileId>> {
+    pub fn pin_files(&self) -> TreeResult<Vec<FileId>> {
         let mut ids = std::collections::BTreeSet::new();
         self.for_each_page(&mut |a| {
             if !a.is_none() {

@@ -2,6 +2,7 @@
 //! head's own file, and counting live pages per file to choose victims.
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 /// Finds, for each mapping node stored in a victim file, one logical id below it (the
 /// checked walk: a hostile mapping page is a `Corruption`, never a loop or a wrapped id).
@@ -11,7 +12,7 @@ pub(crate) fn collect_mapping_touches(
     victims: &[FileId],
     fanout: u64,
     out: &mut Vec<PageId>,
-) -> IoResult<()> {
+) -> TreeResult<()> {
     walk_radix(mapping.root(), mapping.fanout(), src, &mut |pos, _| {
         if victims.contains(&pos.addr.file_id()) {
             let id = pos
@@ -20,7 +21,7 @@ pub(crate) fn collect_mapping_touches(
                 .and_then(|id| u32::try_from(id).ok())
                 .ok_or_else(|| {
                     let (file, offset) = src.locate(pos.addr);
-                    IoError::corruption(file, offset, "mapping node beyond the id space")
+                    TreeError::corruption(file, offset, "mapping node beyond the id space")
                 })?;
             out.push(id);
         }
@@ -31,7 +32,7 @@ pub(crate) fn collect_mapping_touches(
 impl Head {
     /// Rewrites every live page of the given files into the active file (same logical ids,
     /// new addresses), so those files stop being referenced by this head.
-    pub fn relocate_files(&mut self, victims: &[FileId], now_ms: u64) -> IoResult<u64> {
+    pub fn relocate_files(&mut self, victims: &[FileId], now_ms: u64) -> TreeResult<u64> {
         if victims.is_empty() {
             return Ok(0);
         }
@@ -82,7 +83,7 @@ impl Head {
     }
 
     /// Live pages per file id of this head (tree, overflow and mapping pages).
-    pub fn live_pages_per_file(&self) -> IoResult<HashMap<FileId, u64>> {
+    pub fn live_pages_per_file(&self) -> TreeResult<HashMap<FileId, u64>> {
         let mut live: HashMap<FileId, u64> = HashMap::new();
         self.snapshot()
             .for_each_page(&mut |a| *live.entry(a.file_id()).or_default() += 1)?;

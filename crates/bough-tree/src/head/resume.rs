@@ -11,7 +11,7 @@
 //! record left a tail no state references; the next pages go after it, so its bytes are
 //! never overwritten and never read as data.
 
-use bough_io::IoResult;
+use crate::error::{TreeError, TreeResult};
 use bough_manifest::{PageAddr, encode_snapshot};
 use bough_names::DataFileName;
 
@@ -28,7 +28,7 @@ impl Head {
     /// manifest log ([`fold_manifest_log`](Self::fold_manifest_log)). Either can only save
     /// space: a failure leaves the head as it was and is logged — unless it poisoned the
     /// head (a failed sync), which is then the error.
-    pub fn prepare_for_writing(&mut self) -> IoResult<()> {
+    pub fn prepare_for_writing(&mut self) -> TreeResult<()> {
         self.resume_last_file();
         match self.fold_manifest_log() {
             Err(e) if self.poisoned.is_some() => Err(e),
@@ -66,7 +66,7 @@ impl Head {
         resumed
     }
 
-    fn try_resume(&mut self) -> IoResult<bool> {
+    fn try_resume(&mut self) -> TreeResult<bool> {
         if self.cfg.file_per_commit || self.poisoned.is_some() {
             return Ok(false);
         }
@@ -124,7 +124,7 @@ impl Head {
     /// overlay, so no mapping page is written. Skipped when the record would not at least
     /// halve the manifest. The state, the version and every file stay as they were; only
     /// the log's blocks go. Returns whether it folded.
-    pub fn fold_manifest_log(&mut self) -> IoResult<bool> {
+    pub fn fold_manifest_log(&mut self) -> TreeResult<bool> {
         if self.seq == 0 || self.manifest_end < FOLD_LOG_BYTES || !self.pending_ext.is_empty() {
             return Ok(false);
         }
@@ -141,7 +141,7 @@ impl Head {
         };
         let mut snapshot = self.durable_snapshot();
         snapshot.overlay = overlay;
-        let bytes = encode_snapshot(&snapshot).map_err(|e| bough_io::IoError::InvalidArgument {
+        let bytes = encode_snapshot(&snapshot).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
         })?;
         if (bytes.len() as u64).saturating_mul(2) > self.manifest_end {

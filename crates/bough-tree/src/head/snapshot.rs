@@ -3,6 +3,7 @@
 //! readers still hold (GC must keep what they reference).
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 /// An immutable view of a branch at one commit. Readers hold it as long as they like.
 #[derive(Debug, Clone)]
@@ -31,7 +32,7 @@ pub(crate) struct Fetch<'a> {
 }
 
 impl Fetch<'_> {
-    pub(super) fn page(&self, addr: PageAddr) -> IoResult<CachedPage> {
+    pub(super) fn page(&self, addr: PageAddr) -> TreeResult<CachedPage> {
         if let Some(p) = self.staged.and_then(|s| s.get(&addr)) {
             return Ok(p.clone());
         }
@@ -44,20 +45,26 @@ impl Fetch<'_> {
         first: PageId,
         pages: u32,
         len: u64,
-    ) -> IoResult<Vec<u8>> {
+    ) -> TreeResult<Vec<u8>> {
+        // An error about the value names its first page (or why that page has no place).
+        let bad = |what: String| match mapping.addr(first, self) {
+            Ok(a) => {
+                let (file, offset) = self.locate(a);
+                TreeError::corruption(file, offset, format!("overflow page {first}: {what}"))
+            }
+            Err(e) => e,
+        };
         let cap = max_payload(self.files.page_size()) as u64;
         if len.div_ceil(cap.max(1)) != u64::from(pages) {
-            return Err(IoError::corruption(
-                self.files.dir(),
-                u64::from(first),
-                format!("overflow value of {len} bytes cannot span {pages} pages"),
-            ));
+            return Err(bad(format!(
+                "overflow value of {len} bytes cannot span {pages} pages"
+            )));
         }
         let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
         let mut id = first;
-        let end = first.checked_add(pages).ok_or_else(|| {
-            IoError::corruption(self.files.dir(), u64::from(first), "overflow range wraps")
-        })?;
+        let end = first
+            .checked_add(pages)
+            .ok_or_else(|| bad("overflow range wraps".into()))?;
         while id < end {
             let addr = mapping.addr(id, self)?;
             if let Some(CachedPage::Tree(Node::Leaf(p))) = self.staged.and_then(|s| s.get(&addr)) {
@@ -82,23 +89,22 @@ impl Fetch<'_> {
             id += run;
         }
         if out.len() as u64 != len {
-            return Err(IoError::corruption(
-                self.files.dir(),
-                u64::from(first),
-                format!("overflow value has {} bytes, expected {len}", out.len()),
-            ));
+            return Err(bad(format!(
+                "overflow value has {} bytes, expected {len}",
+                out.len()
+            )));
         }
         Ok(out)
     }
 }
 
 impl NodeSource for Fetch<'_> {
-    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+    fn mapping_node(&self, addr: PageAddr) -> TreeResult<Arc<MappingNode>> {
         match self.page(addr)? {
             CachedPage::Mapping(m) => Ok(m),
             CachedPage::Tree(_) => {
                 let (file, offset) = self.locate(addr);
-                Err(IoError::corruption(
+                Err(TreeError::corruption(
                     file,
                     offset,
                     format!("page {addr} is a tree page where a mapping page was expected"),
@@ -112,14 +118,17 @@ impl NodeSource for Fetch<'_> {
     }
 }
 
-pub(crate) fn tree_node(page: CachedPage, files: &FileTable, addr: PageAddr) -> IoResult<Node> {
+pub(crate) fn tree_node(page: CachedPage, fetch: &Fetch<'_>, addr: PageAddr) -> TreeResult<Node> {
     match page {
         CachedPage::Tree(n) => Ok(n),
-        CachedPage::Mapping(_) => Err(IoError::corruption(
-            files.dir(),
-            addr.to_u64(),
-            format!("page {addr} is a mapping page where a tree page was expected"),
-        )),
+        CachedPage::Mapping(_) => {
+            let (file, offset) = fetch.locate(addr);
+            Err(TreeError::corruption(
+                file,
+                offset,
+                format!("page {addr} is a mapping page where a tree page was expected"),
+            ))
+        }
     }
 }
 
@@ -133,13 +142,13 @@ impl TreeSnapshot {
     }
 
     /// Reads an overflow value.
-    pub fn read_overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+    pub fn read_overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>> {
         self.fetch().overflow(&self.mapping, first, pages, len)
     }
 
     /// Every physical page this snapshot references (tree, overflow and mapping pages), as
     /// (file id, page index) — what GC and compaction need.
-    pub fn for_each_page(&self, f: &mut dyn FnMut(PageAddr)) -> IoResult<()> {
+    pub fn for_each_page(&self, f: &mut dyn FnMut(PageAddr)) -> TreeResult<()> {
         let fetch = self.fetch();
         self.mapping.for_each_node_addr(&fetch, f)?;
         let mut bad = None;
@@ -150,17 +159,17 @@ impl TreeSnapshot {
                 None => bad = Some((id, raw)),
             })?;
         if let Some((id, raw)) = bad {
-            return Err(IoError::corruption(
-                self.files.dir(),
-                u64::from(id),
-                format!("mapping slot of page {id} holds an invalid value {raw:#x}"),
+            return Err(self.mapping.bad_slot(
+                id,
+                format!("holds an invalid value {raw:#x}"),
+                &fetch,
             ));
         }
         Ok(())
     }
 
     /// A read-only view of a snapshot record (an archive, a merge base, a fork point).
-    pub fn from_record(files: Arc<FileTable>, s: &Snapshot) -> IoResult<TreeSnapshot> {
+    pub fn from_record(files: Arc<FileTable>, s: &Snapshot) -> TreeResult<TreeSnapshot> {
         let cap = max_payload(files.page_size());
         let mut mapping =
             MappingTable::new(fanout(cap), s.mapping_root, s.next_page_id, s.free_head);
@@ -190,7 +199,7 @@ impl TreeSnapshot {
 }
 
 impl NodeSource for TreeSnapshot {
-    fn mapping_node(&self, addr: PageAddr) -> IoResult<Arc<MappingNode>> {
+    fn mapping_node(&self, addr: PageAddr) -> TreeResult<Arc<MappingNode>> {
         self.fetch().mapping_node(addr)
     }
 
@@ -200,13 +209,13 @@ impl NodeSource for TreeSnapshot {
 }
 
 impl TreeRead for TreeSnapshot {
-    fn node(&self, id: PageId) -> IoResult<Node> {
+    fn node(&self, id: PageId) -> TreeResult<Node> {
         let fetch = self.fetch();
         let addr = self.mapping.addr(id, &fetch)?;
-        tree_node(fetch.page(addr)?, &self.files, addr)
+        tree_node(fetch.page(addr)?, &fetch, addr)
     }
 
-    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>> {
         self.read_overflow(first, pages, len)
     }
 

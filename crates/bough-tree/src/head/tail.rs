@@ -8,7 +8,7 @@
 //! rewrites a manifest that has log records as one snapshot record ([`Head::close_clean`]),
 //! so that damage to a cleanly closed manifest is `Corruption`, never a dropped tail.
 
-use bough_io::{IoError, IoResult};
+use crate::error::{TreeError, TreeResult};
 use bough_manifest::{encode_snapshot, replay};
 use bough_names::{FileKind, ManifestName, TornTailName, classify};
 
@@ -22,7 +22,7 @@ impl Head {
     /// is evidence for `bough verify` and the operator, and is never destroyed. A crash
     /// between the two steps repeats them at the next open; a copy with the same bytes is
     /// found and not made twice.
-    pub(super) fn keep_tail_aside(&mut self) -> IoResult<()> {
+    pub(super) fn keep_tail_aside(&mut self) -> TreeResult<()> {
         let Some((offset, tail)) = &self.dropped_tail else {
             return Ok(());
         };
@@ -57,7 +57,7 @@ impl Head {
         self.manifest.set_len(offset)?;
         if let Err(e) = self.manifest.sync() {
             self.poisoned = Some(format!("fdatasync of {} failed: {e}", self.manifest_path));
-            return Err(e);
+            return Err(e.into());
         }
         self.dropped_tail = None;
         Ok(())
@@ -87,7 +87,7 @@ impl Head {
     /// already, the head only read, or it may not write (poisoned, fenced, retired, opened
     /// read-only). A failure leaves the manifest as a crash would have: every acknowledged
     /// commit is in it either way.
-    pub fn close_clean(&mut self) -> IoResult<()> {
+    pub fn close_clean(&mut self) -> TreeResult<()> {
         if !self.needs_seal() {
             return Ok(());
         }
@@ -99,9 +99,8 @@ impl Head {
             .files
             .storage()
             .read_file(&self.manifest_path, MAX_MANIFEST_BYTES)?;
-        let replayed = replay(&bytes).map_err(|e| {
-            IoError::corruption(self.manifest_path.clone(), e.offset, e.to_string())
-        })?;
+        let replayed =
+            replay(&bytes).map_err(|e| TreeError::manifest(self.manifest_path.clone(), e))?;
         // The file must hold exactly what this head wrote; anything else (a change behind
         // the head's back) is not sealed over.
         if replayed.end_offset != self.manifest_end
@@ -109,7 +108,7 @@ impl Head {
             || replayed.state.last_seq != self.seq
             || replayed.state.version() != self.version()
         {
-            return Err(IoError::corruption(
+            return Err(TreeError::manifest_content(
                 self.manifest_path.clone(),
                 replayed.end_offset,
                 format!(
@@ -121,7 +120,7 @@ impl Head {
         }
         let version = self.version();
         let sealed = encode_snapshot(&replayed.state.to_snapshot()).map_err(|e| {
-            IoError::InvalidArgument {
+            TreeError::InvalidArgument {
                 what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
             }
         })?;

@@ -3,6 +3,7 @@
 //! byte is written.
 
 use super::*;
+use crate::error::{TreeError, TreeResult};
 
 /// The data file a head appends to.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +58,7 @@ impl Txn<'_> {
         }
     }
 
-    pub(super) fn next_addr(&mut self) -> IoResult<PageAddr> {
+    pub(super) fn next_addr(&mut self) -> TreeResult<PageAddr> {
         let need_new = self
             .st
             .active
@@ -70,7 +71,7 @@ impl Txn<'_> {
             self.st
                 .ranges
                 .extend_own(self.branch, self.term, self.incarnation, id)
-                .map_err(|e| IoError::InvalidArgument {
+                .map_err(|e| TreeError::InvalidArgument {
                     what: format!("cannot allocate file id {id}: {e}"),
                 })?;
             self.st.max_file_id = id;
@@ -84,11 +85,11 @@ impl Txn<'_> {
             .st
             .active
             .as_mut()
-            .ok_or_else(|| IoError::InvalidArgument {
+            .ok_or_else(|| TreeError::InvalidArgument {
                 what: "no active data file".into(),
             })?;
         let addr =
-            PageAddr::new(a.file_id, a.next_index).ok_or_else(|| IoError::InvalidArgument {
+            PageAddr::new(a.file_id, a.next_index).ok_or_else(|| TreeError::InvalidArgument {
                 what: format!(
                     "page address out of range: file {} page {}",
                     a.file_id, a.next_index
@@ -103,7 +104,7 @@ impl Txn<'_> {
         page_kind: u8,
         payload: Vec<u8>,
         cached: CachedPage,
-    ) -> IoResult<PageAddr> {
+    ) -> TreeResult<PageAddr> {
         let addr = self.next_addr()?;
         self.staged.insert(addr, cached);
         self.pages.push(StagedPage {
@@ -114,7 +115,7 @@ impl Txn<'_> {
         Ok(addr)
     }
 
-    pub(super) fn map(&mut self, id: PageId, addr: PageAddr) -> IoResult<()> {
+    pub(super) fn map(&mut self, id: PageId, addr: PageAddr) -> TreeResult<()> {
         let src = Fetch {
             files: self.files,
             ranges: &self.st.ranges,
@@ -123,7 +124,7 @@ impl Txn<'_> {
         self.st.mapping.map(id, addr, &src)
     }
 
-    pub(super) fn alloc(&mut self) -> IoResult<PageId> {
+    pub(super) fn alloc(&mut self) -> TreeResult<PageId> {
         let src = Fetch {
             files: self.files,
             ranges: &self.st.ranges,
@@ -134,12 +135,12 @@ impl Txn<'_> {
 }
 
 impl PageSink for Txn<'_> {
-    fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> IoResult<PageAddr> {
+    fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> TreeResult<PageAddr> {
         let cap = max_payload(self.files.page_size());
         let cached = match page_kind {
             kind::MAPPING => CachedPage::Mapping(Arc::new(
                 MappingNode::decode(&payload, fanout(cap))
-                    .map_err(|e| IoError::InvalidArgument { what: e.0.into() })?,
+                    .map_err(|e| TreeError::InvalidArgument { what: e.0.into() })?,
             )),
             _ => CachedPage::Tree(Node::Leaf(payload.clone().into())),
         };
@@ -148,13 +149,13 @@ impl PageSink for Txn<'_> {
 }
 
 impl TreeRead for Txn<'_> {
-    fn node(&self, id: PageId) -> IoResult<Node> {
+    fn node(&self, id: PageId) -> TreeResult<Node> {
         let fetch = self.fetch();
         let addr = self.st.mapping.current().addr(id, &fetch)?;
-        tree_node(fetch.page(addr)?, self.files, addr)
+        tree_node(fetch.page(addr)?, &fetch, addr)
     }
 
-    fn overflow(&self, first: PageId, pages: u32, len: u64) -> IoResult<Vec<u8>> {
+    fn overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>> {
         self.fetch()
             .overflow(self.st.mapping.current(), first, pages, len)
     }
@@ -173,7 +174,7 @@ impl TreeWrite for Txn<'_> {
         max_payload(self.files.page_size())
     }
 
-    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> IoResult<PageId> {
+    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId> {
         let id = match id {
             Some(id) => id,
             None => self.alloc()?,
@@ -189,7 +190,7 @@ impl TreeWrite for Txn<'_> {
         Ok(id)
     }
 
-    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> IoResult<PageId> {
+    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> TreeResult<PageId> {
         let id = match id {
             Some(id) => id,
             None => self.alloc()?,
@@ -204,7 +205,7 @@ impl TreeWrite for Txn<'_> {
         Ok(id)
     }
 
-    fn free(&mut self, id: PageId) -> IoResult<()> {
+    fn free(&mut self, id: PageId) -> TreeResult<()> {
         let src = Fetch {
             files: self.files,
             ranges: &self.st.ranges,
@@ -213,10 +214,10 @@ impl TreeWrite for Txn<'_> {
         self.st.mapping.free(id, &src)
     }
 
-    fn put_overflow(&mut self, value: &[u8]) -> IoResult<(PageId, u32)> {
+    fn put_overflow(&mut self, value: &[u8]) -> TreeResult<(PageId, u32)> {
         let cap = self.payload_capacity();
         let pages = u32::try_from(value.len().div_ceil(cap).max(1)).map_err(|_| {
-            IoError::InvalidArgument {
+            TreeError::InvalidArgument {
                 what: "value too large".into(),
             }
         })?;
@@ -229,7 +230,7 @@ impl TreeWrite for Txn<'_> {
         Ok((first, pages))
     }
 
-    fn free_overflow(&mut self, first: PageId, pages: u32) -> IoResult<()> {
+    fn free_overflow(&mut self, first: PageId, pages: u32) -> TreeResult<()> {
         for i in 0..pages {
             self.free(first + i)?;
         }

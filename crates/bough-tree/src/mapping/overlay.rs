@@ -2,9 +2,9 @@
 //! manifest be rewritten as one snapshot record without writing mapping pages
 //! (`Head::fold_manifest_log`).
 
+use crate::error::{TreeError, TreeResult};
 use std::sync::Arc;
 
-use bough_io::{IoError, IoResult};
 use bough_manifest::PageId;
 
 use super::{MappingTable, NodeSource};
@@ -14,7 +14,7 @@ impl MappingTable {
     /// slots of the dirty chunks that differ from the checkpointed chunks. A snapshot
     /// record whose overlay is this replays to exactly this table, with no mapping page
     /// written.
-    pub fn overlay(&self, src: &dyn NodeSource) -> IoResult<Vec<(PageId, u64)>> {
+    pub fn overlay(&self, src: &dyn NodeSource) -> TreeResult<Vec<(PageId, u64)>> {
         let disk = self.view_without_dirty();
         let mut chunks: Vec<(&u32, &Arc<Vec<u64>>)> = self.view.dirty.iter().collect();
         chunks.sort_by_key(|(c, _)| **c);
@@ -33,7 +33,7 @@ impl MappingTable {
                     .checked_mul(self.view.fanout as u64)
                     .and_then(|b| b.checked_add(i as u64))
                     .and_then(|id| PageId::try_from(id).ok())
-                    .ok_or_else(|| IoError::InvalidArgument {
+                    .ok_or_else(|| TreeError::InvalidArgument {
                         what: format!("mapping chunk {c} slot {i} lies beyond the page ids"),
                     })?;
                 out.push((id, raw));

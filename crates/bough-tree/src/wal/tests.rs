@@ -1,6 +1,7 @@
 //! The log writer and recovery: one sync per append, poisoning, power loss at every
 //! append under every tear mode, resuming after a torn tail, and rebuilding the buffer.
 
+use crate::error::{TreeError, TreeResult};
 use bough_io::{CrashPolicy, FaultInjector, FaultOp, MemoryStorage, RandomCrash, Storage};
 use bough_manifest::LOG_BLOCK;
 use bough_names::{BranchName, LogFileName};
@@ -50,11 +51,11 @@ fn reference(w: &LogWriter) -> LogRef {
 }
 
 /// The versions a recovery puts in the buffer.
-fn recovered_versions(s: &dyn Storage, r: &LogRef) -> IoResult<Vec<u64>> {
+fn recovered_versions(s: &dyn Storage, r: &LogRef) -> TreeResult<Vec<u64>> {
     let replayed = replay_ref(s, DIR, r)?;
     Ok(replayed
         .commits_after(r.covered)
-        .map_err(|e| IoError::corruption("log", e.offset, e.to_string()))?
+        .map_err(|e| TreeError::manifest("log", e))?
         .iter()
         .map(|c| c.entry.version)
         .collect())

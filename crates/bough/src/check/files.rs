@@ -190,7 +190,7 @@ impl PartitionFiles {
 
     /// A read-only tree view of a snapshot.
     pub fn tree(&self, s: &Snapshot) -> IoResult<TreeSnapshot> {
-        TreeSnapshot::from_record(self.files.clone(), s)
+        Ok(TreeSnapshot::from_record(self.files.clone(), s)?)
     }
 
     /// Every page the snapshot references, grouped by data file name.

@@ -48,6 +48,13 @@ impl From<IoError> for WalkError {
     }
 }
 
+/// The tree's error as the storage error the findings report (same kind, file, offset).
+impl From<bough_tree::error::TreeError> for WalkError {
+    fn from(e: bough_tree::error::TreeError) -> Self {
+        WalkError::Io(e.into())
+    }
+}
+
 impl WalkError {
     /// The data file of partition `dir` and the page the error is about, if it is about
     /// one.
@@ -213,7 +220,7 @@ impl<'a> Walk<'a> {
                 let v = self
                     .snap
                     .read_overflow(*first, *pages, *len)
-                    .map_err(|err| WalkError::Value(crate::show_key(k), err))?;
+                    .map_err(|err| WalkError::Value(crate::show_key(k), err.into()))?;
                 if v.len() as u64 != *len {
                     return Err(
                         self.shape(id, format!("leaf {id}: overflow value of wrong length"))

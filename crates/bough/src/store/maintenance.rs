@@ -88,7 +88,7 @@ pub(super) fn compact(
         let held = head
             .files()
             .handle(&snap.ranges, f)
-            .and_then(|h| h.file.len())
+            .and_then(|h| Ok(h.file.len()?))
             .map(|len| (len / page_size).saturating_sub(1).max(1) as f64);
         if cloud {
             held.unwrap_or(per_file)

@@ -80,7 +80,7 @@ impl RangeIter {
         if self.done {
             return Ok(None);
         }
-        let at = |e: bough_io::IoError| Error::from(e).at(&view.label);
+        let at = |e: bough_tree::error::TreeError| Error::from(e).at(&view.label);
         let snap = view.snap.as_ref();
         if self.front.is_none() {
             let start = match &self.lo {
@@ -117,7 +117,7 @@ impl RangeIter {
         if self.done {
             return Ok(None);
         }
-        let at = |e: bough_io::IoError| Error::from(e).at(&view.label);
+        let at = |e: bough_tree::error::TreeError| Error::from(e).at(&view.label);
         let snap = view.snap.as_ref();
         if self.back.is_none() {
             let (end, inclusive) = match &self.hi {

@@ -88,21 +88,31 @@ impl PartitionHandle {
         };
         let entry = self.entry()?;
         let part = &entry.part;
-        let at = |e: bough_io::IoError| Error::from(e).at(&label);
-        let damaged: Damaged = part.damaged(&bname, &damage).map_err(at)?;
+        let damaged: Damaged = part
+            .damaged(&bname, &damage)
+            .map_err(|e| Error::from(e).at(&label))?;
         let files = part.files().clone();
         // The archive and its state, checked to read whole (every page it references).
         let readable = |a: &ArchiveName| -> Result<TreeSnapshot> {
-            let record = part.read_archive(a).map_err(at)?;
-            let snap = TreeSnapshot::from_record(files.clone(), &record).map_err(at)?;
-            snap.for_each_page(&mut |_| {}).map_err(at)?;
+            let record = part
+                .read_archive(a)
+                .map_err(|e| Error::from(e).at(&label))?;
+            let snap = TreeSnapshot::from_record(files.clone(), &record)
+                .map_err(|e| Error::from(e).at(&label))?;
+            snap.for_each_page(&mut |_| {})
+                .map_err(|e| Error::from(e).at(&label))?;
             Ok(snap)
         };
         let (archive, from) = match archive {
             Some(a) => (a.clone(), readable(a)?),
             None => {
                 let mut newest = None;
-                for a in part.archives(&bname).map_err(at)?.into_iter().rev() {
+                for a in part
+                    .archives(&bname)
+                    .map_err(|e| Error::from(e).at(&label))?
+                    .into_iter()
+                    .rev()
+                {
                     match readable(&a) {
                         Ok(s) => {
                             newest = Some((a, s));
@@ -131,7 +141,7 @@ impl PartitionHandle {
         let head = {
             let _catalog = entry.catalog_change();
             part.restore_damaged(&bname, &archive, &damaged, self.store.inner.clock.now_ms())
-                .map_err(at)?
+                .map_err(|e| Error::from(e).at(&label))?
         };
         let b = self.store.register(head, &self.dir);
         entry.branches.lock().insert(bname, b);
