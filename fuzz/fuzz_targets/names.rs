@@ -10,7 +10,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, ManifestName, PartitionDir,
-    TableName, TmpName, TmpTarget, classify, classify_dir, parse_file_name,
+    TableName, TagFileName, TmpName, TmpTarget, classify, classify_dir, parse_file_name,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -76,6 +76,7 @@ fn check_string(s: &str) {
         "CurrentTermName",
     );
     expect(TmpName::parse(s).ok().map(FileKind::Tmp), "TmpName");
+    expect(TagFileName::parse(s).ok().map(FileKind::Tag), "TagFileName");
 
     match classify_dir(s) {
         Some(dir) => {
@@ -105,6 +106,7 @@ fn same_variant(kind: &FileKind, what: &str) -> bool {
             | (FileKind::Data(_), "DataFileName")
             | (FileKind::CurrentTerm(_), "CurrentTermName")
             | (FileKind::Tmp(_), "TmpName")
+            | (FileKind::Tag(_), "TagFileName")
     )
 }
 
@@ -139,10 +141,12 @@ fn check_built(p: &Parts) {
     let archive = ArchiveName::new(branch.clone(), p.term, p.timestamp);
     let data = DataFileName::new(p.file_id, branch.clone(), p.term);
     let current = CurrentTermName::new(branch.clone());
-    let target: TmpTarget = match p.tmp_of % 4 {
+    let tag = TagFileName::new(branch.clone());
+    let target: TmpTarget = match p.tmp_of % 5 {
         0 => manifest.clone().into(),
         1 => archive.clone().into(),
         2 => data.clone().into(),
+        3 => tag.clone().into(),
         _ => current.clone().into(),
     };
     let tmp = TmpName::new(target, p.nonce);
@@ -152,6 +156,7 @@ fn check_built(p: &Parts) {
         FileKind::Archive(archive),
         FileKind::Data(data),
         FileKind::CurrentTerm(current),
+        FileKind::Tag(tag),
         FileKind::Tmp(tmp),
         FileKind::Lock,
     ] {

@@ -29,6 +29,8 @@ impl Partition {
         // bases of its own), and GC keeps every state an archive's bases reference: they
         // would pin other branches' old versions for as long as the archive lives.
         bough_manifest::ext::remove(&mut fork.snapshot.extensions, bough_manifest::MERGE_BASES);
+        // Protection and expiry are decisions about the branch, not about its archives.
+        bough_manifest::ext::remove(&mut fork.snapshot.extensions, bough_manifest::POLICY);
         let name = ArchiveName::new(head.branch().clone(), head.term(), ts);
         let bytes = encode_snapshot(&fork.snapshot).map_err(|e| CatalogError::InvalidArgument {
             what: format!("cannot encode archive {name}: {e}"),
@@ -103,7 +105,7 @@ impl Partition {
             fork_version: 0,
             created_at_ms: now_ms,
         };
-        self.create_from(ForkPoint { snapshot }, name, term, origin, None)
+        self.create_from(ForkPoint { snapshot }, name, term, origin, None, None)
     }
 
     /// Restores `head`'s branch to an archive in place: the current state is kept as branch
@@ -125,6 +127,8 @@ impl Partition {
                 ),
             });
         }
+        Self::refuse_if_head_protected(head, "restoring it from an archive")?;
+        let policy = Self::policy(head)?;
         let mut snapshot = self.read_archive(archive)?;
         self.create_branch(head, backup, now_ms)?;
         let new_term = head.term() + 1;
@@ -137,8 +141,11 @@ impl Partition {
         // A restore is a change of the branch's state like a commit: its version moves on
         // from the current one, never back to the archive's.
         bough_manifest::set_commit_version(&mut exts, head.version().saturating_add(1));
-        // The same branch: its incarnation continues.
+        // The same branch: its incarnation continues, and its expiry.
         bough_manifest::set_incarnation(&mut exts, head.incarnation());
+        if policy != bough_manifest::BranchPolicy::default() {
+            policy.store(&mut exts);
+        }
         let mut restored = Head::create(
             self.files.clone(),
             self.cfg.clone(),

@@ -1,4 +1,5 @@
-//! What `describe` tells about a branch: origin, term, archives, staging and space.
+//! What `describe` tells about a branch: origin, term, archives, staging, protection and
+//! expiry, tags and space.
 
 use super::*;
 use crate::error::{CatalogError, CatalogResult};
@@ -17,6 +18,10 @@ pub struct BranchInfo {
     /// What it stages, if it is a staging branch (`bough_manifest::STAGING`): the work of an
     /// interrupted command when no command is running.
     pub staging: Option<String>,
+    /// Whether it is protected and when it expires (`POLICY`).
+    pub policy: bough_manifest::BranchPolicy,
+    /// The tags taken from it, by name.
+    pub tags: Vec<BranchName>,
     /// What it costs on storage, when measured (the catalog alone does not measure: the
     /// store fills this in from GC's walk; `None` when the partition could not be walked).
     pub space: Option<BranchSpace>,
@@ -54,13 +59,17 @@ impl Partition {
             CatalogError::corruption(path.clone(), 0, format!("origin extension: {r:?}"))
         })?;
         let staging = bough_manifest::staging_purpose(&state.extensions)
-            .map_err(|r| CatalogError::corruption(path, 0, r))?;
+            .map_err(|r| CatalogError::corruption(path.clone(), 0, r))?;
+        let policy = bough_manifest::BranchPolicy::from_extensions(&state.extensions)
+            .map_err(|r| CatalogError::corruption(path, 0, format!("policy extension: {r:?}")))?;
         Ok(BranchInfo {
             name: name.clone(),
             term,
             origin,
             archives: self.archives(name)?,
             staging,
+            policy,
+            tags: self.tags_of(name)?,
             space: None,
         })
     }

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bough_io::{ErrorKind, Storage};
 use bough_manifest::{BranchOrigin, CurrentTerm, Snapshot, encode_snapshot, replay};
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, FileKind, ManifestName, PartitionDir, Term,
-    Timestamp, classify,
+    ArchiveName, BranchName, CurrentTermName, FileKind, ManifestName, PartitionDir, TagFileName,
+    Term, Timestamp, classify,
 };
 use bough_tree::cache::PageCache;
 use bough_tree::files::FileTable;
@@ -32,15 +32,19 @@ mod describe;
 pub mod error;
 mod lifecycle;
 mod merge;
+mod policy;
 mod read_only;
 mod recovery;
 mod repair;
 mod staging;
+mod tags;
 mod terms;
+pub use bough_manifest::BranchPolicy;
 pub use describe::{BranchInfo, BranchSpace};
 pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport};
 pub use repair::Damaged;
 pub use staging::{STAGING_PREFIXES, is_staging_name};
+pub use tags::TagInfo;
 use terms::TermCache;
 
 /// The incarnation a replayed manifest records (0 if none); `what` names it in errors.
@@ -89,6 +93,12 @@ pub struct Partition {
     /// kept up to date by every term this catalog writes). A new incarnation of a name
     /// starts above it.
     used_terms: Mutex<Option<HashMap<BranchName, Term>>>,
+    /// Per live branch with an expiry, when it expires (`None` until first needed: one read
+    /// of every live branch's manifest, then kept up to date by every policy this catalog
+    /// writes and every branch it deletes).
+    expiries: Mutex<Option<std::collections::BTreeMap<BranchName, u64>>>,
+    /// The partition's tags (`None` until first listed; see [`Partition::tags`]).
+    known_tags: Mutex<Option<std::collections::BTreeSet<BranchName>>>,
 }
 
 /// A source of random 64-bit ids.
@@ -159,6 +169,8 @@ impl Partition {
             read_only: false,
             incarnations: Incarnations(os_random()),
             used_terms: Mutex::new(None),
+            expiries: Mutex::new(None),
+            known_tags: Mutex::new(None),
         };
         p.recover()?;
         let main = BranchName::main();

@@ -6,22 +6,9 @@ use crate::error::{CatalogError, CatalogResult};
 
 impl Partition {
     pub(crate) fn check_new_name(&self, name: &BranchName) -> CatalogResult<Term> {
-        let fold = name.case_fold_key();
-        for b in self.branches()? {
-            if b == *name {
-                return Err(CatalogError::AlreadyExists {
-                    path: format!("{}@{}", self.dir, name),
-                });
-            }
-            if b.case_fold_key() == fold {
-                return Err(CatalogError::InvalidArgument {
-                    what: format!(
-                        "branch name {name} differs from the existing branch {b} only by case; \
-                         they would alias on a case-insensitive store"
-                    ),
-                });
-            }
-        }
+        // Branches and tags share one name space: the same name, or one differing only by
+        // case, is refused whichever holds it.
+        self.check_name_free(name)?;
         // A deleted branch leaves a tombstone with its last term, but the tombstone may be
         // lost: a new branch of that name continues above every term the name appears with
         // anywhere, so no (branch, term) pair — and no file name — is used twice.
@@ -44,7 +31,28 @@ impl Partition {
             fork_version: parent.version(),
             created_at_ms: now_ms,
         };
-        self.create_from(fork, name, term, origin, None)
+        self.create_from(fork, name, term, origin, None, None)
+    }
+
+    /// [`create_branch`](Self::create_branch) with a policy (an expiry given at creation)
+    /// in its first manifest, so the branch never exists without it.
+    pub fn create_branch_with_policy(
+        &self,
+        parent: &mut Head,
+        name: &BranchName,
+        policy: bough_manifest::BranchPolicy,
+        now_ms: u64,
+    ) -> CatalogResult<Head> {
+        let term = self.check_new_name(name)?;
+        let fork = parent.fork_point(now_ms)?;
+        let origin = BranchOrigin {
+            parent: Some((parent.branch().clone(), parent.term())),
+            fork_version: parent.version(),
+            created_at_ms: now_ms,
+        };
+        let head = self.create_from(fork, name, term, origin, None, Some(policy))?;
+        self.note_expiry(name, policy.expires_at_ms);
+        Ok(head)
     }
 
     pub(crate) fn create_from(
@@ -54,9 +62,13 @@ impl Partition {
         term: Term,
         origin: BranchOrigin,
         staging: Option<&str>,
+        policy: Option<bough_manifest::BranchPolicy>,
     ) -> CatalogResult<Head> {
         let mut exts = Vec::new();
         origin.store(&mut exts);
+        if let Some(p) = policy {
+            p.store(&mut exts);
+        }
         if let Some(purpose) = staging {
             bough_manifest::set_staging(&mut exts, purpose);
         }
@@ -107,9 +119,28 @@ impl Partition {
     }
 
     /// Deletes a branch: a tombstone `CURRENT_TERM` first (the branch is gone from then on),
-    /// then its manifests and archives. Data files stay for GC. `main` cannot be deleted.
-    /// The caller must have stopped the branch's writer.
+    /// then its manifests and archives. Data files stay for GC; its tags stay. `main` and a
+    /// protected branch cannot be deleted (a branch whose manifest is damaged cannot be
+    /// shown protected and can be deleted: that is how it is got rid of). The caller must
+    /// have stopped the branch's writer.
     pub fn delete_branch(&self, name: &BranchName) -> CatalogResult<()> {
+        match self.branch_policy(name) {
+            Ok(p) => Self::refuse_if_protected(p, name, "deleting it")?,
+            // A missing branch is reported by the deletion itself; a damaged or missing
+            // manifest cannot show the branch protected.
+            Err(e) if matches!(e.kind(), ErrorKind::Corruption | ErrorKind::NotFound) => {
+                if self.live_term(name).is_ok() {
+                    tracing::warn!(branch = %name, error = %e,
+                        "deleting a branch whose manifest cannot be read (its protection is unknown)");
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        self.delete_branch_unchecked(name)
+    }
+
+    /// [`delete_branch`](Self::delete_branch) without the protection check.
+    pub(crate) fn delete_branch_unchecked(&self, name: &BranchName) -> CatalogResult<()> {
         if name.is_main() {
             return Err(CatalogError::InvalidArgument {
                 what: "the main branch cannot be deleted".into(),
@@ -129,6 +160,7 @@ impl Partition {
             }
         }
         doomed.sort();
+        self.note_expiry(name, None);
         for (_, _, n) in doomed {
             self.storage().delete(&self.files.path_of(&n))?;
         }

@@ -318,6 +318,7 @@ impl Partition {
             }
             return Ok(report);
         }
+        Self::refuse_if_head_protected(target, "a merge into it that is not a fast-forward")?;
         // Each side's deletes keep their tombstones: a key a side deleted is absent to the
         // merge (so tombstone vs absent is no difference), but the delete has a timestamp —
         // "newest wins" compares it, a conflict reports it, and taking the source's delete
@@ -418,6 +419,7 @@ impl Partition {
         source: &Snapshot,
         now_ms: u64,
     ) -> CatalogResult<()> {
+        Self::refuse_if_head_protected(target, "resetting it")?;
         self.record_base(target, source_name, source, now_ms)?;
         Ok(target.adopt(source, now_ms)?)
     }

@@ -57,6 +57,8 @@ impl Partition {
             read_only: true,
             incarnations: Incarnations(os_random()),
             used_terms: Mutex::new(None),
+            expiries: Mutex::new(None),
+            known_tags: Mutex::new(None),
         })
     }
 

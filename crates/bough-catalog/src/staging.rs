@@ -49,7 +49,7 @@ impl Partition {
             fork_version: parent.version(),
             created_at_ms: now_ms,
         };
-        self.create_from(fork, name, term, origin, Some(purpose))
+        self.create_from(fork, name, term, origin, Some(purpose), None)
     }
 
     /// The live staging branches and what each stages. A branch whose manifest cannot be

@@ -156,7 +156,10 @@ impl Partition {
         };
         for n in self.storage().list(self.files.dir())? {
             let kind = classify(&n);
-            let state_file = matches!(kind, FileKind::Manifest(_) | FileKind::Archive(_));
+            let state_file = matches!(
+                kind,
+                FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
+            );
             match &kind {
                 FileKind::Manifest(m) => note(&m.branch, m.term),
                 FileKind::Archive(a) => note(&a.branch, a.term),

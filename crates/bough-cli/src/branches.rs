@@ -1,4 +1,4 @@
-//! Branch commands: `ls`, `branch`, `archive`, `gc`, `diff`, `merge`, `reset`, `rehome`.
+//! Branch commands: `ls`, `branch`, `tag`, `archive`, `gc`, `diff`, `merge`, `reset`, `rehome`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -23,7 +23,9 @@ mod branch;
 mod diff;
 mod gc;
 mod merge;
+mod policy;
 mod reset;
+mod tag;
 
 pub(crate) use archive::find_archive_in;
 pub use archive::{ArchiveCmd, archive};
@@ -33,6 +35,7 @@ pub use diff::{DiffArgs, diff};
 pub use gc::{GcArgs, gc};
 pub use merge::{MergeArgs, merge};
 pub use reset::{ResetArgs, rehome, reset};
+pub use tag::{TagCmd, tag};
 
 /// Data files of a partition directory, by branch: (files, bytes).
 fn own_files(root: &Path, dir: &str) -> BTreeMap<String, (u64, u64)> {

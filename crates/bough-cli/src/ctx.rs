@@ -274,14 +274,47 @@ pub fn branch(part: &PartitionHandle, name: &str) -> CliResult<Branch> {
 /// The error for a branch that does not exist.
 pub fn missing_branch(part: &PartitionHandle, name: &str) -> CliError {
     let list = part.branches().map(|b| b.join(", ")).unwrap_or_default();
+    let tags = part
+        .tags()
+        .map(|t| {
+            t.iter()
+                .map(|t| t.name.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let tags = if tags.is_empty() {
+        String::new()
+    } else {
+        format!("; tags: {tags}")
+    };
     CliError::not_found(format!(
-        "branch `{name}` does not exist in {} (branches: {list})",
+        "branch `{name}` does not exist in {} (branches: {list}{tags})",
         part.dir()
     ))
     .hint(format!(
         "create it with `bough branch create {name} {} --from main`",
         part.dir()
     ))
+}
+
+/// A read view of the branch or tag `name` (branches and tags share one name space), for
+/// commands that read a state without writing it (a merge, reset or diff source).
+pub fn state_view(part: &PartitionHandle, name: &str) -> CliResult<bough::ReadView> {
+    match part.branch(name) {
+        Ok(b) => Ok(b.read_view()?),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let is_tag = part
+                .tags()
+                .is_ok_and(|t| t.iter().any(|t| t.name.as_str() == name));
+            if is_tag {
+                Ok(part.tag(name)?)
+            } else {
+                Err(missing_branch(part, name))
+            }
+        }
+        Err(_) => branch(part, name).and_then(|b| Ok(b.read_view()?)),
+    }
 }
 
 /// The partition and branch of a resolved target.

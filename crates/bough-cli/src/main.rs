@@ -164,6 +164,9 @@ enum Cmd {
     /// Archive a branch's state, list archives, restore one.
     #[command(subcommand)]
     Archive(branches::ArchiveCmd),
+    /// Tag a branch's state (immutable, kept until deleted), list, read or delete tags.
+    #[command(subcommand)]
+    Tag(branches::TagCmd),
     /// Delete data files nothing references any more; report why the rest is kept.
     #[command(
         after_help = "Examples:\n  bough gc --dry-run\n  bough gc orders\n  bough gc orders.0 --json"
@@ -321,6 +324,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
         Cmd::Ls => branches::ls(ctx).map(|_| 0),
         Cmd::Branch(c) => branches::branch(ctx, c).map(|_| 0),
         Cmd::Archive(c) => branches::archive(ctx, c).map(|_| 0),
+        Cmd::Tag(c) => branches::tag(ctx, c).map(|_| 0),
         Cmd::Gc(a) => branches::gc(ctx, a).map(|_| 0),
         Cmd::Diff(a) => branches::diff(ctx, a),
         Cmd::Merge(a) => branches::merge(ctx, a),

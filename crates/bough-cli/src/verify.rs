@@ -214,7 +214,7 @@ pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
             .iter()
             .map(|(r, details)| {
                 json!({
-                    "partition": r.dir, "branches": r.branches, "archives": r.archives,
+                    "partition": r.dir, "branches": r.branches, "archives": r.archives, "tags": r.tags,
                     "snapshots": r.snapshots, "keys": r.keys, "data_files": r.data_files, "pages": r.pages,
                     "problems": r.findings.iter().zip(details).map(|(p, d)| json!({
                         "severity": if p.severity() == Severity::Error { "error" } else { "warning" },
@@ -237,8 +237,14 @@ pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
                     plural(w as u64, "warning", "warnings")
                 ),
             };
+            // Tags are named only where there are some (the line is unchanged otherwise).
+            let tags = if r.tags > 0 {
+                format!(", {}", plural(r.tags as u64, "tag", "tags"))
+            } else {
+                String::new()
+            };
             println!(
-                "{}: {}, {}, {}, {} in branch heads; {}, {}: {status}",
+                "{}: {}, {}{tags}, {}, {} in branch heads; {}, {}: {status}",
                 r.dir,
                 plural(r.branches as u64, "branch", "branches"),
                 plural(r.archives as u64, "archive", "archives"),

@@ -3,6 +3,7 @@
 //! A data file is deleted only when it is proven unreachable from everything that can still
 //! read it:
 //! - every manifest and every archive of every branch and term in the partition directory,
+//!   and every tag (a tag has no owner: it stays when the branch it was taken from goes),
 //!   each resolved through its **own** `BranchFileMapping` (an inherited file keeps the name
 //!   of the lineage that wrote it — the seed's pseudo-code, which builds names from the
 //!   manifest's own branch and term, would miss those);
@@ -107,8 +108,8 @@ pub enum Referent {
         /// Its term.
         term: Term,
     },
-    /// A state nothing moves off: an archive, or a merge base recorded in a manifest or an
-    /// archive (named by the file and, for a merge base, the other branch).
+    /// A state nothing moves off: an archive, a tag, or a merge base recorded in a manifest,
+    /// an archive or a tag (named by the file and, for a merge base, the other branch).
     Pinned(String),
 }
 

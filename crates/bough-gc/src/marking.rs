@@ -1,4 +1,4 @@
-//! Marking: which files the partition's manifests, archives, merge bases and pins still
+//! Marking: which files the partition's manifests, archives, tags, merge bases and pins still
 //! reach, refusing to go on when a branch's state cannot be established.
 
 use super::*;
@@ -51,7 +51,10 @@ pub(crate) fn mark<'a>(
     for n in &names {
         match classify(n) {
             FileKind::Data(d) => data.push(d),
-            FileKind::Manifest(_) | FileKind::Archive(_) => manifests.push(n.clone()),
+            // A tag is a root like a manifest: it outlives the branch it was taken from.
+            FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_) => {
+                manifests.push(n.clone())
+            }
             FileKind::CurrentTerm(ct) => {
                 let path = format!("{dir}/{n}");
                 let bytes = storage.read_file(&path, 4096)?;
@@ -102,6 +105,8 @@ pub(crate) fn mark<'a>(
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
         let kind = classify(m);
+        // A tag has no owner: deleting the branch it was taken from leaves it (and so every
+        // file it holds stays shared, never exclusive to that branch).
         let owner = match &kind {
             FileKind::Manifest(mn) => Some(mn.branch.clone()),
             FileKind::Archive(a) => Some(a.branch.clone()),

@@ -13,7 +13,7 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION, STAGING, INCARNATION];
+pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION, STAGING, INCARNATION, POLICY];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
 pub const ORIGIN: u64 = 1;
@@ -35,6 +35,11 @@ pub const STAGING: u64 = 6;
 /// against it, so a reader that dropped it would write pages no one can read). See
 /// `crate::incarnation`.
 pub const INCARNATION: u64 = 7;
+
+/// Tag of the branch-policy extension: protection and expiry (odd: a reader that dropped it
+/// would let a protected branch be deleted or keep an expired one). See `BranchPolicy`.
+/// (Tag 9 is `LOG`, not yet listed here.)
+pub const POLICY: u64 = 11;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

@@ -39,6 +39,7 @@ mod log_ref;
 mod log_replay;
 mod origin;
 mod page;
+mod policy;
 mod ranges;
 mod record;
 mod replay;
@@ -66,6 +67,7 @@ pub use page::{
     FREE_SLOT_BIT, MAX_ADDR_FILE_ID, MAX_PAGE_INDEX, NO_PAGE, PAGE_INDEX_BITS, PageAddr, PageId,
     slot_is_valid,
 };
+pub use policy::{BranchPolicy, POLICY};
 pub use ranges::{BranchFileMapping, BranchFileRange, RangeError};
 pub use record::{
     BLOCK_SIZE, FORMAT_VERSION, HEADER_LEN, LogRecord, MAX_DICT_LEN, MAX_PAGE_SIZE,

@@ -48,6 +48,43 @@ fn snapshot_record_with_staging() {
     insta::assert_snapshot!(hex_record(&encode_snapshot(&s).expect("encodes")));
 }
 
+/// The sample snapshot of a protected branch that expires at 1 700 000 000 000 ms
+/// (`POLICY`, tag 11): the extension list `00` becomes `01 0b 07 03` then the varint
+/// `80 d0 95 ff bc 31` (one extension, tag 11, 7 bytes: flags 3 = protected | expires).
+#[test]
+fn snapshot_record_with_policy() {
+    let mut s = sample_snapshot();
+    bough_manifest::BranchPolicy {
+        protected: true,
+        expires_at_ms: Some(1_700_000_000_000),
+    }
+    .store(&mut s.extensions);
+    insta::assert_snapshot!(hex_record(&encode_snapshot(&s).expect("encodes")));
+}
+
+/// The `POLICY` payload alone: flags, then the expiry when bit 1 is set.
+#[test]
+fn policy_extension_payload() {
+    let mut out = String::new();
+    for (protected, expires_at_ms) in [
+        (false, None),
+        (true, None),
+        (false, Some(300)),
+        (true, Some(300)),
+    ] {
+        let bytes = bough_manifest::BranchPolicy {
+            protected,
+            expires_at_ms,
+        }
+        .encode();
+        out.push_str(&format!(
+            "{protected} {expires_at_ms:?}: {}",
+            hex_dump(&bytes, bytes.len())
+        ));
+    }
+    insta::assert_snapshot!(out);
+}
+
 /// The `VERSION` payload alone: one canonical LEB128 varint.
 #[test]
 fn version_extension_payload() {

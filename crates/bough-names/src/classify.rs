@@ -10,11 +10,12 @@ use nom::combinator::{opt, value, verify};
 use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::BranchName;
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
-    TmpTarget, TornTailName, VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
+    TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
     CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, LOG_PREFIX, MANIFEST_PREFIX,
+    TAG_PREFIX,
 };
 
 /// What a file name in a partition or store directory denotes.
@@ -42,6 +43,8 @@ pub enum FileKind {
     /// `<manifest>.torn.<offset>.<n>`: the bytes a manifest's dropped torn tail held, kept
     /// aside as evidence. Never store data; GC leaves it alone.
     TornTail(TornTailName),
+    /// `tag_<name>`: a tag, one snapshot record naming the state it keeps.
+    Tag(TagFileName),
     /// Anything else, kept verbatim. Never to be treated as store data.
     Unknown(String),
 }
@@ -55,10 +58,11 @@ impl FileKind {
             FileKind::Data(n) => Some(&n.branch),
             FileKind::Log(n) => Some(&n.branch),
             FileKind::CurrentTerm(n) => Some(&n.branch),
-            FileKind::Tmp(n) => Some(n.target.branch()),
+            FileKind::Tmp(n) => n.target.branch(),
             FileKind::Version(n) => n.target.branch(),
             FileKind::TornTail(n) => Some(&n.manifest.branch),
-            FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => None,
+            // A tag outlives the branch it was taken from: it belongs to none.
+            FileKind::Tag(_) | FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => None,
         }
     }
 
@@ -76,6 +80,7 @@ impl From<TmpTarget> for FileKind {
             TmpTarget::Data(n) => FileKind::Data(n),
             TmpTarget::CurrentTerm(n) => FileKind::CurrentTerm(n),
             TmpTarget::TornTail(n) => FileKind::TornTail(n),
+            TmpTarget::Tag(n) => FileKind::Tag(n),
         }
     }
 }
@@ -95,6 +100,7 @@ impl fmt::Display for FileKind {
             FileKind::GcLease => f.write_str(GC_LEASE_FILE),
             FileKind::Version(n) => n.fmt(f),
             FileKind::TornTail(n) => n.fmt(f),
+            FileKind::Tag(n) => n.fmt(f),
             FileKind::Unknown(s) => f.write_str(s),
         }
     }
@@ -102,8 +108,9 @@ impl fmt::Display for FileKind {
 
 /// Prefixes that claim a name for the store: a name with one of these that
 /// fails to parse is damage or a bug, not a stranger's file.
-const KNOWN_PREFIXES: [&str; 5] = [
+const KNOWN_PREFIXES: [&str; 6] = [
     MANIFEST_PREFIX,
+    TAG_PREFIX,
     DATA_PREFIX,
     LOG_PREFIX,
     CURRENT_TERM_PREFIX,
@@ -222,6 +229,32 @@ mod tests {
         assert!(k.is_known(), "{s:?} not recognised");
         assert_eq!(k.to_string(), s, "format(classify(s)) != s");
         k
+    }
+
+    #[test]
+    fn tag_names_follow_the_branch_grammar_and_belong_to_no_branch() {
+        assert_eq!(
+            known("tag_release_v2"),
+            FileKind::Tag(TagFileName::new(b("release_v2")))
+        );
+        assert_eq!(classify("tag_v1").branch(), None);
+        assert_eq!(
+            known("tag_v1.7.tmp"),
+            FileKind::Tmp(TmpName::new(TagFileName::new(b("v1")), 7))
+        );
+        assert_eq!(classify("tag_v1.7.tmp").branch(), None);
+        // A tag has no versions, a numeric segment is no name, `Main` aliases `main`, and
+        // nothing may follow the name.
+        for bad in [
+            "tag_",
+            "tag_v1.v3",
+            "tag_v_1",
+            "tag_Main",
+            "tag_v1_",
+            "tag_a.b",
+        ] {
+            assert!(!classify(bad).is_known(), "{bad}");
+        }
     }
 
     #[test]

@@ -18,12 +18,12 @@ use nom::{IResult, Parser};
 
 use crate::ident::{BranchName, NameError, Shown, TableName, is_all_digits};
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
-    TmpTarget, TornTailName, VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
+    TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TMP_SUFFIX,
-    TORN_INFIX, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TAG_PREFIX,
+    TMP_SUFFIX, TORN_INFIX, VERSION_INFIX,
 };
 
 /// Why a number field was refused.
@@ -65,6 +65,8 @@ pub enum NameKind {
     Log,
     /// `CURRENT_TERM.<branch>`
     CurrentTerm,
+    /// `tag_<name>`
+    Tag,
     /// `<inner>.<nonce>.tmp`
     Tmp,
     /// `<target>.v<version>`
@@ -85,6 +87,7 @@ impl fmt::Display for NameKind {
             NameKind::Data => "data file",
             NameKind::Log => "log file",
             NameKind::CurrentTerm => "CURRENT_TERM",
+            NameKind::Tag => "tag",
             NameKind::Tmp => "temporary file",
             NameKind::Version => "version",
             NameKind::TornTail => "kept-aside torn tail",
@@ -366,9 +369,18 @@ pub(crate) fn current_term(i: &str) -> Res<'_, CurrentTermName> {
         .parse(i)
 }
 
+/// `tag_<name>`: the whole rest is the tag's name (branch grammar), so nothing follows
+/// it but a temporary-file suffix.
+pub(crate) fn tag_file(i: &str) -> Res<'_, TagFileName> {
+    preceded(tag(TAG_PREFIX), cut(branch))
+        .map(|tag| TagFileName { tag })
+        .parse(i)
+}
+
 /// Anything that may be written through a temporary file.
 pub(crate) fn tmp_target(i: &str) -> Res<'_, TmpTarget> {
     alt((
+        tag_file.map(TmpTarget::Tag),
         // Before the plain manifest: a torn tail's name starts with one.
         torn_tail.map(TmpTarget::TornTail),
         manifest_or_archive,
@@ -573,6 +585,20 @@ impl std::str::FromStr for TornTailName {
     type Err = NameParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         TornTailName::parse(s)
+    }
+}
+
+impl TagFileName {
+    /// Parses `tag_<name>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::Tag, s, tag_file)
+    }
+}
+
+impl std::str::FromStr for TagFileName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TagFileName::parse(s)
     }
 }
 

@@ -278,6 +278,28 @@ impl BranchName {
     }
 }
 
+/// The one rule for names that alias: the existing name `name` would collide with, if any —
+/// the same name, or one that differs only in ASCII case (the two would name the same files
+/// on a case-insensitive store). Branches and tags share one name space, so the catalog asks
+/// this of every branch and tag before it creates either; a name that aliases is refused, a
+/// lookup never picks one of two candidates.
+pub fn alias_of<'a>(
+    name: &BranchName,
+    existing: impl IntoIterator<Item = &'a BranchName>,
+) -> Option<&'a BranchName> {
+    let fold = name.case_fold_key();
+    let mut folded = None;
+    for e in existing {
+        if e == name {
+            return Some(e);
+        }
+        if folded.is_none() && e.case_fold_key() == fold {
+            folded = Some(e);
+        }
+    }
+    folded
+}
+
 fn validate_branch(name: &str) -> Result<(), NameError> {
     check_common(IdentKind::Branch, name, MAX_BRANCH_LEN, is_branch_char)?;
     if name != MAIN_BRANCH && name.eq_ignore_ascii_case(MAIN_BRANCH) {
@@ -583,6 +605,19 @@ mod tests {
             branch_err("-x").to_string(),
             "invalid branch name \"-x\": starts with '-', which a command line reads as an option"
         );
+    }
+
+    #[test]
+    fn alias_of_finds_the_same_name_first_then_a_case_fold() {
+        let names = [
+            BranchName::new("Feat").unwrap(),
+            BranchName::new("feat").unwrap(),
+        ];
+        let feat = BranchName::new("feat").unwrap();
+        assert_eq!(alias_of(&feat, &names), Some(&names[1]));
+        let fe_at = BranchName::new("FEAT").unwrap();
+        assert_eq!(alias_of(&fe_at, &names), Some(&names[0]));
+        assert_eq!(alias_of(&BranchName::new("other").unwrap(), &names), None);
     }
 
     #[test]

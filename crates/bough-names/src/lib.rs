@@ -22,7 +22,8 @@
 //! data          = "data_" file-id "_" branch "_" term
 //! log           = "wal_" log-id "_" branch "_" term
 //! current-term  = "CURRENT_TERM." branch
-//! tmp           = (manifest | archive | data | current-term) "." nonce ".tmp"
+//! tag           = "tag_" branch              ; a tag's name follows the branch grammar
+//! tmp           = (manifest | archive | data | current-term | tag) "." nonce ".tmp"
 //! lock          = "LOCK"
 //! gc-lease      = "GC_LEASE"                  ; object stores only
 //! version       = (manifest | current-term | gc-lease) ".v" number
@@ -89,10 +90,11 @@ pub use classify::{
 pub use grammar::{NameKind, NameParseError, NumberError, ParseFailure};
 pub use ident::{
     BranchName, IdentKind, MAIN_BRANCH, MAX_BRANCH_LEN, MAX_TABLE_LEN, NameError, TableName,
+    alias_of,
 };
 pub use names::{
-    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir, TmpName,
-    TmpTarget, TornTailName, VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
+    TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 
 /// Term of a writer on a branch; grows each time a new writer takes over.
@@ -114,6 +116,8 @@ pub const MANIFEST_PREFIX: &str = "manifest_";
 pub const DATA_PREFIX: &str = "data_";
 /// Prefix of write-ahead log file names.
 pub const LOG_PREFIX: &str = "wal_";
+/// Prefix of tag file names.
+pub const TAG_PREFIX: &str = "tag_";
 /// Prefix of CURRENT_TERM file names.
 pub const CURRENT_TERM_PREFIX: &str = "CURRENT_TERM.";
 /// Suffix of temporary file names.

@@ -8,7 +8,7 @@ use std::fmt;
 use crate::ident::{BranchName, TableName};
 use crate::{
     CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, LOG_PREFIX, LogId, MANIFEST_PREFIX,
-    PartitionId, TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
+    PartitionId, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.
@@ -175,6 +175,30 @@ impl fmt::Display for CurrentTermName {
     }
 }
 
+/// The file holding a tag: `tag_<name>`, one snapshot record (`docs/format.md`, "Tags").
+///
+/// A tag's name follows the branch grammar ([`BranchName`]) and shares the branches' name
+/// space: the catalog refuses a tag and a branch that share a name or fold to one key
+/// ([`crate::alias_of`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TagFileName {
+    /// The tag.
+    pub tag: BranchName,
+}
+
+impl TagFileName {
+    /// Builds the file name of tag `tag`.
+    pub fn new(tag: BranchName) -> Self {
+        TagFileName { tag }
+    }
+}
+
+impl fmt::Display for TagFileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{TAG_PREFIX}{}", self.tag)
+    }
+}
+
 /// The final name a temporary file is renamed to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TmpTarget {
@@ -188,17 +212,20 @@ pub enum TmpTarget {
     CurrentTerm(CurrentTermName),
     /// A kept-aside torn tail.
     TornTail(TornTailName),
+    /// A tag.
+    Tag(TagFileName),
 }
 
 impl TmpTarget {
-    /// The branch the target belongs to.
-    pub fn branch(&self) -> &BranchName {
+    /// The branch the target belongs to (`None` for a tag, which belongs to no branch).
+    pub fn branch(&self) -> Option<&BranchName> {
         match self {
-            TmpTarget::Manifest(n) => &n.branch,
-            TmpTarget::Archive(n) => &n.branch,
-            TmpTarget::Data(n) => &n.branch,
-            TmpTarget::CurrentTerm(n) => &n.branch,
-            TmpTarget::TornTail(n) => &n.manifest.branch,
+            TmpTarget::Manifest(n) => Some(&n.branch),
+            TmpTarget::Archive(n) => Some(&n.branch),
+            TmpTarget::Data(n) => Some(&n.branch),
+            TmpTarget::CurrentTerm(n) => Some(&n.branch),
+            TmpTarget::TornTail(n) => Some(&n.manifest.branch),
+            TmpTarget::Tag(_) => None,
         }
     }
 }
@@ -211,6 +238,7 @@ impl fmt::Display for TmpTarget {
             TmpTarget::Data(n) => n.fmt(f),
             TmpTarget::CurrentTerm(n) => n.fmt(f),
             TmpTarget::TornTail(n) => n.fmt(f),
+            TmpTarget::Tag(n) => n.fmt(f),
         }
     }
 }
@@ -236,6 +264,12 @@ impl From<DataFileName> for TmpTarget {
 impl From<CurrentTermName> for TmpTarget {
     fn from(n: CurrentTermName) -> Self {
         TmpTarget::CurrentTerm(n)
+    }
+}
+
+impl From<TagFileName> for TmpTarget {
+    fn from(n: TagFileName) -> Self {
+        TmpTarget::Tag(n)
     }
 }
 
@@ -694,7 +728,7 @@ mod tests {
         );
         let n = TmpName::new(ManifestName::new(b("f"), 1), 2);
         assert_eq!(n.target.to_string(), "manifest_f_1");
-        assert_eq!(n.target.branch().as_str(), "f");
+        assert_eq!(n.target.branch().map(BranchName::as_str), Some("f"));
         for s in [
             "manifest_main_5.tmp",
             "manifest_main_5..tmp",

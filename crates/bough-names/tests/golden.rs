@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TmpName, TornTailName, VersionName, VersionTarget, classify,
+    PartitionDir, TableName, TagFileName, TmpName, TornTailName, VersionName, VersionTarget,
+    classify,
 };
 
 fn b(s: &str) -> BranchName {
@@ -43,6 +44,7 @@ fn table(names: &[String]) -> String {
                 "torn-tail manifest={} offset={} n={}",
                 t.manifest, t.offset, t.n
             ),
+            FileKind::Tag(t) => format!("tag name={}", t.tag),
             FileKind::Unknown(u) => format!("unknown {u}"),
         };
         let _ = writeln!(out, "{n:<40} {what}");
@@ -73,6 +75,8 @@ fn every_kind_of_name() {
         VersionName::new(CurrentTermName::new(b("feature")), 12).to_string(),
         VersionName::new(VersionTarget::GcLease, 0).to_string(),
         TornTailName::new(ManifestName::new(main.clone(), 5), 8192, 0).to_string(),
+        TagFileName::new(b("release_v2")).to_string(),
+        TmpName::new(TagFileName::new(b("v1")), 9).to_string(),
     ];
     // The partition directory is not a file name: it is checked on its own.
     let dir = &names[0];

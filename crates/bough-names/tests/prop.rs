@@ -3,8 +3,8 @@
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
-    classify, classify_dir, parse_file_name,
+    PartitionDir, TableName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
+    VersionTarget, classify, classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -64,6 +64,7 @@ fn target() -> impl Strategy<Value = TmpTarget> {
         (branch(), num(), num()).prop_map(|(b, t, ts)| ArchiveName::new(b, t, ts).into()),
         (num(), branch(), num()).prop_map(|(f, b, t)| DataFileName::new(f, b, t).into()),
         branch().prop_map(|b| CurrentTermName::new(b).into()),
+        branch().prop_map(|b| TagFileName::new(b).into()),
         (branch(), num(), num(), num()).prop_map(|(b, t, o, n)| TornTailName::new(
             ManifestName::new(b, t),
             o,
@@ -102,6 +103,7 @@ fn near_grammar() -> impl Strategy<Value = String> {
             "data_",
             "wal_",
             "CURRENT_TERM.",
+            "tag_",
             "LOCK",
             "GC_LEASE",
         ]),
@@ -162,6 +164,7 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         TmpName::parse(s).ok().map(FileKind::Tmp),
         VersionName::parse(s).ok().map(FileKind::Version),
         TornTailName::parse(s).ok().map(FileKind::TornTail),
+        TagFileName::parse(s).ok().map(FileKind::Tag),
     ];
     let accepted: Vec<FileKind> = typed.into_iter().flatten().collect();
     match &kind {
@@ -189,6 +192,7 @@ proptest! {
             FileKind::Tmp(n) => prop_assert_eq!(&TmpName::parse(&text)?, n),
             FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),
             FileKind::TornTail(n) => prop_assert_eq!(&TornTailName::parse(&text)?, n),
+            FileKind::Tag(n) => prop_assert_eq!(&TagFileName::parse(&text)?, n),
             FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => {}
         }
     }

@@ -101,6 +101,8 @@ pub struct PartitionReport {
     pub branches: usize,
     /// Archives.
     pub archives: usize,
+    /// Tags.
+    pub tags: usize,
     /// Merge bases recorded in the manifests.
     pub merge_bases: usize,
     /// Snapshots walked (heads, archives, merge bases).

@@ -53,8 +53,9 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
 pub use store::{
-    Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, RangeIter,
-    ReadView, RepairReport, ScanOptions, ScanPage, Store, Table, Value, WriteReport,
+    Branch, BranchPolicy, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle,
+    RangeIter, ReadView, RepairReport, ScanOptions, ScanPage, Store, Table, TagInfo, Value,
+    WriteReport,
 };
 
 pub use bough_catalog::{

@@ -36,6 +36,7 @@ mod check;
 mod gc;
 mod maintenance;
 mod partition;
+mod policy;
 mod range;
 mod read_only;
 mod read_view;
@@ -46,6 +47,7 @@ mod results;
 mod shard;
 mod staging;
 mod table;
+mod tags;
 mod writer_ops;
 
 pub use branch::Branch;
@@ -53,12 +55,16 @@ use gc::*;
 pub use maintenance::CompactionReport;
 use maintenance::*;
 pub use partition::PartitionHandle;
+pub use policy::BranchPolicy;
+use policy::PolicyChange;
 pub use range::RangeIter;
 pub use read_view::ReadView;
 use request::*;
 pub use results::{DiffChange, DiffEntry, KeyValue, ScanOptions, ScanPage, Value, WriteReport};
 use shard::*;
 pub use table::Table;
+use tags::Named;
+pub use tags::TagInfo;
 use writer_ops::*;
 
 /// A batch waiting in a group commit, with its waiter.
@@ -92,6 +98,9 @@ struct PartitionEntry {
     epoch: AtomicU64,
     /// The last measured usage and the epoch it was measured at (see [`usage_of`]).
     usage: Mutex<Option<(u64, Arc<Usage>)>>,
+    /// States read from tags ([`PartitionHandle::tag`]): no manifest protects them once the
+    /// tag is deleted, so GC pins them until the last reader lets go.
+    tag_views: Mutex<Vec<Weak<TreeSnapshot>>>,
     /// Staging branches of interrupted commands removed when the partition was opened:
     /// (branch, what it staged).
     staging_removed: Vec<(String, String)>,
@@ -386,6 +395,10 @@ impl Store {
         } else {
             staging::remove_interrupted(&part)
         };
+        // Branches whose expiry passed while no process had the partition open.
+        if !self.inner.read_only && self.inner.opts.backend != Backend::Object {
+            policy::expire_at_open(&part, self.inner.clock.now_ms());
+        }
         let entry = Arc::new(PartitionEntry {
             part,
             branches: Mutex::new(HashMap::new()),
@@ -393,6 +406,7 @@ impl Store {
             retired: Mutex::new(Vec::new()),
             epoch: AtomicU64::new(0),
             usage: Mutex::new(None),
+            tag_views: Mutex::new(Vec::new()),
             staging_removed,
         });
         parts.insert(key, entry.clone());
@@ -592,6 +606,14 @@ impl Inner {
         let parts: Vec<Arc<PartitionEntry>> = self.partitions.lock().values().cloned().collect();
         let ratio = self.opts.compaction_garbage_ratio;
         for p in parts {
+            // Expired branches go first, as a user would delete them (their children stay).
+            let handle = PartitionHandle {
+                store: store.clone(),
+                dir: p.part.dir().clone(),
+            };
+            if let Err(e) = handle.expire_branches() {
+                tracing::warn!(partition = %p.part.dir(), error = %e, "cannot expire branches");
+            }
             let entries: Vec<Arc<BranchEntry>> = p.branches.lock().values().cloned().collect();
             if entries.is_empty() {
                 continue;

@@ -1,6 +1,8 @@
 //! Model-based test of branches: random create (from any live branch), write, read, scan,
 //! floor, delete, archive, prune, restore, branch-from-archive, new term, compaction,
-//! truncation, GC and reopen, checked against one `BTreeMap` per branch.
+//! truncation, GC, reopen, tag create/read/delete, branch-from-tag and protect/unprotect,
+//! checked against one `BTreeMap` per branch and per tag (a protected branch's delete and
+//! restore must be refused and change nothing).
 //!
 //! Every run prints its seed; `BOUGH_SEED=<seed> cargo nextest run -p bough --test
 //! branch_model` replays one seed (on both backends). `BOUGH_MODEL_OPS` sets the number of
@@ -28,6 +30,9 @@ const NAMES: &[&str] = &[
     "a", "b", "c", "d", "e", "f", "feature", "hotfix", "x-1", "y_z",
 ];
 const KEYS: usize = 400;
+/// Tag names: a pool of their own (a tag may not take a branch's name; that refusal is
+/// checked in `refused`).
+const TAG_NAMES: &[&str] = &["v1", "v2", "rel", "t-x"];
 
 /// SplitMix64.
 struct Rng(u64);
@@ -71,6 +76,10 @@ struct World {
     models: BTreeMap<String, Model>,
     /// Archives of live branches, oldest first, with the state each recorded.
     archives: BTreeMap<String, Vec<(ArchiveName, Model)>>,
+    /// Tags and the state each keeps.
+    tags: BTreeMap<String, Model>,
+    /// Live branches that are protected.
+    protected: std::collections::BTreeSet<String>,
     log: Rc<RefCell<Vec<String>>>,
     seq: u64,
 }
@@ -129,6 +138,8 @@ impl World {
             rng: Rng(seed),
             models,
             archives,
+            tags: BTreeMap::new(),
+            protected: Default::default(),
             log,
             seq: 0,
         }
@@ -196,6 +207,23 @@ impl World {
         for name in self.live() {
             self.check(&name);
         }
+        for name in self.tags.keys() {
+            self.check_tag(name);
+        }
+    }
+
+    fn check_tag(&self, name: &str) {
+        let p = self.store.partition("t", 0).unwrap();
+        let got: Model = p
+            .tag(name)
+            .unwrap()
+            .scan(&ScanOptions::default())
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|kv| (kv.key, kv.value.value))
+            .collect();
+        assert!(got == self.tags[name], "tag {name} differs from its state");
     }
 
     fn value(&mut self, i: usize) -> Vec<u8> {
@@ -212,7 +240,7 @@ impl World {
 
     fn step(&mut self) {
         self.clock.advance(self.rng.below(3) as u64);
-        let roll = self.rng.below(100);
+        let roll = self.rng.below(112);
         match roll {
             0..=34 => self.write(),
             35..=44 => self.read(),
@@ -227,7 +255,11 @@ impl World {
             81..=82 => self.truncate(),
             83..=88 => self.gc(),
             89..=91 => self.reopen(),
-            _ => self.refused(),
+            92..=97 => self.refused(),
+            98..=101 => self.tag_create(),
+            102..=103 => self.tag_delete(),
+            104..=106 => self.tag_read(),
+            _ => self.protect(),
         }
     }
 
@@ -336,6 +368,12 @@ impl World {
         let name = self.rng.pick(&live).clone();
         self.note(format!("delete {name}"));
         let p = self.store.partition("t", 0).unwrap();
+        if self.protected.contains(&name) {
+            let e = p.delete_branch(&name).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            self.check(&name);
+            return;
+        }
         p.delete_branch(&name).unwrap();
         self.models.remove(&name);
         self.archives.remove(&name);
@@ -411,6 +449,20 @@ impl World {
         let backup = *self.rng.pick(&free);
         let (a, state) = self.rng.pick(&self.archives[&name]).clone();
         self.note(format!("restore {name} to {a}, backup {backup}"));
+        if self.protected.contains(&name) {
+            let e = self.branch(&name).restore(&a, backup).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(
+                !self
+                    .store
+                    .partition("t", 0)
+                    .unwrap()
+                    .branches()
+                    .unwrap()
+                    .contains(&backup.to_string())
+            );
+            return;
+        }
         self.branch(&name).restore(&a, backup).unwrap();
         let old = self.models.insert(name.clone(), state).unwrap();
         self.models.insert(backup.to_string(), old);
@@ -510,8 +562,99 @@ impl World {
         .unwrap();
         let p = self.store.partition("t", 0).unwrap();
         assert_eq!(p.branches().unwrap(), self.live());
+        let tags: Vec<String> = p
+            .tags()
+            .unwrap()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert_eq!(tags, self.tags.keys().cloned().collect::<Vec<_>>());
+        for name in self.live() {
+            let protected = p.describe(&name).unwrap().policy.protected;
+            assert_eq!(
+                protected,
+                self.protected.contains(&name),
+                "{name}: protection"
+            );
+        }
         if self.rng.chance(50) {
             self.check_all();
+        }
+    }
+
+    fn tag_create(&mut self) {
+        let free: Vec<&str> = TAG_NAMES
+            .iter()
+            .copied()
+            .filter(|n| !self.tags.contains_key(*n))
+            .collect();
+        if free.is_empty() {
+            return;
+        }
+        let name = *self.rng.pick(&free);
+        let from = self.pick_live();
+        self.note(format!("tag {name} from {from}"));
+        let p = self.store.partition("t", 0).unwrap();
+        let info = p.create_tag(name, &from).unwrap();
+        assert_eq!(info.branch.as_str(), from);
+        self.tags
+            .insert(name.to_string(), self.models[&from].clone());
+        if self.rng.chance(30) {
+            self.check_tag(name);
+        }
+    }
+
+    fn tag_delete(&mut self) {
+        let tags: Vec<String> = self.tags.keys().cloned().collect();
+        if tags.is_empty() {
+            return;
+        }
+        let name = self.rng.pick(&tags).clone();
+        self.note(format!("delete tag {name}"));
+        let p = self.store.partition("t", 0).unwrap();
+        p.delete_tag(&name).unwrap();
+        self.tags.remove(&name);
+        assert_eq!(p.tag(&name).unwrap_err().kind(), ErrorKind::NotFound);
+    }
+
+    /// Reads a tag, or starts a branch from one.
+    fn tag_read(&mut self) {
+        let tags: Vec<String> = self.tags.keys().cloned().collect();
+        if tags.is_empty() {
+            return;
+        }
+        let name = self.rng.pick(&tags).clone();
+        let free = self.free_names();
+        if free.is_empty() || self.rng.chance(50) {
+            self.note(format!("read tag {name}"));
+            self.check_tag(&name);
+            return;
+        }
+        let new = *self.rng.pick(&free);
+        self.note(format!("branch {new} from tag {name}"));
+        let p = self.store.partition("t", 0).unwrap();
+        p.create_branch(new, &name).unwrap();
+        self.models
+            .insert(new.to_string(), self.tags[&name].clone());
+        self.archives.insert(new.to_string(), Vec::new());
+        self.check(new);
+    }
+
+    /// Protects a branch, or (more often, so deletes and restores keep happening) lifts a
+    /// protection.
+    fn protect(&mut self) {
+        let p = self.store.partition("t", 0).unwrap();
+        let protected: Vec<String> = self.protected.iter().cloned().collect();
+        if !protected.is_empty() && self.rng.chance(60) {
+            let name = self.rng.pick(&protected).clone();
+            self.note(format!("unprotect {name}"));
+            assert!(!p.unprotect(&name).unwrap().protected);
+            self.protected.remove(&name);
+        } else {
+            let name = self.pick_live();
+            self.note(format!("protect {name}"));
+            assert!(p.protect(&name).unwrap().protected);
+            self.protected.insert(name);
         }
     }
 
@@ -534,6 +677,21 @@ impl World {
             p.delete_branch("main").unwrap_err().kind(),
             ErrorKind::InvalidArgument
         );
+        // Branches and tags share one name space.
+        assert_eq!(
+            p.create_tag(&live, "main").unwrap_err().kind(),
+            ErrorKind::AlreadyExists
+        );
+        if let Some(tag) = self.tags.keys().next() {
+            assert_eq!(
+                p.create_branch(tag, "main").unwrap_err().kind(),
+                ErrorKind::AlreadyExists
+            );
+            assert_eq!(
+                p.create_tag(tag, "main").unwrap_err().kind(),
+                ErrorKind::AlreadyExists
+            );
+        }
         if let Some(free) = self.free_names().first() {
             assert_eq!(p.branch(free).unwrap_err().kind(), ErrorKind::NotFound);
             assert_eq!(
@@ -592,11 +750,16 @@ fn run_with(backend: Backend, obj: Option<Arc<dyn ObjectStore>>, seed: u64, ops:
         (
             w.models.len(),
             w.archives.values().map(Vec::len).sum::<usize>(),
+            w.tags.len(),
+            w.protected.len(),
         )
     }));
     match result {
-        Ok((branches, archives)) => {
-            eprintln!("  done: {branches} live branches, {archives} archives");
+        Ok((branches, archives, tags, protected)) => {
+            eprintln!(
+                "  done: {branches} live branches ({protected} protected), {archives} archives, \
+                 {tags} tags"
+            );
         }
         Err(e) => {
             let log = log.borrow();

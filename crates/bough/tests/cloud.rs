@@ -112,6 +112,8 @@ fn branches_gc_and_cold_restart(store: Arc<dyn ObjectStore>, fencing: FencingMod
     drop(doomed);
     p.delete_branch("doomed").expect("delete");
     let archive = main.archive().expect("archive");
+    // A tag is one more object, created once, and a root GC keeps.
+    p.create_tag("v1", "feature").expect("tag");
     assert_eq!(contents(&main), want_main);
     assert_eq!(contents(&feature), want_feature);
     let report = p.gc().expect("gc");
@@ -135,6 +137,13 @@ fn branches_gc_and_cold_restart(store: Arc<dyn ObjectStore>, fencing: FencingMod
         contents(&p.branch("feature").expect("feature")),
         want_feature
     );
+    let tag = p.tag("v1").expect("tag after a cold restart");
+    for (k, v) in &want_feature {
+        assert_eq!(
+            tag.get(k).expect("tag read").map(|v| v.value),
+            Some(v.clone())
+        );
+    }
     let restored = p
         .branch("main")
         .expect("main")

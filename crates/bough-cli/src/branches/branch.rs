@@ -27,6 +27,10 @@ pub enum BranchCmd {
         /// The branch to fork from (same as --from).
         #[arg(long, short = 'b', value_name = "BRANCH")]
         branch: Option<String>,
+        /// Delete the branch this long after its creation (`90s`, `30m`, `1h`, `7d`, or
+        /// milliseconds); its children keep working when it goes.
+        #[arg(long, value_name = "DURATION", conflicts_with = "all_partitions")]
+        ttl: Option<String>,
     },
     /// Delete branch NAME (its data stays until `bough gc` finds nothing else needs it).
     #[command(
@@ -54,6 +58,18 @@ pub enum BranchCmd {
     /// Parent, fork point, term, creation time, files and archives of a branch.
     #[command(after_help = "Example:\n  bough branch info orders.0@feature")]
     Info(TargetArgs),
+    /// Protect branch NAME: delete, reset, restore and non-fast-forward merges into it are
+    /// refused until `branch unprotect`.
+    #[command(after_help = "Example:\n  bough branch protect main orders.0")]
+    Protect(super::policy::PolicyArgs),
+    /// Lift `branch protect`.
+    #[command(after_help = "Example:\n  bough branch unprotect main orders.0")]
+    Unprotect(super::policy::PolicyArgs),
+    /// Set, extend or remove when branch NAME expires (is deleted; its children stay).
+    #[command(
+        after_help = "Examples:\n  bough branch expire scratch orders.0 --in 2h\n  bough branch expire scratch orders.0 --at 1767225600000\n  bough branch expire scratch orders.0 --never\n  bough branch expire release orders.0 --in 7d --force"
+    )]
+    Expire(super::policy::ExpireArgs),
     /// Draw the branch hierarchy with fork points, terms, sizes and archives.
     #[command(after_help = "Example:\n  bough branch tree orders.0")]
     Tree {
@@ -72,6 +88,7 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
             from,
             all_partitions,
             branch,
+            ttl,
         } => {
             target::branch_name(&name, "NAME")?;
             if let Some(table) = all_partitions {
@@ -101,8 +118,13 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
             let t = resolve(&target, branch.as_deref(), &[("--from", from.as_deref())])?;
             let store = ctx.open(false)?;
             let part = ctx::partition(&store, &t.table, t.partition, false)?;
-            ctx::branch(&part, &t.branch)?;
-            let created = part.create_branch(&name, &t.branch).map_err(|e| {
+            // The source may be a tag.
+            ctx::state_view(&part, &t.branch)?;
+            let created = match ttl.as_deref().map(super::policy::duration_ms).transpose()? {
+                Some(ms) => part.create_branch_with_ttl(&name, &t.branch, ms),
+                None => part.create_branch(&name, &t.branch),
+            }
+            .map_err(|e| {
                 let exists = e.kind() == bough::ErrorKind::AlreadyExists;
                 let err = CliError::from(e);
                 if exists {
@@ -184,6 +206,9 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
                 json!({"deleted": t.label(), "children": children}),
             )
         }
+        BranchCmd::Protect(a) => super::policy::protect(ctx, &a, true),
+        BranchCmd::Unprotect(a) => super::policy::protect(ctx, &a, false),
+        BranchCmd::Expire(a) => super::policy::expire(ctx, &a),
         BranchCmd::List { scope } => list(ctx, scope.as_deref()),
         BranchCmd::Info(a) => info(ctx, &a),
         BranchCmd::Tree { partition } => tree(ctx, &partition),
@@ -290,6 +315,9 @@ pub(crate) fn described_json(p: &PartitionDir, d: &Described) -> Json {
         "data_files": d.files,
         "bytes": d.bytes,
         "staging": d.info.staging,
+        "protected": d.info.policy.protected,
+        "expires_at_ms": d.info.policy.expires_at_ms,
+        "tags": d.info.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
         "space": crate::space::space_json(d.info.space.as_ref()),
     })
 }
@@ -327,6 +355,7 @@ pub(crate) fn list(ctx: &Ctx, scope: Option<&str>) -> CliResult<()> {
                 o.map_or("-".into(), |o| output::time(o.created_at_ms)),
                 d.info.archives.len().to_string(),
                 format!("{} ({})", d.files, output::size(d.bytes)),
+                super::policy::policy_text(&d.info.policy),
             ]);
             docs.push(described_json(p, &d));
         }
@@ -346,7 +375,8 @@ pub(crate) fn list(ctx: &Ctx, scope: Option<&str>) -> CliResult<()> {
                 "FORKED AT",
                 "CREATED",
                 "ARCHIVES",
-                "OWN FILES"
+                "OWN FILES",
+                "POLICY"
             ],
             &rows
         )
@@ -404,6 +434,11 @@ pub(crate) fn info(ctx: &Ctx, a: &TargetArgs) -> CliResult<()> {
         output::size(bytes)
     );
     crate::space::print_space(d.info.space.as_ref());
+    println!("policy     {}", super::policy::policy_text(&d.info.policy));
+    if !d.info.tags.is_empty() {
+        let tags: Vec<&str> = d.info.tags.iter().map(|t| t.as_str()).collect();
+        println!("tags       {}", tags.join(", "));
+    }
     println!("archives   {}", d.info.archives.len());
     for a in &d.info.archives {
         println!("  {a}  term {}  {}", a.term, output::time(a.timestamp));

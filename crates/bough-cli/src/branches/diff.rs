@@ -91,8 +91,9 @@ pub fn diff(ctx: &Ctx, mut a: DiffArgs) -> CliResult<u8> {
     (a.a, a.b) = (from, to);
     let store = ctx.open_read_only()?;
     let part = ctx::partition(&store, p.table.as_str(), p.partition, false)?;
-    ctx::branch(&part, &a.a)?;
-    ctx::branch(&part, &a.b)?;
+    // Either side may be a tag.
+    ctx::state_view(&part, &a.a)?;
+    ctx::state_view(&part, &a.b)?;
     let entries = part.diff(&a.a, &a.b)?;
     let (mut added, mut removed, mut changed) = (0u64, 0u64, 0u64);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

@@ -58,7 +58,8 @@ pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
     }
     let store = ctx.open(false)?;
     let part = ctx::partition(&store, p.table.as_str(), p.partition, false)?;
-    let src = ctx::branch(&part, &a.source)?;
+    // The source may be a tag (a state, read, never written).
+    let src = ctx::state_view(&part, &a.source)?;
     let tgt = ctx::branch(&part, &a.target)?;
     let policy = match a.policy {
         PolicyArg::Fail => ConflictPolicy::Fail,
@@ -78,6 +79,7 @@ pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
     )?;
     let counted = !report.fast_forward || a.count;
     let value = |b: &Branch, k: &[u8]| b.get_blocking(k).ok().flatten();
+    let source_value = |v: &bough::ReadView, k: &[u8]| v.get(k).ok().flatten();
     // A side that deleted the key: its delete's timestamp.
     let deleted = |e: &Option<bough_tree::page::leaf::Entry>| {
         e.as_ref().filter(|e| e.is_tombstone()).map(|e| e.timestamp)
@@ -90,7 +92,7 @@ pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
             (
                 c.key.clone(),
                 (value(&tgt, &c.key), deleted(&c.ours)),
-                (value(&src, &c.key), deleted(&c.theirs)),
+                (source_value(&src, &c.key), deleted(&c.theirs)),
             )
         })
         .collect();

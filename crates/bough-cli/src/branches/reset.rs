@@ -22,7 +22,7 @@ pub fn reset(ctx: &Ctx, a: ResetArgs) -> CliResult<()> {
     }
     let store = ctx.open(false)?;
     let (part, _) = open_target(&store, &t, false)?;
-    ctx::branch(&part, &a.to)?;
+    ctx::state_view(&part, &a.to)?;
     part.reset_branch(&t.branch, &a.to)?;
     store.close()?;
     done(

@@ -86,6 +86,24 @@ pub(crate) fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
                 c,
             )
         }
+        FileKind::Tag(t) => {
+            let storage = walk::storage(&root)?;
+            let r = walk::read_manifest(storage.as_ref(), &format!("{dir}/{name}"));
+            let text = format!(
+                "{base}: tag {}{}; `bough inspect manifest {dir}/{name}` decodes it",
+                t.tag,
+                r.as_ref()
+                    .err()
+                    .map_or(String::new(), |e| format!(", damaged: {e}"))
+            );
+            let c = if r.is_ok() { code::OK } else { code::CORRUPT };
+            report(
+                ctx,
+                &text,
+                json!({"path": path.display().to_string(), "kind": "tag", "tag": t.tag.as_str(), "ok": r.is_ok()}),
+                c,
+            )
+        }
         FileKind::CurrentTerm(ct) => {
             let bytes = std::fs::read(&path)
                 .map_err(|e| CliError::io(format!("{}: {e}", path.display())))?;

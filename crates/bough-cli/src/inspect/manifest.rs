@@ -366,7 +366,10 @@ pub(crate) fn manifest(ctx: &Ctx, arg: &str, verbose: bool) -> CliResult<u8> {
 pub(crate) fn not_a_manifest(kind: &FileKind, bytes: &[u8], shown: &str) -> CliResult<()> {
     let data_header = bytes.get(12..16) == Some(&bough_io::layout::DATA_FILE_MAGIC[..]);
     let what = match kind {
-        FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::CurrentTerm(_) => return Ok(()),
+        FileKind::Manifest(_)
+        | FileKind::Archive(_)
+        | FileKind::Tag(_)
+        | FileKind::CurrentTerm(_) => return Ok(()),
         FileKind::Tmp(t) if !matches!(t.target, bough_names::TmpTarget::Data(_)) => return Ok(()),
         // A kept-aside torn tail holds manifest bytes: decoded like a manifest.
         FileKind::Version(_) | FileKind::TornTail(_) => return Ok(()),

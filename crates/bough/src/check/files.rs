@@ -85,7 +85,11 @@ fn head_referent(name: &str) -> Referent {
             branch: m.branch.to_string(),
             manifest: name.to_string(),
         },
-        // Only manifests and archives are replayed.
+        FileKind::Tag(t) => Referent::Tag {
+            tag: t.tag.to_string(),
+            file: name.to_string(),
+        },
+        // Only manifests, archives and tags are replayed.
         _ => Referent::Branch {
             branch: name.to_string(),
             manifest: name.to_string(),
@@ -107,7 +111,11 @@ impl PartitionFiles {
         let mut manifests = Vec::new();
         let mut page_size = None;
         for (n, k) in &names {
-            if matches!(k, FileKind::Manifest(_) | FileKind::Archive(_)) {
+            // A tag is one snapshot record in the manifest format, like an archive.
+            if matches!(
+                k,
+                FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
+            ) {
                 let r = replay_manifest(storage.as_ref(), &format!("{dir}/{n}"));
                 if let Ok(s) = &r {
                     page_size.get_or_insert(s.state.page_size);
@@ -153,6 +161,7 @@ impl PartitionFiles {
                     branch.clone()
                 }
                 Referent::MergeBase { branch, .. } => branch.clone(),
+                Referent::Tag { tag, .. } => tag.clone(),
             };
             out.push(Held {
                 label: name.clone(),

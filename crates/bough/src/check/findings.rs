@@ -42,6 +42,13 @@ pub enum Referent {
         /// The archive file.
         file: String,
     },
+    /// A tag (its state; the merge bases it keeps are `MergeBase`s with `branch` the tag).
+    Tag {
+        /// The tag.
+        tag: String,
+        /// The tag file.
+        file: String,
+    },
 }
 
 impl Referent {
@@ -49,7 +56,7 @@ impl Referent {
     pub fn file(&self) -> &str {
         match self {
             Referent::Branch { manifest, .. } | Referent::MergeBase { manifest, .. } => manifest,
-            Referent::Archive { file, .. } => file,
+            Referent::Archive { file, .. } | Referent::Tag { file, .. } => file,
         }
     }
 
@@ -69,6 +76,7 @@ impl fmt::Display for Referent {
             Referent::Archive {
                 branch, timestamp, ..
             } => write!(f, "archive {timestamp} of {branch}"),
+            Referent::Tag { tag, .. } => write!(f, "tag {tag}"),
         }
     }
 }
@@ -130,6 +138,12 @@ pub enum Problem {
     },
     /// An archive holds more than one record.
     ArchiveRecords {
+        /// Records it holds.
+        records: usize,
+    },
+    /// A tag holds more than one record, or a mapping overlay (a tag's state is
+    /// checkpointed).
+    TagRecords {
         /// Records it holds.
         records: usize,
     },
@@ -268,6 +282,7 @@ impl Problem {
             | ManifestUnreadable { .. }
             | ManifestIdentity { .. }
             | ArchiveRecords { .. }
+            | TagRecords { .. }
             | MergeBasesUnreadable { .. }
             | SnapshotUnreadable { .. }
             | UnreachablePages { .. }
@@ -335,6 +350,10 @@ impl fmt::Display for Problem {
             ArchiveRecords { records } => {
                 write!(f, "an archive holds {records} records, not one")
             }
+            TagRecords { records } => write!(
+                f,
+                "a tag holds one checkpointed snapshot record, not {records} records (or an overlay)"
+            ),
             MergeBasesUnreadable { why } => write!(f, "merge bases do not decode: {why}"),
             DroppedTail { offset } => f.write_str(&bough_manifest::dropped_tail_finding(*offset)),
             TornTailKept { manifest, offset } => write!(

@@ -82,6 +82,9 @@ pub(super) fn run(
                     FileKind::Archive(_) if r.records != 1 => {
                         run.add(name, Problem::ArchiveRecords { records: r.records })
                     }
+                    FileKind::Tag(_) if r.records != 1 || !r.state.overlay.is_empty() => {
+                        run.add(name, Problem::TagRecords { records: r.records })
+                    }
                     _ => {}
                 }
             }
@@ -148,6 +151,10 @@ fn names(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
             }
             FileKind::Archive(_) => {
                 run.r.archives += 1;
+                continue;
+            }
+            FileKind::Tag(_) => {
+                run.r.tags += 1;
                 continue;
             }
             FileKind::Tmp(_) => Problem::TempFile,

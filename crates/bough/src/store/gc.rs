@@ -16,6 +16,13 @@ pub(super) fn pins_of(p: &PartitionEntry) -> Pins {
         pins.snapshots.extend(held);
         keep
     });
+    p.tag_views.lock().retain(|w| match w.upgrade() {
+        Some(s) => {
+            pins.snapshots.push(s);
+            true
+        }
+        None => false,
+    });
     pins.writing.extend(p.part.files().writing());
     pins
 }

@@ -56,9 +56,13 @@ impl PartitionHandle {
 
     /// Creates branch `name` at the latest commit of branch `from`. Runs in `from`'s write
     /// queue, so a busy parent is fine: the branch sees exactly the parent's commits that
-    /// were queued before it. No data is copied.
+    /// were queued before it. No data is copied. `from` may name a tag: the branch then
+    /// starts at the tag's state, as a child of the branch the tag was taken from.
     pub fn create_branch(&self, name: &str, from: &str) -> Result<Branch> {
-        self.create_branch_marked(name, from, None)
+        match self.resolve_state(from)? {
+            Named::Tag(tag) => self.branch_from_tag(&tag, name),
+            Named::Branch(_) => self.create_branch_marked(name, from, None),
+        }
     }
 
     /// [`create_branch`](Self::create_branch), as a staging branch marked with `staging`
@@ -95,27 +99,43 @@ impl PartitionHandle {
     /// one), so GC can free the states they pinned; an error from that step leaves the
     /// branch deleted, and those bases are dropped at their head's next open.
     pub fn delete_branch(&self, name: &str) -> Result<()> {
+        self.delete_branch_as(name, false).map(|_| ())
+    }
+
+    /// [`delete_branch`](Self::delete_branch); `expired`: because its expiry passed (the
+    /// protection check is skipped, the expiry is checked again in the branch's queue, and
+    /// `Ok(false)` says it was extended meanwhile and stays).
+    pub(super) fn delete_branch_as(&self, name: &str, expired: bool) -> Result<bool> {
         let branch = match self.branch(name) {
             Ok(b) => b,
             // A damaged manifest: no head could open, so no writer runs; delete through the
             // catalog directly (the tombstone, then the manifests) so the name and GC work
             // again.
-            Err(e) if e.kind() == ErrorKind::Corruption => {
+            Err(e) if e.kind() == ErrorKind::Corruption && !expired => {
                 let entry = self.entry()?;
                 let bname = BranchName::new(name)?;
                 let _catalog = entry.catalog_change();
                 return entry
                     .part
                     .delete_branch(&bname)
+                    .map(|()| true)
                     .map_err(|err| Error::from(err).at(format!("{}@{name}", self.dir)));
             }
             Err(e) => return Err(e),
         };
         let entry = self.entry()?;
         let part = entry.clone();
-        branch.call(|reply| BranchOp::Delete { part, reply })?;
+        let gone = if expired {
+            branch.call(|reply| BranchOp::DeleteExpired { part, reply })?
+        } else {
+            branch.call(|reply| BranchOp::Delete { part, reply })?;
+            true
+        };
         drop(branch);
-        self.prune_merge_bases(&entry).map_err(|e| {
+        if !gone {
+            return Ok(false);
+        }
+        self.prune_merge_bases(&entry).map(|()| true).map_err(|e| {
             Error::new(
                 e.kind(),
                 format!(
@@ -219,7 +239,11 @@ impl PartitionHandle {
         &self,
         name: &str,
     ) -> Result<(BranchName, bough_manifest::Snapshot, Arc<TreeSnapshot>)> {
-        let branch = self.branch(name)?;
+        let branch = match self.resolve_state(name)? {
+            Named::Branch(b) => b,
+            // A tag is a state of the branch it was taken from.
+            Named::Tag(tag) => return self.tag_record(&tag),
+        };
         let (snap, pin) = branch.call(|reply| BranchOp::ForkPoint { reply })?;
         Ok((BranchName::new(name)?, snap, pin))
     }
@@ -227,11 +251,18 @@ impl PartitionHandle {
     /// Every key whose entry differs from branch `a` to branch `b`, in key order, as reads
     /// see both at the store clock's time: an entry that has expired is absent (an expired
     /// key on one side and no key on the other is no difference). Reads only the pages the
-    /// two branches do not share.
+    /// two branches do not share. Either side may name a tag.
     pub fn diff(&self, a: &str, b: &str) -> Result<Vec<DiffEntry>> {
-        let (ba, bb) = (self.branch(a)?, self.branch(b)?);
-        let (sa, sb) = (ba.entry.published.load(), bb.entry.published.load());
+        let (sa, sb) = (self.state(a)?, self.state(b)?);
         self.diff_snapshots(&sa, &sb, format!("{}@{a}..{b}", self.dir))
+    }
+
+    /// The current state of the branch or tag `name`.
+    fn state(&self, name: &str) -> Result<Arc<TreeSnapshot>> {
+        match self.resolve_state(name)? {
+            Named::Branch(b) => Ok(b.entry.published.load()),
+            Named::Tag(tag) => self.tag_snapshot(&tag),
+        }
     }
 
     /// Every key whose entry differs from `archive` to the current state of `branch` (expired

@@ -118,6 +118,31 @@ pub(super) enum BranchOp {
         part: Arc<PartitionEntry>,
         reply: Reply<RehomeReport>,
     },
+    /// Tag the branch's latest commit as `name` (`tags.rs`).
+    CreateTag {
+        part: Arc<PartitionEntry>,
+        name: BranchName,
+        reply: Reply<TagInfo>,
+    },
+    /// Change the branch's protection or expiry (`policy.rs`).
+    SetPolicy {
+        part: Arc<PartitionEntry>,
+        change: PolicyChange,
+        reply: Reply<BranchPolicy>,
+    },
+    /// Create branch `name`, expiring `ttl_ms` after now, at this branch's latest commit.
+    CreateExpiring {
+        part: Arc<PartitionEntry>,
+        name: BranchName,
+        ttl_ms: u64,
+        reply: Reply<Arc<BranchEntry>>,
+    },
+    /// Delete this branch if its expiry has passed (checked again here); answers whether
+    /// it did.
+    DeleteExpired {
+        part: Arc<PartitionEntry>,
+        reply: Reply<bool>,
+    },
 }
 
 /// Where a truncate stands after one of its pieces.

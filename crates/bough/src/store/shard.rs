@@ -151,6 +151,31 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
             reply,
         } => answer(reply, label, reset(head, now, &part, &source, &record, pin)),
         BranchOp::Rehome { part, reply } => answer(reply, label, rehome(head, now, &part)),
+        BranchOp::CreateTag { part, name, reply } => {
+            answer(reply, label, tags::create_tag(head, now, &part, &name));
+        }
+        BranchOp::SetPolicy {
+            part,
+            change,
+            reply,
+        } => answer(reply, label, policy::set_policy(head, now, &part, change)),
+        BranchOp::CreateExpiring {
+            part,
+            name,
+            ttl_ms,
+            reply,
+        } => answer(
+            reply,
+            label,
+            policy::create_expiring(head, now, &part, name, ttl_ms, ctx.shards),
+        ),
+        BranchOp::DeleteExpired { part, reply } => {
+            answer(
+                reply,
+                label,
+                policy::delete_expired(head, now, branch, &part),
+            );
+        }
     }
 }
 

@@ -1,0 +1,211 @@
+//! Protected branches and branch expiry (TTL), driven by the injected clock: protection
+//! refuses delete, reset, restore and non-fast-forward merges until lifted; an expiring
+//! parent is deleted as a user would delete it and its children keep working; an expiry on
+//! a protected branch or one with tags needs the explicit flag.
+
+use std::sync::Arc;
+
+use bough::io::MemoryStorage;
+use bough::{Branch, ErrorKind, ManualClock, MergeOptions, Options, Store, WriteBatch};
+
+const T0: u64 = 1_700_000_000_000;
+const HOUR: u64 = 3_600_000;
+
+fn open(mem: &MemoryStorage, clock: &ManualClock) -> Store {
+    Store::builder(Options::in_memory().maintenance_interval_ms(0))
+        .memory(mem.clone())
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .unwrap()
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+fn put(b: &Branch, range: std::ops::Range<usize>, tag: &str) {
+    let mut wb = WriteBatch::new();
+    for i in range {
+        wb.put(key(i), format!("{tag}{i}").into_bytes());
+    }
+    b.write_blocking(wb).unwrap();
+}
+
+fn refused_as_protected(e: bough::Error) {
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("is protected"), "{e}");
+}
+
+#[test]
+fn protected_main_refuses_reset_restore_and_non_ff_merge_until_unprotected() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    put(&main, 0..10, "m");
+    let archive = main.archive().unwrap();
+    let feat = p.create_branch("feat", "main").unwrap();
+    put(&feat, 100..110, "f");
+    let policy = p.protect("main").unwrap();
+    assert!(policy.protected);
+    // A fast-forward only moves main forward: allowed.
+    let r = p.merge("feat", "main", MergeOptions::default()).unwrap();
+    assert!(r.fast_forward && r.committed, "{r:?}");
+    // Now both changed: a three-way merge into main is refused, and nothing changes.
+    put(&main, 0..1, "m2-");
+    put(&feat, 200..201, "g");
+    refused_as_protected(
+        p.merge("feat", "main", MergeOptions::default())
+            .unwrap_err(),
+    );
+    assert_eq!(main.get_blocking(key(200)).unwrap(), None);
+    refused_as_protected(p.reset_branch("main", "feat").unwrap_err());
+    refused_as_protected(main.restore(&archive, "backup").unwrap_err());
+    assert!(!p.branches().unwrap().contains(&"backup".to_string()));
+    // Durable: still protected after a reopen, and shown by describe.
+    drop((main, feat, p));
+    store.close().unwrap();
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    assert!(p.describe("main").unwrap().policy.protected);
+    refused_as_protected(p.reset_branch("main", "feat").unwrap_err());
+    // Unprotected, the same merge goes through.
+    assert!(!p.unprotect("main").unwrap().protected);
+    let r = p.merge("feat", "main", MergeOptions::default()).unwrap();
+    assert!(r.committed && !r.fast_forward, "{r:?}");
+}
+
+#[test]
+fn a_protected_branch_refuses_a_delete() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    p.create_branch("release", "main").unwrap();
+    p.protect("release").unwrap();
+    refused_as_protected(p.delete_branch("release").unwrap_err());
+    assert!(p.branches().unwrap().contains(&"release".to_string()));
+    p.unprotect("release").unwrap();
+    p.delete_branch("release").unwrap();
+    assert!(!p.branches().unwrap().contains(&"release".to_string()));
+    // main is protectable; it cannot be deleted either way.
+    p.protect("main").unwrap();
+    assert_eq!(
+        p.delete_branch("main").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn ttl_expiring_a_parent_whose_children_keep_reading() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let parent = p.create_branch_with_ttl("parent", "main", HOUR).unwrap();
+    put(&parent, 0..300, "p");
+    let child = p.create_branch("child", "parent").unwrap();
+    put(&child, 1000..1010, "c");
+    let grandchild = p.create_branch("grandchild", "child").unwrap();
+    let info = p.describe("parent").unwrap();
+    assert_eq!(info.policy.expires_at_ms, Some(T0 + HOUR));
+    // Not yet.
+    clock.advance(HOUR - 1);
+    store.run_maintenance().unwrap();
+    assert!(p.branches().unwrap().contains(&"parent".to_string()));
+    clock.advance(1);
+    store.run_maintenance().unwrap();
+    assert!(!p.branches().unwrap().contains(&"parent".to_string()));
+    assert_eq!(
+        parent.get_blocking(key(0)).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // GC runs after the deletion (run_maintenance collects too); the child still reads
+    // every key it inherited and its own, and can be written and merged.
+    store.gc().unwrap();
+    for i in 0..300 {
+        let v = child.get_blocking(key(i)).unwrap().unwrap();
+        assert_eq!(v.value, format!("p{i}").into_bytes());
+    }
+    // (A merge with main, the grandparent, needs a merge base from the lineage: issue 18
+    // §1. Merges with the child's own fork relatives work as before.)
+    put(&child, 2000..2005, "w");
+    put(&grandchild, 3000..3005, "g");
+    let r = p
+        .merge("grandchild", "child", MergeOptions::default())
+        .unwrap();
+    assert!(r.committed && !r.fast_forward, "{r:?}");
+    assert!(child.get_blocking(key(3004)).unwrap().is_some());
+    let r = p
+        .merge("child", "grandchild", MergeOptions::default())
+        .unwrap();
+    assert!(r.committed, "{r:?}");
+    assert!(grandchild.get_blocking(key(2004)).unwrap().is_some());
+    assert!(grandchild.get_blocking(key(299)).unwrap().is_some());
+    let main = p.branch("main").unwrap();
+    // And after a reopen.
+    drop((child, grandchild, main, parent, p));
+    store.close().unwrap();
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let child = p.branch("child").unwrap();
+    assert!(child.get_blocking(key(42)).unwrap().is_some());
+}
+
+#[test]
+fn an_expiry_that_passed_while_closed_deletes_the_branch_at_open_and_can_be_extended() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    p.create_branch("short", "main").unwrap();
+    p.create_branch("extended", "main").unwrap();
+    p.set_expiry("short", Some(T0 + HOUR), false).unwrap();
+    p.set_expiry("extended", Some(T0 + HOUR), false).unwrap();
+    // Extended before it expires.
+    p.set_expiry("extended", Some(T0 + 3 * HOUR), false)
+        .unwrap();
+    store.close().unwrap();
+    clock.advance(2 * HOUR);
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let names = p.branches().unwrap();
+    assert!(!names.contains(&"short".to_string()), "{names:?}");
+    assert!(names.contains(&"extended".to_string()), "{names:?}");
+    // Taken off: never expires.
+    p.set_expiry("extended", None, false).unwrap();
+    clock.advance(10 * HOUR);
+    store.run_maintenance().unwrap();
+    assert!(p.branches().unwrap().contains(&"extended".to_string()));
+}
+
+#[test]
+fn ttl_refused_on_a_protected_branch_or_one_with_tags_without_the_explicit_flag() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    p.create_branch("guarded", "main").unwrap();
+    p.protect("guarded").unwrap();
+    let e = p.set_expiry("guarded", Some(T0 + HOUR), false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("--force"), "{e}");
+    assert_eq!(p.describe("guarded").unwrap().policy.expires_at_ms, None);
+    p.create_branch("tagged", "main").unwrap();
+    p.create_tag("tagged-v1", "tagged").unwrap();
+    let e = p.set_expiry("tagged", Some(T0 + HOUR), false).unwrap_err();
+    assert!(e.to_string().contains("tagged-v1"), "{e}");
+    // main can never expire.
+    assert_eq!(
+        p.set_expiry("main", Some(T0 + HOUR), true)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidArgument
+    );
+    // Explicitly: accepted, and when it passes the branch goes (protected or not); the tag
+    // stays.
+    p.set_expiry("guarded", Some(T0 + HOUR), true).unwrap();
+    p.set_expiry("tagged", Some(T0 + HOUR), true).unwrap();
+    clock.advance(HOUR);
+    store.run_maintenance().unwrap();
+    let names = p.branches().unwrap();
+    assert!(!names.contains(&"guarded".to_string()), "{names:?}");
+    assert!(!names.contains(&"tagged".to_string()), "{names:?}");
+    assert_eq!(p.tags().unwrap().len(), 1);
+}
