@@ -35,11 +35,12 @@ pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
 pub use store::{
     Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView,
-    RepairReport, ScanOptions, ScanPage, Store, Value, WriteReport,
+    RepairReport, ScanOptions, ScanPage, StateRef, Store, Value, WriteReport,
 };
 
 pub use bough_catalog::{
-    BranchInfo, BranchSpace, Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport,
+    BaseRoute, BranchInfo, BranchSpace, Conflict, ConflictPolicy, MergeBaseInfo, MergeOptions,
+    MergeReport, NoCommonState, PickOptions, RehomeOptions, RehomeReport, ReleaseCause,
 };
 pub use bough_gc::{GcReport, KeepReason};
 pub use bough_manifest::BranchOrigin;

@@ -9,7 +9,9 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bough_catalog::{BranchInfo, MergeOptions, MergeReport, Partition, RehomeReport};
+use bough_catalog::{
+    BranchInfo, MergeOptions, MergeReport, Partition, RehomeOptions, RehomeReport,
+};
 use bough_gc::{GcReport, Pins, Usage};
 use bough_io::{
     BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir_wait, open_local_with,
@@ -34,6 +36,7 @@ mod branch;
 mod gc;
 mod maintenance;
 mod partition;
+mod pick;
 mod read_only;
 mod read_view;
 mod readers;
@@ -48,6 +51,7 @@ use gc::*;
 pub use maintenance::CompactionReport;
 use maintenance::*;
 pub use partition::PartitionHandle;
+pub use pick::StateRef;
 pub use read_view::ReadView;
 pub use results::{DiffChange, DiffEntry, KeyValue, ScanOptions, ScanPage, Value, WriteReport};
 use shard::*;

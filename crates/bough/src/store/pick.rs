@@ -1,0 +1,182 @@
+//! Rebase, cherry-pick and revert on a [`PartitionHandle`], and [`StateRef`], the states a
+//! range of changes runs between.
+
+use std::fmt;
+
+use bough_catalog::{PickOptions, PickRange};
+
+use super::*;
+
+/// A state of a partition, as an end of a range of changes (cherry-pick, revert).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateRef {
+    /// A branch's current state.
+    Branch(String),
+    /// A branch at commit version `version` ([`ReadView::version`]), while something
+    /// retains that state: the branch itself (at its current version), one of its archives,
+    /// or a merge base another branch records of it.
+    Version {
+        /// The branch.
+        branch: String,
+        /// Its commit version.
+        version: u64,
+    },
+    /// An archive.
+    Archive(ArchiveName),
+}
+
+impl StateRef {
+    /// A branch's current state.
+    pub fn branch(name: impl Into<String>) -> StateRef {
+        StateRef::Branch(name.into())
+    }
+
+    /// A branch at one of its versions.
+    pub fn version(branch: impl Into<String>, version: u64) -> StateRef {
+        StateRef::Version {
+            branch: branch.into(),
+            version,
+        }
+    }
+}
+
+impl fmt::Display for StateRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateRef::Branch(b) => write!(f, "{b}"),
+            StateRef::Version { branch, version } => write!(f, "{branch}:{version}"),
+            StateRef::Archive(a) => write!(f, "archive:{a}"),
+        }
+    }
+}
+
+/// An end of a range: pinned now (a branch's published state), or read from the catalog in
+/// the target's write queue, under the catalog lock (archives, merge bases).
+enum End {
+    Pinned(Arc<TreeSnapshot>),
+    Archive(ArchiveName),
+    Retained(BranchName, u64),
+}
+
+impl PartitionHandle {
+    fn pin_end(&self, s: &StateRef) -> Result<End> {
+        Ok(match s {
+            StateRef::Branch(b) => End::Pinned(self.branch(b)?.entry.published.load()),
+            StateRef::Version { branch, version } => {
+                let snap = self.branch(branch)?.entry.published.load();
+                if snap.version == *version {
+                    End::Pinned(snap)
+                } else {
+                    End::Retained(BranchName::new(branch)?, *version)
+                }
+            }
+            StateRef::Archive(a) => End::Archive(a.clone()),
+        })
+    }
+
+    /// Rebases branch `branch` onto branch `onto`: `branch`'s changes since its merge base
+    /// with `onto` replayed on `onto`'s current state, as one commit on `branch`, and
+    /// `onto`'s state becomes their merge base (a merge of `branch` into `onto` right after
+    /// is a fast-forward). The merge base is found as for [`merge`](Self::merge); the
+    /// options are the merge's, with *ours* meaning `onto` (the state replayed on) and
+    /// *theirs* `branch`'s own changes, in the policy and in each reported conflict.
+    pub fn rebase(&self, branch: &str, onto: &str, opts: MergeOptions) -> Result<MergeReport> {
+        let label = format!("{}@{branch}", self.dir);
+        if branch == onto {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a branch cannot be rebased onto itself",
+            )
+            .at(&label));
+        }
+        let (oname, snap, pin) = self.snapshot_record(onto)?;
+        let b = self.branch(branch)?;
+        let entry = self.entry()?;
+        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        b.run(Box::new(move |head, now| {
+            // As in a merge: GC cannot run between pinning `onto` and recording it.
+            let _catalog = entry.catalog_change();
+            *slot.lock() = Some(entry.part.rebase(head, &oname, &snap, opts, now)?);
+            drop(pin);
+            Ok(())
+        }))?;
+        let report = out.lock().take();
+        report.ok_or_else(|| Error::new(ErrorKind::Io, "rebase reported nothing").at(label))
+    }
+
+    /// Cherry-picks onto branch `onto` the changes from state `from` to state `to` (any two
+    /// states of this partition: branches, versions, archives), in one commit. A key
+    /// applies when `onto` still holds what `from` held there; a key `onto` changed
+    /// otherwise is a conflict, settled by `opts.policy` (*ours*: `onto`'s entry, *theirs*:
+    /// `to`'s). Reads only the pages `from` and `to` do not share, and one point read on
+    /// `onto` per changed key. Expired entries are absent, as in a merge.
+    pub fn cherry_pick(
+        &self,
+        from: &StateRef,
+        to: &StateRef,
+        onto: &str,
+        opts: PickOptions,
+    ) -> Result<MergeReport> {
+        self.pick(from, to, onto, PickRange::Forward, opts)
+    }
+
+    /// Reverts on branch `branch` the changes from state `from` to state `to`: applies
+    /// their inverse (what `to` changed goes back to what `from` held), in one commit, with
+    /// conflicts as in [`cherry_pick`](Self::cherry_pick) (*theirs*: `from`'s entry).
+    pub fn revert(
+        &self,
+        from: &StateRef,
+        to: &StateRef,
+        branch: &str,
+        opts: PickOptions,
+    ) -> Result<MergeReport> {
+        self.pick(from, to, branch, PickRange::Inverse, opts)
+    }
+
+    fn pick(
+        &self,
+        from: &StateRef,
+        to: &StateRef,
+        onto: &str,
+        range: PickRange,
+        opts: PickOptions,
+    ) -> Result<MergeReport> {
+        let label = format!("{}@{onto} ({from}..{to})", self.dir);
+        let ends = [self.pin_end(from)?, self.pin_end(to)?];
+        let t = self.branch(onto)?;
+        let entry = self.entry()?;
+        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
+        let slot = out.clone();
+        t.run(Box::new(move |head, now| {
+            // Archives and merge bases are read and used under the catalog lock: GC cannot
+            // collect them meanwhile.
+            let _catalog = entry.catalog_change();
+            let files = entry.part.files().clone();
+            let mut snaps = Vec::with_capacity(2);
+            for end in ends {
+                snaps.push(match end {
+                    End::Pinned(s) => s,
+                    End::Archive(a) => {
+                        let rec = entry.part.read_archive(&a)?;
+                        Arc::new(TreeSnapshot::from_record(files.clone(), &rec)?)
+                    }
+                    End::Retained(b, v) => {
+                        let rec = entry.part.retained_state(&b, v)?;
+                        Arc::new(TreeSnapshot::from_record(files.clone(), &rec)?)
+                    }
+                });
+            }
+            *slot.lock() = Some(
+                entry
+                    .part
+                    .pick(head, &snaps[0], &snaps[1], range, opts, now)?,
+            );
+            Ok(())
+        }))
+        .map_err(|e| e.at(&label))?;
+        let report = out.lock().take();
+        report.ok_or_else(|| Error::new(ErrorKind::Io, "cherry-pick reported nothing").at(label))
+    }
+}
