@@ -529,3 +529,38 @@ fn revert_undoes_a_range() {
     assert!(r.committed && r.resolved == 1 && r.applied == 3, "{r:?}");
     assert_eq!(all(&f), before);
 }
+
+/// The README's example of a sibling merge and a cherry-pick, as it is written there.
+#[test]
+fn readme_sibling_merge_and_cherry_pick() -> bough::Result<()> {
+    let store = Store::open(Options::in_memory())?;
+    let orders = store.partition("orders", 0)?;
+    let put = |b: &bough::Branch, k: &str, v: &str| {
+        let mut batch = WriteBatch::new();
+        batch.put(k, v);
+        b.write_blocking(batch)
+    };
+    put(&orders.branch("main")?, "order-1", "pending")?;
+    let pricing = orders.create_branch("pricing", "main")?;
+    let hotfix = orders.create_branch("hotfix", "main")?; // a sibling of pricing
+    put(&hotfix, "order-1", "shipped")?;
+    let first = hotfix.archive()?; // a state to start a range at
+    put(&hotfix, "order-2", "shipped")?;
+    put(&pricing, "order-3", "repriced")?;
+
+    // Siblings merge: the base is main's state where they forked.
+    orders.merge("hotfix", "pricing", MergeOptions::default())?;
+    assert_eq!(pricing.get_blocking(b"order-1")?.unwrap().value, b"shipped");
+    // Only hotfix's second change goes to main: a cherry-pick of the range archive..hotfix.
+    let r = orders.cherry_pick(
+        &StateRef::Archive(first),
+        &StateRef::branch("hotfix"),
+        "main",
+        PickOptions::default(),
+    )?;
+    assert_eq!((r.applied, r.committed), (1, true));
+    let main = orders.branch("main")?;
+    assert_eq!(main.get_blocking(b"order-1")?.unwrap().value, b"pending");
+    assert_eq!(main.get_blocking(b"order-2")?.unwrap().value, b"shipped");
+    Ok(())
+}
