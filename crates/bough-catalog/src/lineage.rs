@@ -25,7 +25,7 @@
 //! A base recorded before bases carried their state's version is used only as a fork state
 //! (recorded at the child's creation time).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use bough_io::{IoError, IoResult};
@@ -332,6 +332,16 @@ impl<'p> Lineage<'p> {
         if let Some(found) = self.pair(target, source)? {
             return Ok(Ok(found));
         }
+        self.through_fork_tree(target, source)
+    }
+
+    /// The fork tree's merge base of `target` and `source` (step 2 of the rule), ignoring
+    /// any pair record.
+    fn through_fork_tree(
+        &mut self,
+        target: &BranchName,
+        source: &BranchName,
+    ) -> IoResult<Result<Found, NoCommonState>> {
         let (ct, cs) = (self.chain(target)?, self.chain(source)?);
         let Some(l) = ct.iter().find(|x| cs.contains(x)).cloned() else {
             let root = |c: &[BranchName]| c.last().cloned().unwrap_or_else(BranchName::main);
@@ -540,30 +550,64 @@ impl Partition {
     }
 }
 
-/// Pairs of branches whose merge base `resolve` finds in `before` but not in `after`.
+/// Most pairs a re-home report lists; the rest are counted.
+pub(crate) const MAX_LOST_LISTED: usize = 1000;
+
+/// The pairs of live branches whose merge base `resolve` finds in `before` but not in
+/// `after` (`after`: the same branches with `branch`'s merge bases dropped), at most
+/// [`MAX_LOST_LISTED`] of them in name order, and how many more there are.
+///
+/// A base `branch` holds serves two kinds of pairs only: `branch` with a branch it names (a
+/// pair record), and — its base naming its parent `P` — pairs of `branch` or a branch below
+/// it with a branch outside its subtree whose lowest common ancestor is `P`. For the second
+/// kind every branch strictly below `branch` resolves alike (its path reaches `P` through
+/// `branch`, never as the child of `P` itself) unless it has a pair record with the other
+/// side, so one of them stands for all: the work is one resolution per live branch (twice),
+/// not one per pair.
 pub(crate) fn lost_pairs(
     before: &mut Lineage<'_>,
     after: &mut Lineage<'_>,
     branch: &BranchName,
-) -> IoResult<Vec<(BranchName, BranchName)>> {
-    // A base `branch` holds serves a pair with `branch` or a branch below it on one side.
-    let near: BTreeSet<BranchName> = before.subtree(branch)?.into_iter().collect();
+) -> IoResult<(Vec<(BranchName, BranchName)>, u64)> {
+    let sub: BTreeSet<BranchName> = before.subtree(branch)?.into_iter().collect();
+    let below: Vec<BranchName> = sub.iter().filter(|n| *n != branch).cloned().collect();
     let all = before.live()?;
-    let mut out = BTreeMap::new();
-    for a in &near {
-        for b in &all {
-            if a == b || (near.contains(b) && b < a) {
-                continue;
-            }
-            if before.resolve(a, b)?.is_ok() && after.resolve(a, b)?.is_err() {
-                let pair = if a < b {
-                    (a.clone(), b.clone())
-                } else {
-                    (b.clone(), a.clone())
-                };
-                out.insert(pair, ());
+    let mut lost: BTreeSet<(BranchName, BranchName)> = BTreeSet::new();
+    let mut more = 0u64;
+    let mut add = |lost: &mut BTreeSet<_>, a: &BranchName, b: &BranchName| {
+        let pair = if a < b {
+            (a.clone(), b.clone())
+        } else {
+            (b.clone(), a.clone())
+        };
+        if lost.len() < MAX_LOST_LISTED {
+            lost.insert(pair);
+        } else if !lost.contains(&pair) {
+            more += 1;
+        }
+    };
+    for other in &all {
+        if other == branch {
+            continue;
+        }
+        // `branch` itself, with anyone (a pair record it holds, or its fork state).
+        if before.resolve(branch, other)?.is_ok() && after.resolve(branch, other)?.is_err() {
+            add(&mut lost, branch, other);
+        }
+        // The branches below it, with a branch outside its subtree.
+        let Some(rep) = below.first() else { continue };
+        if sub.contains(other) {
+            continue;
+        }
+        if before.through_fork_tree(rep, other)?.is_ok()
+            && after.through_fork_tree(rep, other)?.is_err()
+        {
+            for a in &below {
+                if after.pair(a, other)?.is_none() {
+                    add(&mut lost, a, other);
+                }
             }
         }
     }
-    Ok(out.into_keys().collect())
+    Ok((lost.into_iter().collect(), more))
 }

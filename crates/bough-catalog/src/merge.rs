@@ -142,8 +142,12 @@ pub struct RehomeReport {
     /// Bytes copied.
     pub bytes_copied: u64,
     /// The pairs of branches that could merge before and cannot after (their merge base was
-    /// a state this branch's merge bases held); empty when the bases are kept.
+    /// a state this branch's merge bases held), each in name order, sorted; empty when the
+    /// bases are kept.
     pub merges_lost: Vec<(BranchName, BranchName)>,
+    /// Pairs that lose their merge base beyond the first
+    /// 1,000 listed in [`merges_lost`](Self::merges_lost).
+    pub merges_lost_unlisted: u64,
     /// Merge bases kept ([`RehomeOptions::keep_merge_bases`]).
     pub merge_bases_kept: usize,
     /// What keeping them costs: bytes of the pages the kept merge bases reference outside
@@ -438,7 +442,8 @@ impl Partition {
             let mut after = Lineage::new(self);
             after.with_extensions(head.branch(), head.extensions())?;
             after.drop_bases(head.branch())?;
-            report.merges_lost = lost_pairs(&mut before, &mut after, head.branch())?;
+            (report.merges_lost, report.merges_lost_unlisted) =
+                lost_pairs(&mut before, &mut after, head.branch())?;
         }
         let snap = head.snapshot();
         let live = head.live_pages_per_file()?;

@@ -75,9 +75,14 @@ pub fn rehome(ctx: &Ctx, a: RehomeArgs) -> CliResult<()> {
             output::size(r.kept_bases_bytes)
         ));
     } else if !lost.is_empty() {
+        let more = if r.merges_lost_unlisted > 0 {
+            format!(" and {} more pairs", r.merges_lost_unlisted)
+        } else {
+            String::new()
+        };
         text.push_str(&format!(
-            "\nthese branches can no longer merge (the state they last shared is released): {}\n\
-             (`bough rehome --keep-merge-bases` keeps those merges possible)",
+            "\nthese branches can no longer merge (the state they last shared is released): \
+             {}{more}\n(`bough rehome --keep-merge-bases` keeps those merges possible)",
             lost.join(", ")
         ));
     }
@@ -91,6 +96,7 @@ pub fn rehome(ctx: &Ctx, a: RehomeArgs) -> CliResult<()> {
         &text,
         json!({"branch": t.label(), "files_rehomed": r.files_rehomed, "pages_copied": r.pages_copied,
                "bytes_copied": r.bytes_copied, "merges_lost": lost_json,
+               "merges_lost_unlisted": r.merges_lost_unlisted,
                "merge_bases_kept": r.merge_bases_kept, "kept_bases_bytes": r.kept_bases_bytes}),
     )
 }
