@@ -24,7 +24,12 @@
 // Library code returns errors, never panics on input (tests may unwrap).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
 use std::io::{self, Read, Write};
@@ -345,7 +350,7 @@ impl<R: Read> StreamReader<R> {
                 self.read(&mut rest, "the trailer")?;
                 let mut t = vec![KIND_TRAILER];
                 t.extend_from_slice(&rest);
-                if u64_at(&t, 17) != checksum(D_TRAILER, &t[..17]) {
+                if u64_at(&t, 17) != checksum(D_TRAILER, t.get(..17).unwrap_or_default()) {
                     return self.fail(start, "trailer checksum mismatch");
                 }
                 let count = u64_at(&t, 1);
@@ -429,7 +434,8 @@ impl<R: Read> StreamReader<R> {
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match r.read(&mut buf[n..]) {
+        let (_, rest) = buf.split_at_mut(n);
+        match r.read(rest) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -440,14 +446,19 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
+    // Callers pass fixed-size records; a short one reads as zero and fails its checksum.
     let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
+    if let Some(field) = b.get(at..at + 4) {
+        a.copy_from_slice(field);
+    }
     u32::from_le_bytes(a)
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
+    if let Some(field) = b.get(at..at + 8) {
+        a.copy_from_slice(field);
+    }
     u64::from_le_bytes(a)
 }
 

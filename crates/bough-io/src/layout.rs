@@ -195,7 +195,10 @@ impl DataFileHeader {
         // A `BranchName` is at most MAX_BRANCH_LEN (≤ 255) bytes, checked at compile time.
         put(&mut page, H_BRANCH_LEN, &[branch.len() as u8]);
         put(&mut page, H_BRANCH, branch);
-        let sum = checksum(Domain::DataFileHeader, &page[H_VERSION..]);
+        let sum = checksum(
+            Domain::DataFileHeader,
+            page.get(H_VERSION..).unwrap_or_default(),
+        );
         put(&mut page, H_CHECKSUM, &sum.to_le_bytes());
         page
     }
@@ -243,7 +246,10 @@ impl DataFileHeader {
             ));
         };
         let stored = u64_at(page, H_CHECKSUM);
-        let computed = checksum(Domain::DataFileHeader, &page[H_VERSION..]);
+        let computed = checksum(
+            Domain::DataFileHeader,
+            page.get(H_VERSION..).unwrap_or_default(),
+        );
         if stored != computed {
             return Err(IoError::corruption(
                 path,
@@ -268,7 +274,7 @@ impl DataFileHeader {
                 "reserved header field is not zero",
             ));
         }
-        let branch_len = page[H_BRANCH_LEN] as usize;
+        let branch_len = usize::from(page.get(H_BRANCH_LEN).copied().unwrap_or_default());
         let branch_end = H_BRANCH + branch_len;
         let branch = page
             .get(H_BRANCH..branch_end)
@@ -277,7 +283,8 @@ impl DataFileHeader {
             .ok_or_else(|| {
                 IoError::corruption(path, H_BRANCH_LEN as u64, "invalid branch name in header")
             })?;
-        if let Some(i) = page[branch_end..].iter().position(|&b| b != 0) {
+        let padding = page.get(branch_end..).unwrap_or_default();
+        if let Some(i) = padding.iter().position(|&b| b != 0) {
             return Err(IoError::corruption(
                 path,
                 (branch_end + i) as u64,
@@ -322,7 +329,9 @@ impl DataFileHeader {
             }
             // Bounded: page_size was validated (≤ MAX_PAGE_SIZE).
             buf.resize(page_size as usize, 0);
-            file.read_at(first, &mut buf[MIN_PAGE_SIZE as usize..])?;
+            if let Some(rest) = buf.get_mut(MIN_PAGE_SIZE as usize..) {
+                file.read_at(first, rest)?;
+            }
         }
         Self::decode(&buf, path)
     }
@@ -418,11 +427,13 @@ pub fn seal_page(
             ),
         });
     }
-    buf[F_TYPE] = page_type;
-    buf[F_VERSION] = FRAME_VERSION;
+    put(buf, F_TYPE, &[page_type]);
+    put(buf, F_VERSION, &[FRAME_VERSION]);
     put(buf, F_RESERVED, &[0, 0]);
     put(buf, F_LEN, &(payload_len as u32).to_le_bytes());
-    buf[FRAME_HEADER_LEN + payload_len..].fill(0);
+    if let Some(padding) = buf.get_mut(FRAME_HEADER_LEN + payload_len..) {
+        padding.fill(0);
+    }
     let sum = page_checksum(buf, salt, page_index);
     put(buf, F_CHECKSUM, &sum.to_le_bytes());
     Ok(())
@@ -453,18 +464,20 @@ pub fn open_page<'a>(
         };
         return Err(IoError::corruption(path, at(F_CHECKSUM), reason));
     }
-    let page_type = buf[F_TYPE];
+    // check_frame_args validated the buffer as a whole page, so the frame fields exist.
+    let byte = |at: usize| buf.get(at).copied().unwrap_or_default();
+    let page_type = byte(F_TYPE);
     if page_type == 0 {
         return Err(IoError::corruption(path, at(F_TYPE), "page type 0"));
     }
-    if buf[F_VERSION] != FRAME_VERSION {
+    if byte(F_VERSION) != FRAME_VERSION {
         return Err(IoError::corruption(
             path,
             at(F_VERSION),
-            format!("unsupported page frame version {}", buf[F_VERSION]),
+            format!("unsupported page frame version {}", byte(F_VERSION)),
         ));
     }
-    if buf[F_RESERVED] != 0 || buf[F_RESERVED + 1] != 0 {
+    if byte(F_RESERVED) != 0 || byte(F_RESERVED + 1) != 0 {
         return Err(IoError::corruption(
             path,
             at(F_RESERVED),

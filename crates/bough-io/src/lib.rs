@@ -15,7 +15,12 @@
 // Library code returns errors, never panics on input (tests may unwrap).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 #![allow(unsafe_code)]
 

@@ -301,13 +301,15 @@ fn pread_exact(
     let mut done = 0;
     if let Some(c) = cut {
         let prefix = c.prefix.min(buf.len());
-        file.read_exact_at(&mut buf[..prefix], offset)?;
+        let (head, _) = buf.split_at_mut(prefix);
+        file.read_exact_at(head, offset)?;
         if let Some(errno) = c.then_errno {
             return Err(std::io::Error::from_raw_os_error(errno));
         }
         done = prefix;
     }
-    file.read_exact_at(&mut buf[done..], offset + done as u64)
+    let (_, rest) = buf.split_at_mut(done);
+    file.read_exact_at(rest, offset + done as u64)
 }
 
 macro_rules! local_storage {

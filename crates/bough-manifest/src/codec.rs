@@ -35,7 +35,7 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn varint(&mut self) -> Result<u64, DecodeReason> {
         let (value, used) = varint::get(self.buf)?;
-        self.buf = &self.buf[used..];
+        self.buf = self.buf.get(used..).unwrap_or_default();
         Ok(value)
     }
 
@@ -73,17 +73,28 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// Writes `bytes` at `at` in a buffer the caller sized to hold them (a header it reserved).
+pub(crate) fn put_at(out: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = out.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
 /// Reads a fixed-size little-endian field; the caller has checked the length.
 pub(crate) fn le_u32(bytes: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
-    b.copy_from_slice(&bytes[at..at + 4]);
+    if let Some(field) = bytes.get(at..at + 4) {
+        b.copy_from_slice(field);
+    }
     u32::from_le_bytes(b)
 }
 
 /// Reads a fixed-size little-endian field; the caller has checked the length.
 pub(crate) fn le_u64(bytes: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
-    b.copy_from_slice(&bytes[at..at + 8]);
+    if let Some(field) = bytes.get(at..at + 8) {
+        b.copy_from_slice(field);
+    }
     u64::from_le_bytes(b)
 }
 

@@ -73,7 +73,7 @@ impl CurrentTerm {
             return Err(DecodeReason::WrongLength(bytes.len()));
         }
         let stored = le_u64(bytes, 0);
-        let computed = checksum(Domain::CurrentTerm, &bytes[8..]);
+        let computed = checksum(Domain::CurrentTerm, bytes.get(8..).unwrap_or_default());
         if stored != computed {
             return Err(DecodeReason::BadChecksum { stored, computed });
         }
@@ -104,7 +104,7 @@ mod tests {
 
     /// Re-seals `bytes` after a test edits a field, so the check after the checksum fires.
     fn reseal(mut bytes: [u8; 40]) -> [u8; 40] {
-        let sum = checksum(Domain::CurrentTerm, &bytes[8..]);
+        let sum = checksum(Domain::CurrentTerm, bytes.get(8..).unwrap_or_default());
         bytes[0..8].copy_from_slice(&sum.to_le_bytes());
         bytes
     }

@@ -50,13 +50,16 @@ pub fn is_mandatory(tag: u64) -> bool {
 pub fn get(exts: &[(u64, Vec<u8>)], tag: u64) -> Option<&[u8]> {
     exts.binary_search_by_key(&tag, |(t, _)| *t)
         .ok()
-        .map(|i| exts[i].1.as_slice())
+        .and_then(|i| exts.get(i))
+        .map(|(_, v)| v.as_slice())
 }
 
 /// Stores `value` under `tag`, keeping tags sorted; returns the previous value.
 pub fn set(exts: &mut Extensions, tag: u64, value: Vec<u8>) -> Option<Vec<u8>> {
     match exts.binary_search_by_key(&tag, |(t, _)| *t) {
-        Ok(i) => Some(std::mem::replace(&mut exts[i].1, value)),
+        Ok(i) => exts
+            .get_mut(i)
+            .map(|(_, old)| std::mem::replace(old, value)),
         Err(i) => {
             exts.insert(i, (tag, value));
             None

@@ -13,7 +13,7 @@
 //! is a [`DecodeError`] naming the record's offset.
 
 use crate::checksum::{Checksum, Domain, checksum};
-use crate::codec::{Reader, le_u32, le_u64, put_u8, put_varint};
+use crate::codec::{Reader, le_u32, le_u64, put_at, put_u8, put_varint};
 use crate::error::{DecodeError, DecodeReason, EncodeError};
 use bough_names::BranchName;
 
@@ -148,14 +148,15 @@ impl LogHeader {
     /// [`LOG_HEADER_LEN`] bytes are present or the magic is wrong.
     pub fn parse(bytes: &[u8]) -> Option<LogHeader> {
         let h = bytes.get(..LOG_HEADER_LEN)?;
-        if h[8..12] != LOG_MAGIC {
+        if h.get(8..12) != Some(&LOG_MAGIC[..]) {
             return None;
         }
+        let byte = |at: usize| h.get(at).copied().unwrap_or_default();
         Some(LogHeader {
             checksum: le_u64(h, 0),
-            version: u16::from_le_bytes([h[12], h[13]]),
-            kind: h[14],
-            flags: h[15],
+            version: u16::from_le_bytes([byte(12), byte(13)]),
+            kind: byte(14),
+            flags: byte(15),
             body_len: le_u32(h, 16),
         })
     }
@@ -196,7 +197,7 @@ pub fn encode_log_entry(
     if entry.mutations.iter().any(|m| m.key.is_empty()) {
         return Err(EncodeError::InvalidBatch("empty key"));
     }
-    if entry.mutations.windows(2).any(|w| w[0].key >= w[1].key) {
+    if !entry.mutations.is_sorted_by(|a, b| a.key < b.key) {
         return Err(EncodeError::InvalidBatch("keys not strictly increasing"));
     }
     let mut out = vec![0u8; LOG_HEADER_LEN];
@@ -211,13 +212,13 @@ pub fn encode_log_entry(
         .ok()
         .filter(|&n| n <= MAX_LOG_BODY)
         .ok_or(EncodeError::PayloadTooLarge(body_len))?;
-    out[8..12].copy_from_slice(&LOG_MAGIC);
-    out[12..14].copy_from_slice(&LOG_VERSION.to_le_bytes());
-    out[14] = entry.kind.byte();
-    out[15] = 0;
-    out[16..20].copy_from_slice(&body_len.to_le_bytes());
-    let sum = record_checksum(salt, offset, &out[8..]);
-    out[0..8].copy_from_slice(&sum.to_le_bytes());
+    // `out` starts with LOG_HEADER_LEN zero bytes reserved for the header.
+    put_at(&mut out, 8, &LOG_MAGIC);
+    put_at(&mut out, 12, &LOG_VERSION.to_le_bytes());
+    put_at(&mut out, 14, &[entry.kind.byte(), 0]);
+    put_at(&mut out, 16, &body_len.to_le_bytes());
+    let sum = record_checksum(salt, offset, out.get(8..).unwrap_or_default());
+    put_at(&mut out, 0, &sum.to_le_bytes());
     out.resize(log_record_len(body_len as usize), 0);
     Ok(out)
 }
@@ -289,7 +290,8 @@ fn frame(bytes: &[u8], offset: u64, salt: LogSalt) -> Result<(LogHeader, &[u8]),
             computed,
         });
     }
-    Ok((h, &rest[..end]))
+    let record = rest.get(..end).ok_or(DecodeReason::Truncated)?;
+    Ok((h, record))
 }
 
 /// Decodes the record at `offset` of a log file salted with `salt`. Returns it and its
@@ -321,7 +323,8 @@ pub fn decode_log_entry(
     if padding.iter().any(|&b| b != 0) {
         return Err(at(DecodeReason::NonZeroPadding));
     }
-    let entry = decode_body(kind, &record[LOG_HEADER_LEN..]).map_err(at)?;
+    let body = record.get(LOG_HEADER_LEN..).unwrap_or_default();
+    let entry = decode_body(kind, body).map_err(at)?;
     Ok((entry, padded))
 }
 

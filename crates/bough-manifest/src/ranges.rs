@@ -75,10 +75,12 @@ impl BranchFileMapping {
     /// Wraps `ranges`, which must be strictly increasing by `max_file_id`.
     pub fn from_ranges(ranges: Vec<BranchFileRange>) -> Result<Self, RangeError> {
         for pair in ranges.windows(2) {
-            if pair[1].max_file_id <= pair[0].max_file_id {
+            if let [a, b] = pair
+                && b.max_file_id <= a.max_file_id
+            {
                 return Err(RangeError::NotIncreasing {
-                    previous: pair[0].max_file_id,
-                    found: pair[1].max_file_id,
+                    previous: a.max_file_id,
+                    found: b.max_file_id,
                 });
             }
         }

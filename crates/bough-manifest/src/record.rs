@@ -3,7 +3,7 @@
 use bough_names::{BranchName, FileId, Term};
 
 use crate::checksum::{Domain, checksum};
-use crate::codec::{Reader, le_u32, le_u64, put_bytes, put_u8, put_varint};
+use crate::codec::{Reader, le_u32, le_u64, put_at, put_bytes, put_u8, put_varint};
 use crate::error::{DecodeError, DecodeReason, EncodeError};
 use crate::ext::{self, Extensions};
 use crate::page::{NO_PAGE, PageAddr, PageId};

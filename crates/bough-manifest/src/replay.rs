@@ -185,7 +185,7 @@ pub fn replay(bytes: &[u8]) -> Result<Replayed, DecodeError> {
 }
 
 pub(crate) fn replay_with(bytes: &[u8], known: Known) -> Result<Replayed, DecodeError> {
-    let head = &bytes[..bytes.len().min(HEADER_LEN)];
+    let head = bytes.get(..HEADER_LEN).unwrap_or(bytes);
     if head.iter().all(|&b| b == 0) {
         return Err(DecodeError::new(0, DecodeReason::NoSnapshot));
     }
@@ -229,7 +229,9 @@ pub(crate) fn replay_with(bytes: &[u8], known: Known) -> Result<Replayed, Decode
                 if later_record_exists(bytes, start) {
                     return Err(at(reason));
                 }
-                let dirty = bytes[start..].iter().any(|&b| b != 0);
+                let dirty = bytes
+                    .get(start..)
+                    .is_some_and(|t| t.iter().any(|&b| b != 0));
                 return Ok(Replayed {
                     state,
                     records,

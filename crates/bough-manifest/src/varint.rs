@@ -55,9 +55,9 @@ pub fn get(input: &[u8]) -> Result<(u64, usize), VarintError> {
         None if input.len() < MAX_LEN => return Err(VarintError::Truncated),
         None => return Err(VarintError::Overflow),
     };
-    let bytes = &input[..len];
+    let bytes = input.get(..len).ok_or(VarintError::Truncated)?;
     // The 10th byte may only carry the single top bit of a u64.
-    if len == MAX_LEN && bytes[MAX_LEN - 1] > 1 {
+    if len == MAX_LEN && bytes.last().is_some_and(|&b| b > 1) {
         return Err(VarintError::Overflow);
     }
     let mut reader = std::io::Cursor::new(bytes);

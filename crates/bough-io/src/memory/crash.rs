@@ -242,8 +242,10 @@ impl Crash {
                             bytes.resize(stop, 0);
                         }
                         if self.rng.below(2) == 0 {
-                            bytes[start..stop]
-                                .copy_from_slice(&data[start - offset..stop - offset]);
+                            let src = data.get(start - offset..stop - offset);
+                            if let (Some(dst), Some(src)) = (bytes.get_mut(start..stop), src) {
+                                dst.copy_from_slice(src);
+                            }
                         }
                         start = stop;
                     }
@@ -281,7 +283,9 @@ fn put(bytes: &mut Vec<u8>, offset: usize, data: &[u8]) {
     if bytes.len() < end {
         bytes.resize(end, 0);
     }
-    bytes[offset..end].copy_from_slice(data);
+    if let Some(dst) = bytes.get_mut(offset..end) {
+        dst.copy_from_slice(data);
+    }
 }
 
 /// SplitMix64: small, seedable, good enough to draw crash outcomes.

@@ -48,11 +48,14 @@ impl StorageFile for MemFile {
         // An injected short read: the first transfer delivers a prefix, then the rest is
         // read again (or fails, as the plan says) — like the local backends do.
         let prefix = cut.map_or(0, |c| c.prefix.min(buf.len()));
-        buf[..prefix].copy_from_slice(&src[..prefix]);
+        // `src` has exactly `buf.len()` bytes (the range above), so both halves split alike.
+        let (head, tail) = buf.split_at_mut(prefix);
+        let (src_head, src_tail) = src.split_at(prefix);
+        head.copy_from_slice(src_head);
         if let Some(errno) = cut.and_then(|c| c.then_errno) {
             return Err(IoError::errno("read", &self.path, errno));
         }
-        buf[prefix..].copy_from_slice(&src[prefix..]);
+        tail.copy_from_slice(src_tail);
         self.storage.shared.stats.add_read(buf.len());
         Ok(())
     }
@@ -68,7 +71,7 @@ impl StorageFile for MemFile {
             .as_ref()
             .and_then(|f| f.take_short_write(buf.len()));
         let buf = match short {
-            Some(n) => &buf[..n],
+            Some(n) => buf.get(..n).unwrap_or(buf),
             None => buf,
         };
         let end = start + buf.len();
@@ -76,7 +79,9 @@ impl StorageFile for MemFile {
         if data.current.len() < end {
             data.current.resize(end, 0);
         }
-        data.current[start..end].copy_from_slice(buf);
+        if let Some(dst) = data.current.get_mut(start..end) {
+            dst.copy_from_slice(buf);
+        }
         data.pending.push(PendingWrite::Write {
             offset: start,
             data: buf.to_vec(),

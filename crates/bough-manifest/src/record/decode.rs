@@ -44,7 +44,7 @@ pub(crate) fn frame(bytes: &[u8], offset: u64) -> Result<Frame<'_>, DecodeReason
     }
     Ok(Frame {
         header,
-        payload: &rest[HEADER_LEN..end],
+        payload: rest.get(HEADER_LEN..end).ok_or(DecodeReason::Truncated)?,
         len,
     })
 }

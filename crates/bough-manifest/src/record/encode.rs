@@ -102,9 +102,9 @@ pub(crate) fn build_record(
         ttl_root,
         payload_len: len32,
     };
-    out[..HEADER_LEN].copy_from_slice(&header.encode());
-    header.checksum = checksum(Domain::ManifestRecord, &out[8..]);
-    out[..8].copy_from_slice(&header.checksum.to_le_bytes());
+    put_at(&mut out, 0, &header.encode());
+    header.checksum = checksum(Domain::ManifestRecord, out.get(8..).unwrap_or_default());
+    put_at(&mut out, 0, &header.checksum.to_le_bytes());
     // record_len(len32) <= 24 + 64 MiB + 4095, which fits any usize this crate runs on.
     out.resize(record_len(len32) as usize, 0);
     Ok(out)
@@ -139,7 +139,7 @@ pub(crate) fn check_ids(
     if let Some(&(id, _)) = mapping.iter().find(|(id, _)| *id >= next_page_id) {
         return Err(EncodeError::PageIdOutOfRange(id));
     }
-    if mapping.windows(2).any(|w| w[1].0 <= w[0].0) {
+    if !mapping.is_sorted_by(|a, b| a.0 < b.0) {
         return Err(EncodeError::PageIdsNotSorted);
     }
     if let Some(&(id, _)) = mapping
@@ -152,7 +152,7 @@ pub(crate) fn check_ids(
 }
 
 pub(crate) fn check_extensions(exts: &[(u64, Vec<u8>)], known: Known) -> Result<(), EncodeError> {
-    if exts.windows(2).any(|w| w[1].0 <= w[0].0) {
+    if !exts.is_sorted_by(|a, b| a.0 < b.0) {
         return Err(EncodeError::ExtensionsNotSorted);
     }
     match exts.iter().find(|(tag, _)| !known(*tag)) {
