@@ -212,6 +212,14 @@ fn merge_after_rehome_is_refused_with_the_true_reason_unless_bases_are_kept() {
             })
             .unwrap();
         assert!(r.pages_copied > 0, "{r:?}");
+        // The space-per-branch figures show the cost: kept bases hold main's files with `a`.
+        let space = p.describe("a").unwrap().space.expect("measured");
+        let with_main = space
+            .shared_with
+            .iter()
+            .find(|(n, _)| n.as_str() == "main")
+            .map_or(0, |(_, bytes)| *bytes);
+        assert_eq!(with_main > 0, keep, "{space:?}");
         let names: Vec<String> = r
             .merges_lost
             .iter()
