@@ -2,8 +2,10 @@
 //! (or undone on it), in one commit.
 //!
 //! The range `from..to` is the diff of the two states, which reads only the pages they do
-//! not share; each changed key is then looked up on the target (one point read), so the cost
-//! follows the size of the range, not of the target or of how far it diverged. A key applies
+//! not share; the changed keys (in key order) are then looked up on the target through one
+//! cursor, which reads a leaf once for all the changed keys it holds and seeks anew only past
+//! it — so the cost follows the size of the range, not of the target or of how far it
+//! diverged. A key applies
 //! cleanly when the target still holds what the range started from there (`from`'s entry,
 //! or `to`'s for a revert), is left alone when it already holds what the range ends at, and
 //! is a conflict otherwise — settled by the merge's [`ConflictPolicy`], *ours* being the
@@ -14,7 +16,7 @@
 use bough_io::{IoError, IoResult};
 use bough_manifest::{Snapshot, commit_version, merge_bases};
 use bough_names::BranchName;
-use bough_tree::btree::{Mutation, get};
+use bough_tree::btree::{Cursor, Mutation};
 use bough_tree::diff::{Change, diff, visible_changes_at};
 use bough_tree::head::{Head, TreeSnapshot};
 use bough_tree::page::leaf::Entry;
@@ -119,9 +121,20 @@ impl Partition {
         let tgt = target.snapshot();
         let mut report = MergeReport::default();
         let mut muts = Vec::new();
+        // The changed keys come in key order: one cursor looks them up, reading a leaf once
+        // for all the keys it holds and seeking anew only past it.
+        let mut cursor: Option<Cursor> = None;
         for v in changes {
             let (was, becomes) = (before(&v.change), after(&v.change));
-            let held = get(&*tgt, tgt.root, &v.key)?;
+            let held = match cursor.as_mut().and_then(|c| c.get_in_leaf(&v.key)) {
+                Some(found) => found,
+                None => {
+                    let mut c = Cursor::seek(&*tgt, tgt.root, Some(&v.key))?;
+                    let found = c.get_in_leaf(&v.key).flatten();
+                    cursor = Some(c);
+                    found
+                }
+            };
             let live = held.as_ref().filter(|e| e.is_live_at(now_ms));
             if same(&tgt, live, new, becomes)? {
                 // Already there.

@@ -110,8 +110,8 @@ impl PartitionHandle {
     /// states of this partition: branches, versions, archives), in one commit. A key
     /// applies when `onto` still holds what `from` held there; a key `onto` changed
     /// otherwise is a conflict, settled by `opts.policy` (*ours*: `onto`'s entry, *theirs*:
-    /// `to`'s). Reads only the pages `from` and `to` do not share, and one point read on
-    /// `onto` per changed key. Expired entries are absent, as in a merge.
+    /// `to`'s). Reads only the pages `from` and `to` do not share, and on `onto` the
+    /// leaves holding the changed keys (each once). Expired entries are absent, as in a merge.
     pub fn cherry_pick(
         &self,
         from: &StateRef,
