@@ -159,7 +159,8 @@ impl fmt::Display for NoCommonState {
                 let why = match cause {
                     ReleaseCause::Dropped => format!(
                         "was released by the re-home (or a restore) of `{holder}`, which drops \
-                         its merge bases"
+                         its merge bases (a re-home keeps them with `keep_merge_bases`: \
+                         `bough rehome --keep-merge-bases`)"
                     ),
                     ReleaseCause::Moved { to } => format!(
                         "is no longer kept: a later merge of `{ancestor}` into `{holder}` (or a \
@@ -171,8 +172,7 @@ impl fmt::Display for NoCommonState {
                 write!(
                     f,
                     "cannot merge `{b}` and `{a}`: the state of `{ancestor}`{at} {how} is the \
-                     last they share, and it {why}; merge through `{ancestor}` instead, or keep \
-                     merge bases when re-homing (`--keep-merge-bases`)"
+                     last they share, and it {why}"
                 )
             }
         }

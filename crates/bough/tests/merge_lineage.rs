@@ -572,3 +572,43 @@ fn readme_sibling_merge_and_cherry_pick() -> bough::Result<()> {
     assert_eq!(main.get_blocking(b"order-2")?.unwrap().value, b"shipped");
     Ok(())
 }
+
+/// A grandchild forked from `b` before `main` was merged into `b` does not contain that
+/// merge, and `b`'s merge base naming `main` has moved on to it: the state the grandchild and
+/// `main` share (main where `b` forked) is no longer kept, and the refusal says so. `b`
+/// itself, which does contain the merged state, still merges with `main`.
+#[test]
+fn regression_grandchild_refused_after_a_merge_moved_the_base_on() {
+    let s = store();
+    let p = s.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut mm = Model::new();
+    put(&main, &mut mm, 0..50, "base");
+    let b = p.create_branch("b", "main").unwrap();
+    let fork_b = p.describe("b").unwrap().origin.unwrap().fork_version;
+    let c = p.create_branch("c", "b").unwrap();
+    let mut mc = mm.clone();
+    put(&c, &mut mc, [1], "c");
+    put(&main, &mut mm, [2], "main");
+    let r = p.merge("main", "b", MergeOptions::default()).unwrap();
+    assert!(r.committed, "{r:?}");
+    let moved_to = main.read_view().unwrap().version();
+    let e = p
+        .merge("c", "main", MergeOptions::default())
+        .expect_err("main at b's fork is gone");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "the state of `main` at version {fork_b} where `b` was forked from `main` (`c` \
+             descends from `b`)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("moved `b`'s merge base on to version {moved_to}")),
+        "{text}"
+    );
+    let r = p.merge("b", "main", MergeOptions::default()).unwrap();
+    assert!(r.committed, "{r:?}");
+    drop((b, c));
+}
