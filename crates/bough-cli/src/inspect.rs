@@ -15,7 +15,8 @@ use serde_json::{Value as Json, json};
 use crate::ctx::Ctx;
 use crate::error::{CliError, CliResult, code};
 use crate::output;
-use crate::walk::{self, PartitionFiles, check_data_file, page_type_name};
+use crate::walk;
+use bough::check::{PartitionFiles, check_data_file, page_type_name};
 
 mod file;
 mod manifest;

@@ -33,6 +33,7 @@ mod current_term;
 mod error;
 pub mod ext;
 mod incarnation;
+pub mod invariants;
 mod log;
 mod log_ref;
 mod log_replay;

@@ -35,7 +35,7 @@ use bough::object::{
 };
 use bough::{ErrorKind, ManualClock, Options, Store};
 
-use crate::exec::{PAGE_SIZE, Verdict, execute, tune, verify_family};
+use crate::exec::{Verdict, execute, tune, verify_family};
 use crate::faults::{Reader, resolve, verify_all};
 use crate::power::schedule;
 use crate::report::{Tally, guarded};
@@ -472,7 +472,7 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
     verify_all(&at.store, &at.reader, seed, &models, &ctx, &mut tally);
     let _ = at.store.close();
     tally.integrity_checks += 1;
-    match crate::check::check_storage(at.reader.clone(), PAGE_SIZE) {
+    match crate::check::check_storage(at.reader.clone()) {
         Ok(rep) if rep.is_ok() => {}
         Ok(rep) => tally.fail(format!("{ctx}: integrity check: {rep}")),
         Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),

@@ -413,7 +413,7 @@ fn one_flip(seed: u64, i: u64, built: &Built) -> Tally {
     }
     // The checker must survive it (and usually notices).
     tally.integrity_checks += 1;
-    match crate::check::check_storage(Arc::new(image.clone()), PAGE_SIZE) {
+    match crate::check::check_storage(Arc::new(image.clone())) {
         Ok(rep) if !rep.is_ok() => corrupt = true,
         Ok(_) => {}
         Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,

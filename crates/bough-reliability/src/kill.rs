@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bough::io::{PreadStorage, Storage, UringStorage};
 use bough::{Backend, ManualClock, Options, Store};
 
-use crate::exec::{PAGE_SIZE, Verdict, execute, tune, verify_family};
+use crate::exec::{Verdict, execute, tune, verify_family};
 use crate::report::{Tally, guarded};
 use crate::rng::{Rng, mix};
 use crate::workload::{FamilyModel, WorkloadConfig};
@@ -608,7 +608,7 @@ fn kill_cycle(
     }
     let _ = store.close();
     tally.integrity_checks += 1;
-    match crate::check::check_storage(storage, PAGE_SIZE) {
+    match crate::check::check_storage(storage) {
         Ok(r) if r.is_ok() => {}
         Ok(r) => {
             tally.fail(format!("{ctx}: integrity check: {r}"));

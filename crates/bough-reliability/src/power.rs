@@ -22,7 +22,7 @@ use bough::io::{
 use bough::{ErrorKind, ManualClock, Options, Store};
 use parking_lot::Mutex;
 
-use crate::exec::{PAGE_SIZE, Verdict, execute, tune, verify_family};
+use crate::exec::{Verdict, execute, tune, verify_family};
 use crate::report::{Tally, guarded};
 use crate::rng::{Rng, mix};
 use crate::workload::{FamilyModel, Op, WorkloadConfig};
@@ -337,7 +337,7 @@ fn verify_recovered(
 /// Runs the integrity checker over `mem`.
 pub fn check(mem: &MemoryStorage, ctx: &str, tally: &mut Tally) {
     tally.integrity_checks += 1;
-    match crate::check::check_storage(Arc::new(mem.clone()), PAGE_SIZE) {
+    match crate::check::check_storage(Arc::new(mem.clone())) {
         Ok(r) if r.is_ok() => {}
         Ok(r) => tally.fail(format!("{ctx}: integrity check: {r}")),
         Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bough::io::{PreadStorage, Storage};
 use bough::{Backend, ManualClock, Store};
 use bough_reliability::check::check_storage;
-use bough_reliability::exec::{PAGE_SIZE, Verdict, execute, verify_family};
+use bough_reliability::exec::{Verdict, execute, verify_family};
 use bough_reliability::kill::{local_options, uring_available};
 use bough_reliability::rng::{Rng, mix, seed_from_env};
 use bough_reliability::workload::{BRANCH_POOL, FamilyModel, Op, key};
@@ -409,7 +409,7 @@ fn kill_cycles(test: &str, cycles: usize) {
             Verdict::Error(e) => panic!("{ctx}: reading the store back failed: {e}"),
         }
         store.close().expect("close");
-        let report = check_storage(storage, PAGE_SIZE)
+        let report = check_storage(storage)
             .unwrap_or_else(|e| panic!("{ctx}: the integrity checker could not run: {e}"));
         assert!(report.is_ok(), "{ctx}: integrity check: {report}");
         eprintln!(

@@ -312,10 +312,12 @@ fn checker_passes_a_healthy_store_and_reports_damage() {
     }
     store.close().expect("close");
     let storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(mem.clone());
-    let report = bough_reliability::check::check_storage(storage.clone(), 4096).expect("check");
+    let report = bough_reliability::check::check_storage(storage.clone()).expect("check");
     assert!(report.is_ok(), "{report}");
     assert!(
-        report.branches >= 1 && report.pages > 0 && report.entries > 0,
+        report.report.partitions[0].branches >= 1
+            && report.report.partitions[0].pages > 0
+            && report.report.partitions[0].entries > 0,
         "{report}"
     );
     // Damage every page of every data file.
@@ -328,7 +330,7 @@ fn checker_passes_a_healthy_store_and_reports_damage() {
             }
         }
     }
-    let report = bough_reliability::check::check_storage(storage, 4096).expect("check");
+    let report = bough_reliability::check::check_storage(storage).expect("check");
     assert!(!report.is_ok(), "the checker must notice: {report}");
 }
 

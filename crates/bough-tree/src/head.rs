@@ -30,6 +30,7 @@ use crate::page::mapping::{MappingNode, fanout};
 mod checkpoint;
 mod commit;
 mod expiry;
+mod invariants;
 mod read_only;
 mod relocation;
 mod reservation;
@@ -415,14 +416,8 @@ impl Head {
             changes: Vec::new(),
             extensions: staged_ext.clone(),
         };
-        let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
-            what: format!(
-                "cannot encode an adoption record of {}: {e}",
-                self.manifest_path
-            ),
-        })?;
         let _ = now_ms;
-        self.append_manifest(&bytes)?;
+        self.append_log(&log, "an adoption record")?;
         self.seq += 1;
         self.state = st;
         for (tag, v) in staged_ext {

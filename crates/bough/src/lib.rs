@@ -22,6 +22,7 @@
 )]
 
 mod batch;
+pub mod check;
 pub mod clock;
 mod cloud;
 mod error;

@@ -33,6 +33,7 @@ use crate::options::{Backend, Options};
 pub use repair::RepairReport;
 
 mod branch;
+mod check;
 mod gc;
 mod maintenance;
 mod partition;

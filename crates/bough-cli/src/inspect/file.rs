@@ -151,8 +151,8 @@ pub(crate) fn data_file(
     shown: &str,
 ) -> CliResult<u8> {
     let path = root.join(dir).join(name);
-    let check = check_data_file(&path, d);
     let storage = walk::storage(root)?;
+    let check = check_data_file(storage.as_ref(), dir, d);
     let pf = PartitionFiles::open(&storage, dir)?;
     let (held, _) = pf.held();
     let mut refs: Vec<(String, usize)> = Vec::new();
@@ -170,7 +170,7 @@ pub(crate) fn data_file(
     let damaged: Vec<(String, String)> = pf
         .manifests
         .iter()
-        .filter_map(|(n, r)| r.as_ref().err().map(|e| (n.clone(), e.clone())))
+        .filter_map(|(n, r)| r.as_ref().err().map(|e| (n.clone(), e.message.clone())))
         .collect();
     let header = check.header.as_ref();
     let bad = header.is_none_or(|h| h.is_err()) || !check.bad.is_empty();

@@ -34,7 +34,7 @@ pub(crate) fn encode_snapshot_with(s: &Snapshot, known: Known) -> Result<Vec<u8>
         return Err(EncodeError::InvalidExtension(crate::ext::VERSION));
     }
 
-    build_record(m.root, m.ttl_root, |out| {
+    let bytes = build_record(m.root, m.ttl_root, |out| {
         put_u8(out, RecordKind::Snapshot as u8);
         put_branch(out, &m.branch);
         put_varint(out, m.term);
@@ -47,7 +47,14 @@ pub(crate) fn encode_snapshot_with(s: &Snapshot, known: Known) -> Result<Vec<u8>
         put_free_head(out, s.free_head);
         put_mapping(out, &s.overlay);
         put_extensions(out, &s.extensions);
-    })
+    })?;
+    // Debug builds prove every record they write decodes to what was encoded.
+    debug_assert_eq!(
+        decode_record_with(&bytes, 0, known).ok(),
+        Some(Record::Snapshot(s.clone())),
+        "a snapshot record does not decode to itself"
+    );
+    Ok(bytes)
 }
 
 pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, EncodeError> {
@@ -62,7 +69,7 @@ pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, En
         return Err(EncodeError::MisplacedExtension(crate::ext::VERSION));
     }
 
-    build_record(l.root, l.ttl_root, |out| {
+    let bytes = build_record(l.root, l.ttl_root, |out| {
         put_u8(out, RecordKind::Log as u8);
         put_varint(out, l.seq);
         put_varint(out, l.max_file_id);
@@ -78,7 +85,13 @@ pub(crate) fn encode_log_with(l: &LogRecord, known: Known) -> Result<Vec<u8>, En
         put_free_head(out, l.free_head);
         put_mapping(out, &l.changes);
         put_extensions(out, &l.extensions);
-    })
+    })?;
+    debug_assert_eq!(
+        decode_record_with(&bytes, 0, known).ok(),
+        Some(Record::Log(l.clone())),
+        "a log record does not decode to itself"
+    );
+    Ok(bytes)
 }
 
 /// Writes the payload after a placeholder header, then fills in the header and checksum

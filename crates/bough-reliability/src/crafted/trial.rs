@@ -269,7 +269,7 @@ pub(crate) fn damaged_checks(
         }
     }
     tally.integrity_checks += 1;
-    match crate::check::check_storage(Arc::new(image.clone()), PAGE_SIZE) {
+    match crate::check::check_storage(Arc::new(image.clone())) {
         Ok(rep) if !rep.is_ok() => corrupt = true,
         Ok(_) => {}
         Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,

@@ -201,7 +201,7 @@ pub fn fsync_eio(seed: u64, cfg: &WorkloadConfig, k: u64, backend: Backend) -> T
         check(m, &ctx, &mut tally);
     } else if let Ok(s) = place.storage() {
         tally.integrity_checks += 1;
-        match crate::check::check_storage(s, crate::exec::PAGE_SIZE) {
+        match crate::check::check_storage(s) {
             Ok(r) if r.is_ok() => {}
             Ok(r) => tally.fail(format!("{ctx}: integrity check: {r}")),
             Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),

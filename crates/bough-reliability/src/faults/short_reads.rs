@@ -128,7 +128,7 @@ pub fn short_reads_local(
         }
     }
     tally.integrity_checks += 1;
-    match crate::check::check_storage(storage, crate::exec::PAGE_SIZE) {
+    match crate::check::check_storage(storage) {
         Ok(rep) if rep.is_ok() => {}
         Ok(rep) => tally.fail(format!("{ctx}: integrity check: {rep}")),
         Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),

@@ -84,10 +84,11 @@ impl Head {
                 .retain_referenced(referenced.into_iter(), (&self.branch, self.term));
             self.ranges_pruned = Some((self.state.ranges.len(), self.version()));
         }
-        let bytes =
-            encode_snapshot(&self.durable_snapshot()).map_err(|e| IoError::InvalidArgument {
-                what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
-            })?;
+        let snapshot = self.durable_snapshot();
+        self.check_snapshot_invariants(&snapshot)?;
+        let bytes = encode_snapshot(&snapshot).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
+        })?;
         self.install_snapshot(&bytes)
     }
 

@@ -139,10 +139,7 @@ impl Head {
             changes,
             extensions: staged_ext.clone(),
         };
-        let bytes = encode_log(&log).map_err(|e| IoError::InvalidArgument {
-            what: format!("cannot encode a log record of {}: {e}", self.manifest_path),
-        })?;
-        if let Err(e) = self.append_manifest(&bytes) {
+        if let Err(e) = self.append_log(&log, "a log record") {
             self.skip_file_ids(&new_files);
             return Err(e);
         }
@@ -276,6 +273,17 @@ impl Head {
         if let Some(&top) = created.iter().max() {
             self.state.max_file_id = self.state.max_file_id.max(top);
         }
+    }
+
+    /// The one step that appends a log record (a commit, an adoption): the manifest
+    /// invariants checked against the head's state, the record encoded, appended and
+    /// synced. `what` names it in errors.
+    pub(crate) fn append_log(&mut self, log: &LogRecord, what: &str) -> IoResult<()> {
+        self.check_log_invariants(log)?;
+        let bytes = encode_log(log).map_err(|e| IoError::InvalidArgument {
+            what: format!("cannot encode {what} of {}: {e}", self.manifest_path),
+        })?;
+        self.append_manifest(&bytes)
     }
 
     pub(crate) fn append_manifest(&mut self, bytes: &[u8]) -> IoResult<()> {

@@ -43,6 +43,11 @@ impl IndexNode {
             out.extend_from_slice(k);
             out.extend_from_slice(&c.to_le_bytes());
         }
+        // Debug builds prove every index page they write decodes to what was encoded.
+        debug_assert!(
+            Self::decode(&out).is_ok_and(|n| n == *self),
+            "an index page does not decode to itself"
+        );
         out
     }
 

@@ -49,6 +49,11 @@ impl MappingNode {
         for s in &self.slots[..n] {
             out.extend_from_slice(&s.to_le_bytes());
         }
+        // Debug builds prove every mapping page they write decodes to what was encoded.
+        debug_assert!(
+            Self::decode(&out, self.slots.len()).is_ok_and(|n| n == *self),
+            "a mapping page does not decode to itself"
+        );
         out
     }
 

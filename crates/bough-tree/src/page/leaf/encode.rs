@@ -78,6 +78,14 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
         put_piece(&mut out, i, prev, &piece);
         prev = &e.key;
     }
+    // Debug builds prove every leaf they write decodes to the entries given (which also
+    // holds the caller to sorted, distinct keys).
+    debug_assert!(
+        super::LeafView::new(&out)
+            .and_then(|v| v.entries())
+            .is_ok_and(|d| d == entries),
+        "a leaf does not decode to its entries"
+    );
     out
 }
 
