@@ -177,13 +177,14 @@ impl BoughS3 {
             inner,
             c: c.clone(),
         });
-        let mut o = bough::Options::new(cache_dir)
-            .object_store(counted)
+        let settings = bough::Options::new(cache_dir)
             .cache_bytes(mem_cache.max(1 << 20))
             .cache_data_pages(true)
-            .maintenance_interval_ms(0);
-        o.object = cfg;
-        let store = bough::Store::open(o)?;
+            .maintenance_interval_ms(0)
+            .object(cfg);
+        let store = bough::Store::builder(settings)
+            .object_store(counted)
+            .open()?;
         let main = store.partition("bench", 0)?.branch("main")?;
         Ok(BoughS3 { store, main, c })
     }

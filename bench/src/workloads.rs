@@ -879,7 +879,7 @@ pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Result
         }
         let created = t.elapsed();
         let t = Instant::now();
-        let r = e.part.gc(false)?;
+        let r = e.part.gc()?;
         let took = t.elapsed();
         eprintln!(
             "  gc with {n:>6} branches: {:.1} ms (creating them took {:.1} s)",

@@ -77,7 +77,7 @@ pub(crate) fn partitions_of_scope(
             Ok(vec![p])
         }
         Some(Scope::Table(t)) => {
-            let parts = store.partitions_of(&t)?;
+            let parts = store.table(&t)?.partitions()?;
             if parts.is_empty() {
                 return Err(CliError::not_found(format!(
                     "table `{t}` has no partitions in this store"

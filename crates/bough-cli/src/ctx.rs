@@ -230,7 +230,7 @@ pub fn partition(
 ) -> CliResult<PartitionHandle> {
     let handle = store.partition(table, partition)?;
     if !create {
-        let existing = store.partitions_of(table)?;
+        let existing = store.table(table)?.partitions()?;
         if !existing.contains(&partition) {
             let listed = if existing.is_empty() {
                 format!("table `{table}` has no partitions in this store")

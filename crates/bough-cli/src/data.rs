@@ -317,7 +317,7 @@ pub fn scan(ctx: &Ctx, a: ScanArgs) -> CliResult<()> {
     while left > 0 {
         let page = view.scan(&ScanOptions {
             begin: begin.clone(),
-            end: to.clone(),
+            end: to.clone().map_or(Bound::Unbounded, Bound::Excluded),
             limit: left.min(1024),
             keys_only: a.keys_only,
             ..ScanOptions::default()

@@ -225,7 +225,7 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
          shared by the fork and the merge; re-homing copies them into main's own files so GC \
          can free the deleted branch's files)"
     );
-    let report = part.gc(false)?;
+    let report = part.gc()?;
     println!(
         "gc         {} deleted ({}), {} kept; every file main or its archive needs is kept",
         output::plural(report.deleted.len() as u64, "file", "files"),

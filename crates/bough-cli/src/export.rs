@@ -178,7 +178,7 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let (mut reader, header) =
         StreamReader::open(io::BufReader::with_capacity(1 << 20, input)).map_err(corrupt)?;
     let store = ctx.open(true)?;
-    let existed = store.partitions_of(&t.table)?.contains(&t.partition);
+    let existed = store.table(&t.table)?.partitions()?.contains(&t.partition);
     let part = ctx::partition(&store, &t.table, t.partition, true)?;
     ctx::branch(&part, &t.branch)?;
     let replaced = crate::space::holds_entries(&part, &t.branch)?;

@@ -121,7 +121,7 @@ pub fn compact(ctx: &Ctx, a: CompactArgs) -> CliResult<()> {
                 "shared_skipped": r.shared_skipped,
             }));
         }
-        let gc = part.gc(false)?;
+        let gc = part.gc()?;
         freed_files += gc.deleted.len() as u64;
         freed_bytes += gc.bytes_freed;
         skipped_total += skipped;

@@ -5,13 +5,13 @@
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::object::Guarantees;
 use crate::retry::RetryPolicy;
 
 /// Which opendal service holds the objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Service {
     /// Amazon S3 or an S3-compatible server (MinIO, moto, …): atomic PUT, If-None-Match and
@@ -114,7 +114,7 @@ impl fmt::Display for Service {
 }
 
 /// How the owner of a branch term is made exclusive and a stale owner fenced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum FencingMode {
     /// Compare-and-swap where the service has it, numbered claims otherwise.
@@ -147,7 +147,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Configuration of the object store and of the cloud tier over it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CloudConfig {
     /// The service.

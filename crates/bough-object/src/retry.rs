@@ -2,12 +2,12 @@
 //! timeouts, cut-off bodies). The jitter comes from a seeded generator, so a test replays.
 
 use parking_lot::Mutex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::object::{ObjResult, ObjectError};
 
 /// How often and how patiently a transient failure is retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// Attempts in total (the first one included); at least 1.

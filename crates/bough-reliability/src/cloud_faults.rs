@@ -257,10 +257,9 @@ impl Cloud {
     /// Opens a store on the faulty object store with a new, empty cache directory.
     fn open(&mut self) -> Result<(Store, tempfile::TempDir), String> {
         let dir = cache_dir("bough-cloud-")?;
-        let mut o = tune(Options::new(dir.path()))
+        let o = Store::builder(tune(Options::new(dir.path())).object(self.config()))
             .object_store(Arc::new(self.faulty.clone()))
             .clock(Arc::new(self.clock.clone()));
-        o.object = self.config();
         self.opens += 1;
         let store = Store::open(o).map_err(|e| format!("open (from an empty cache): {e}"))?;
         Ok((store, dir))

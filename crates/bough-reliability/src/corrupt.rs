@@ -157,7 +157,7 @@ fn build(seed: u64, cfg: &WorkloadConfig) -> Result<Built, String> {
         let p = reopened
             .partition(TABLE, m.family)
             .map_err(|e| e.to_string())?;
-        let report = p.gc(true).map_err(|e| e.to_string())?;
+        let report = p.gc_dry_run().map_err(|e| e.to_string())?;
         for (name, _) in report.deleted {
             collectable.insert(format!("{}/{name}", p.dir()));
         }
@@ -422,7 +422,7 @@ fn one_flip(seed: u64, i: u64, built: &Built) -> Tally {
     // GC on damaged metadata must refuse, not delete.
     for m in &built.models {
         if let Ok(p) = store.partition(TABLE, m.family) {
-            match p.gc(false) {
+            match p.gc() {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,
                 Err(e) => tally.fail(format!(

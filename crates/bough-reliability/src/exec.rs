@@ -79,7 +79,7 @@ pub fn execute(store: &Store, seed: u64, family: u32, index: usize, op: &Op) -> 
         }
         Op::Compact { branch } => part.branch(branch)?.compact_now().map(|_| ()),
         Op::Rehome { branch } => part.branch(branch)?.rehome().map(|_| ()),
-        Op::Gc => part.gc(false).map(|_| ()),
+        Op::Gc => part.gc().map(|_| ()),
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use bough::io::{
     CrashPolicy, FaultInjector, FaultOp, MemoryStorage, PreadStorage, RandomCrash, Storage,
 };
-use bough::{Backend, ErrorKind, ManualClock, Options, Store, WriteBatch};
+use bough::{Backend, ErrorKind, ManualClock, Options, Store, StoreBuilder, WriteBatch};
 
 use crate::exec::{Verdict, execute, tune, verify_family, verify_family_with};
 use crate::power::{check, count_sync_points, memory_options, schedule};
@@ -149,12 +149,11 @@ enum Place {
 }
 
 impl Place {
-    fn options(&self, faults: Option<&FaultInjector>, clock: &ManualClock) -> Options {
+    fn options(&self, faults: Option<&FaultInjector>, clock: &ManualClock) -> StoreBuilder {
         match self {
             Place::Memory(m) => memory_options(m.clone(), clock),
             Place::Local(d, backend) => {
-                let o = tune(Options::new(d.path()))
-                    .backend(*backend)
+                let o = Store::builder(tune(Options::new(d.path())).backend(*backend))
                     .clock(Arc::new(clock.clone()));
                 match faults {
                     Some(f) => o.faults(f.clone()),

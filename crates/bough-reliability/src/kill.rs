@@ -24,7 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bough::io::{PreadStorage, Storage, UringStorage};
-use bough::{Backend, ManualClock, Options, Store};
+use bough::{Backend, ManualClock, Options, Store, StoreBuilder};
 
 use crate::exec::{Verdict, execute, tune, verify_family};
 use crate::report::{Tally, guarded};
@@ -95,10 +95,8 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 }
 
 /// Store options for a local directory.
-pub fn local_options(dir: &Path, backend: Backend, clock: &ManualClock) -> Options {
-    tune(Options::new(dir))
-        .backend(backend)
-        .clock(Arc::new(clock.clone()))
+pub fn local_options(dir: &Path, backend: Backend, clock: &ManualClock) -> StoreBuilder {
+    Store::builder(tune(Options::new(dir)).backend(backend)).clock(Arc::new(clock.clone()))
 }
 
 /// A clock far above every earlier run's timestamps: now in ms × 1000, advanced by one per

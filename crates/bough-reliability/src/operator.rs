@@ -352,7 +352,7 @@ fn one_round(seed: u64, i: u64, built: &Built) -> Tally {
                 )),
             }
         }
-        match part.gc(false) {
+        match part.gc() {
             Ok(_) => {}
             // A branch whose state could not be established: GC deletes nothing.
             Err(e) if e.kind() == ErrorKind::Corruption => {

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bough::io::{
     CrashPolicy, CrashReport, FaultInjector, FaultOp, MemoryStorage, RandomCrash, Storage,
 };
-use bough::{ErrorKind, ManualClock, Options, Store};
+use bough::{ErrorKind, ManualClock, Options, Store, StoreBuilder};
 use parking_lot::Mutex;
 
 use crate::exec::{Verdict, execute, tune, verify_family};
@@ -79,8 +79,10 @@ impl SweepConfig {
 }
 
 /// Store options over `mem` for the sweep.
-pub fn memory_options(mem: MemoryStorage, clock: &ManualClock) -> Options {
-    tune(Options::in_memory().memory(mem)).clock(Arc::new(clock.clone()))
+pub fn memory_options(mem: MemoryStorage, clock: &ManualClock) -> StoreBuilder {
+    Store::builder(tune(Options::in_memory()))
+        .memory(mem)
+        .clock(Arc::new(clock.clone()))
 }
 
 /// The order in which the families' operations run: each family `ops_per_family` times,

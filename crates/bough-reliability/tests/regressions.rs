@@ -236,7 +236,7 @@ fn regression_a_damaged_current_term_stops_only_its_branch() {
             );
         }
         // GC must refuse rather than guess what the damaged branch references.
-        match p.gc(false) {
+        match p.gc() {
             Ok(_) => {}
             Err(e) => assert_eq!(e.kind(), ErrorKind::Corruption, "{e}"),
         }
@@ -266,7 +266,7 @@ fn regression_a_missing_data_file_named_by_a_manifest_is_corruption() {
         let mut b = WriteBatch::new();
         b.put("key", format!("value {i}"));
         main.write_blocking(b).expect("write");
-        if !p.gc(false).expect("gc").deleted.is_empty() {
+        if !p.gc().expect("gc").deleted.is_empty() {
             let bytes = mem.read_file(path, 1 << 30).expect("manifest");
             last = bough_reliability::check::last_record_offset(&bytes).expect("records");
             if last > 0 {
@@ -287,7 +287,7 @@ fn regression_a_missing_data_file_named_by_a_manifest_is_corruption() {
         Ok(v) => assert!(v.is_some()),
         Err(e) => assert_eq!(e.kind(), ErrorKind::Corruption, "{e}"),
     }
-    match store.partition("t", 0).expect("p").gc(false) {
+    match store.partition("t", 0).expect("p").gc() {
         Ok(_) => {}
         Err(e) => assert_eq!(e.kind(), ErrorKind::Corruption, "GC: {e}"),
     }
@@ -507,11 +507,10 @@ fn cloud_store(
     cache: &std::path::Path,
     attempts: u32,
 ) -> Store {
-    let mut o = bough::Options::new(cache)
+    let mut o = Store::builder(bough::Options::new(cache).maintenance_interval_ms(0))
         .object_store(std::sync::Arc::new(faulty.clone()))
-        .maintenance_interval_ms(0)
         .clock(std::sync::Arc::new(ManualClock::new(1_700_000_000_000)));
-    o.object = bough::object::CloudConfig {
+    o.settings_mut().object = bough::object::CloudConfig {
         min_delete_age_ms: 0,
         retry: bough::object::RetryPolicy {
             attempts,

@@ -174,6 +174,29 @@ mod tests {
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want);
+        // Backward from the end, and from a bound inside the keys (inclusive or not), the
+        // keys come in exactly the reverse order.
+        let live = |c: &mut Cursor| {
+            let mut keys = Vec::new();
+            while let Some(e) = c.prev_entry(t).unwrap() {
+                if !e.is_tombstone() {
+                    keys.push(e.key);
+                }
+            }
+            keys
+        };
+        let back = live(&mut Cursor::seek_back(t, root, None, false).unwrap());
+        assert!(back.iter().eq(model.keys().rev()));
+        if let Some(mid) = model.keys().nth(model.len() / 2) {
+            for inclusive in [false, true] {
+                let back = live(&mut Cursor::seek_back(t, root, Some(mid), inclusive).unwrap());
+                let want = model
+                    .keys()
+                    .rev()
+                    .filter(|k| *k < mid || (inclusive && *k == mid));
+                assert!(back.iter().eq(want), "from {mid:?} inclusive {inclusive}");
+            }
+        }
     }
 
     /// xorshift: deterministic, seedable, no dependency.

@@ -113,7 +113,7 @@ fn main() {
         let p99 = percentile(&tail, 0.99);
 
         let t = Instant::now();
-        p.gc(false).expect("gc");
+        p.gc().expect("gc");
         let gc_growth = t.elapsed();
         let one = p.branch(&format!("agent{}", n / 2)).expect("branch");
         let mut w = WriteBatch::new();
@@ -121,7 +121,7 @@ fn main() {
         one.write_blocking(w).expect("write");
         drop(one);
         let t = Instant::now();
-        p.gc(false).expect("gc");
+        p.gc().expect("gc");
         let gc_one = t.elapsed();
         drop(p);
 

@@ -124,7 +124,7 @@ fn main() {
             }
             let created = t.elapsed();
             let t = Instant::now();
-            let r = p.gc(false).expect("gc");
+            let r = p.gc().expect("gc");
             let took = t.elapsed();
             println!(
                 "| {n} | {:.1} | {} | {} | {} |",

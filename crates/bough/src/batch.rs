@@ -9,7 +9,22 @@ use bough_tree::btree::{Mutation, Op};
 
 use crate::error::{Error, Result};
 
-/// Per-put options.
+/// Per-put options: a user timestamp (last writer wins by it) and an expiry.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::{ManualClock, Options, PutOptions, Store, WriteBatch};
+///
+/// let clock = ManualClock::new(1_000);
+/// let store = Store::builder(Options::in_memory()).clock(Arc::new(clock.clone())).open()?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// let ttl = PutOptions { ttl_ms: Some(10), ..PutOptions::default() };
+/// main.write_blocking(WriteBatch::new().put_with("session", "s1", ttl))?;
+/// assert!(main.get_blocking("session")?.is_some());
+/// clock.advance(10); // expired: absent from every read
+/// assert!(main.get_blocking("session")?.is_none());
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PutOptions {
     /// User timestamp for last-writer-wins (default: the store clock, in ms).
@@ -27,9 +42,36 @@ enum BatchOp {
 }
 
 /// A set of upserts and deletes applied atomically.
+///
+/// Its methods chain, and a chain can be handed to a write as it is (the batch is moved out
+/// of the temporary, no copy):
+///
+/// ```
+/// use bough::{Options, Store, WriteBatch};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.write_blocking(WriteBatch::new().put("a", "1").put("b", "2"))?;
+///
+/// let mut batch = WriteBatch::new();
+/// batch.put(b"c", [3u8]).delete("a");
+/// assert_eq!(batch.len(), 2);
+/// main.write_blocking(batch)?;
+/// assert!(main.get_blocking("a")?.is_none());
+/// assert_eq!(main.get_blocking("c")?.unwrap().value, [3]);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     ops: Vec<(Vec<u8>, BatchOp)>,
+}
+
+/// Takes the batch out of a chain of calls (`WriteBatch::new().put(..).delete(..)`), leaving
+/// an empty batch behind.
+impl From<&mut WriteBatch> for WriteBatch {
+    fn from(batch: &mut WriteBatch) -> WriteBatch {
+        std::mem::take(batch)
+    }
 }
 
 impl WriteBatch {
@@ -39,21 +81,21 @@ impl WriteBatch {
     }
 
     /// Inserts or replaces `key`.
-    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
         self.put_with(key, value, PutOptions::default())
     }
 
     /// Inserts or replaces `key` with a timestamp and/or expiry.
     pub fn put_with(
         &mut self,
-        key: impl Into<Vec<u8>>,
-        value: impl Into<Vec<u8>>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
         opts: PutOptions,
     ) -> &mut Self {
         self.ops.push((
-            key.into(),
+            key.as_ref().to_vec(),
             BatchOp::Put {
-                value: value.into(),
+                value: value.as_ref().to_vec(),
                 opts,
             },
         ));
@@ -61,16 +103,16 @@ impl WriteBatch {
     }
 
     /// Deletes `key` (at the store clock's time).
-    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         self.ops
-            .push((key.into(), BatchOp::Delete { timestamp: None }));
+            .push((key.as_ref().to_vec(), BatchOp::Delete { timestamp: None }));
         self
     }
 
     /// Deletes `key` as of user timestamp `ts` (an entry with a newer timestamp survives).
-    pub fn delete_at(&mut self, key: impl Into<Vec<u8>>, ts: u64) -> &mut Self {
+    pub fn delete_at(&mut self, key: impl AsRef<[u8]>, ts: u64) -> &mut Self {
         self.ops.push((
-            key.into(),
+            key.as_ref().to_vec(),
             BatchOp::Delete {
                 timestamp: Some(ts),
             },
@@ -166,6 +208,10 @@ pub(crate) fn check_key(key: &[u8], max_key: usize) -> Result<()> {
 }
 
 /// A key for messages: printable ASCII as is, the rest escaped, long keys shortened.
+///
+/// ```
+/// assert_eq!(bough::show_key(b"k\x01"), "\"k\\x01\"");
+/// ```
 pub fn show_key(key: &[u8]) -> String {
     let shown: String = key
         .iter()

@@ -22,6 +22,16 @@ impl Clock for SystemClock {
 }
 
 /// A clock that moves only when told (tests).
+///
+/// ```
+/// use bough::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new(1_000);
+/// clock.advance(5);
+/// assert_eq!(clock.now_ms(), 1_005);
+/// clock.set(7);
+/// assert_eq!(clock.now_ms(), 7);
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct ManualClock(Arc<AtomicU64>);
 

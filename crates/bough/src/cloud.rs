@@ -8,6 +8,7 @@ use bough_io::Storage;
 use bough_object::{CloudStorage, GcLease, open_object_store};
 use bough_tree::head::HeadConfig;
 
+use crate::builder::Components;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{Backend, Options};
 
@@ -19,14 +20,15 @@ const CLOUD_MANIFEST_BYTES: u64 = 64 << 10;
 /// and prewarms the cache when the options ask for it.
 pub(crate) fn open_storage(
     opts: &Options,
+    parts: &Components,
     path: &Path,
 ) -> Result<(Arc<dyn Storage>, CloudStorage)> {
-    let store = match &opts.object_store {
+    let store = match &parts.object_store {
         Some(s) => s.clone(),
         None => open_object_store(&opts.object)
             .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("option `object`: {e}")))?,
     };
-    let clock = opts.clock.clone();
+    let clock = parts.clock.clone();
     let cloud = CloudStorage::open(
         store,
         path,

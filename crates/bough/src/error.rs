@@ -7,6 +7,17 @@ use bough_io::IoError;
 use bough_names::NameError;
 
 /// An error from the store, naming the partition and branch it concerns when there is one.
+///
+/// ```
+/// use bough::{ErrorKind, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let e = store.partition("t", 0)?.branch("nosuch").unwrap_err();
+/// assert_eq!(e.kind(), ErrorKind::NotFound);
+/// assert!(!e.is_retryable());
+/// assert!(e.to_string().contains("t.0@nosuch"), "{e}");
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,

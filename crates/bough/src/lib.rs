@@ -3,17 +3,28 @@
 //! ```
 //! use bough::{Options, Store, WriteBatch};
 //!
-//! let store = Store::open(Options::in_memory()).unwrap();
-//! let main = store.partition("orders", 3).unwrap().branch("main").unwrap();
-//! let mut batch = WriteBatch::new();
-//! batch.put("order-1", "pending");
-//! main.write_blocking(batch).unwrap();
-//! let v = main.get_blocking(b"order-1").unwrap().unwrap();
-//! assert_eq!(v.value, b"pending");
-//! store.close().unwrap();
+//! let store = Store::open(Options::in_memory())?;
+//! let orders = store.partition("orders", 3)?;
+//! let main = orders.branch("main")?;
+//! main.put_blocking("order-1", "pending")?;
+//! main.write_blocking(WriteBatch::new().put("order-2", "paid").delete("order-0"))?;
+//! assert_eq!(main.get_blocking("order-1")?.unwrap().value, b"pending");
+//!
+//! let what_if = orders.create_branch("what-if", "main")?; // no data copied
+//! what_if.put_blocking("order-1", "cancelled")?;
+//! let keys: Vec<Vec<u8>> = what_if.prefix("order-").map(|kv| kv.map(|kv| kv.key)).collect::<bough::Result<_>>()?;
+//! assert_eq!(keys, [b"order-1".to_vec(), b"order-2".to_vec()]);
+//! orders.delete_branch("what-if")?;
+//! orders.gc()?;
+//! store.close()?;
+//! # Ok::<(), bough::Error>(())
 //! ```
 //!
-//! The same calls are `async` without the `_blocking` suffix and work on any executor.
+//! The same calls are `async` without the `_blocking` suffix and work on any executor. The
+//! README's example (a store in a directory) runs as a doctest too. Handles: [`Store`] →
+//! [`Table`] / [`PartitionHandle`] → [`Branch`] (reads, writes, [`RangeIter`]s) and
+//! [`ReadView`] (one commit); settings are [`Options`], components go through
+//! [`StoreBuilder`].
 
 // Library code returns errors, never panics on input (tests may unwrap).
 #![cfg_attr(
@@ -22,6 +33,7 @@
 )]
 
 mod batch;
+mod builder;
 pub mod check;
 pub mod clock;
 mod cloud;
@@ -31,12 +43,13 @@ mod options;
 mod store;
 
 pub use batch::{PutOptions, WriteBatch, show_key};
+pub use builder::StoreBuilder;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
 pub use store::{
-    Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, ReadView,
-    RepairReport, ScanOptions, ScanPage, StateRef, Store, Value, WriteReport,
+    Branch, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle, RangeIter,
+    ReadView, RepairReport, ScanOptions, ScanPage, StateRef, Store, Table, Value, WriteReport,
 };
 
 pub use bough_catalog::{
@@ -45,9 +58,18 @@ pub use bough_catalog::{
 };
 pub use bough_gc::{GcReport, KeepReason};
 pub use bough_manifest::BranchOrigin;
-pub use bough_names::ArchiveName;
+pub use bough_names::{ArchiveName, BranchName, PartitionDir, PartitionId, Term};
+/// The page cache ([`Store::cache`]).
+pub use bough_tree::cache::PageCache;
+/// What a merge conflict holds on each side ([`Conflict::ours`], [`Conflict::theirs`]).
+pub use bough_tree::page::leaf::{Entry, ValueLoc};
 
 /// Lower layers, for users who embed them directly.
 pub use bough_io as io;
 /// The object-store tier (`backend = "object"`).
 pub use bough_object as object;
+
+/// The README's examples, run as doctests (`cargo test --doc -p bough`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,17 +1,16 @@
-//! Store options: a builder, TOML loading, and validation that names the offending field.
+//! Store settings: plain data (serde, TOML), a builder of setters, and validation that names
+//! the offending field. The objects a store runs on (clock, memory or object store, fault
+//! injection) are not settings: [`StoreBuilder`](crate::StoreBuilder) takes them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use bough_io::{FaultInjector, MemoryStorage};
-use bough_object::{CloudConfig, ObjectStore};
-use serde::Deserialize;
+use bough_object::CloudConfig;
+use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 
 /// Which storage backend holds the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// io_uring when the kernel allows it, positional I/O otherwise.
@@ -28,80 +27,92 @@ pub enum Backend {
     Object,
 }
 
-/// How the store is configured. Build with [`Options::new`] or load with
-/// [`Options::from_toml_file`]; [`Options::validate`] runs on open.
-#[derive(Debug, Clone, Deserialize)]
+/// How the store is configured: settings only, plain data that serializes (TOML is the file
+/// format). Build with [`Options::new`] / [`Options::in_memory`] and the setters, or load
+/// with [`Options::from_toml_file`]; [`Options::validate`] runs on open. Components (a
+/// clock, a memory or object store, fault injection) go to
+/// [`Store::builder`](crate::Store::builder).
+///
+/// ```
+/// use bough::{Backend, Options, Store};
+///
+/// let opts = Options::in_memory().page_size(8192).shards(1);
+/// assert_eq!(opts.cache_bytes, 256 << 20); // the default
+/// let store = Store::open(opts)?;
+/// assert_eq!(store.options().page_size, 8192);
+///
+/// let opts = Options::from_toml_str("path = \"/var/lib/app\"\nbackend = \"pread\"\n")?;
+/// assert_eq!(opts.backend, Backend::Pread);
+/// // Settings write back out as TOML (unknown keys are refused when read).
+/// let text = opts.to_toml_string()?;
+/// assert_eq!(Options::from_toml_str(&text)?, opts);
+/// # Ok::<(), bough::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct Options {
-    /// Store directory (required unless the backend is `memory`).
+    /// Store directory (required unless the backend is `memory`). Default: none.
     pub path: Option<PathBuf>,
-    /// Storage backend.
+    /// Storage backend. Default: `auto`.
     pub backend: Backend,
     /// Page size in bytes: a power of two from 4096 to 65536. Fixed when a partition is
-    /// created.
+    /// created. Default: 4096.
     pub page_size: u32,
-    /// Size of each data file in bytes (a multiple of the page size).
+    /// Size of each data file in bytes (a multiple of the page size, 16 to 2^24 pages).
+    /// Default: 8 MiB.
     pub data_file_size: u64,
-    /// Byte budget of the page cache.
+    /// Byte budget of the page cache (at least 1 MiB). Default: 256 MiB.
     pub cache_bytes: u64,
     /// Whether leaf (data) pages are cached too; index and mapping pages always are.
+    /// Default: true.
     pub cache_data_pages: bool,
-    /// Writer threads; each (partition, branch) is served by one of them.
+    /// Writer threads (1 to 256); each (partition, branch) is served by one of them.
+    /// Default: 2.
     pub shards: usize,
-    /// Checkpoint the mapping table after this many of its chunks changed.
+    /// Checkpoint the mapping table after this many of its chunks changed. Default: 128.
     pub checkpoint_chunks: usize,
-    /// Rewrite a manifest as a fresh snapshot once it exceeds this many bytes.
+    /// Rewrite a manifest as a fresh snapshot once it exceeds this many bytes (at least
+    /// 64 KiB). Default: 16 MiB.
     pub manifest_rewrite_bytes: u64,
     /// Interval of the background work (expiry, compaction, GC) in ms; 0 turns it off.
+    /// Default: 10 000 (10 s).
     pub maintenance_interval_ms: u64,
     /// Compact a data file once at least this fraction of its pages is garbage to the branch
     /// compacting it — and only if no other branch, archive or merge base references it
-    /// (ARCHITECTURE.md, "Compaction").
+    /// (ARCHITECTURE.md, "Compaction"). In (0, 1]. Default: 0.5.
     pub compaction_garbage_ratio: f64,
     /// How long a delete's tombstone is kept, in ms, before the expiry sweep purges it.
     /// While it is kept, a write with a timestamp older than the delete's is refused (it
     /// lost to the delete); after it is purged such a write applies again — like
     /// Cassandra's `gc_grace_seconds`, so writers must not lag behind by more than this.
+    /// At least 1. Default: 86 400 000 (24 h).
     pub tombstone_retention_ms: u64,
     /// How far ahead of the store clock a user timestamp (`PutOptions::timestamp`,
     /// `WriteBatch::delete_at`) may be, in ms; a later one is refused with
     /// `InvalidArgument`, because under last-writer-wins it would make the key impossible to
-    /// overwrite until the clock caught up. Default: one hour.
+    /// overwrite until the clock caught up. Default: 3 600 000 (one hour,
+    /// [`DEFAULT_MAX_TIMESTAMP_SKEW_MS`]).
     pub max_timestamp_skew_ms: u64,
-    /// Most write batches coalesced into one commit.
+    /// Most write batches coalesced into one commit (at least 1). Default: 1024.
     pub max_group_commit: usize,
     /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
-    /// replayed again on next use.
+    /// replayed again on next use. At least 1. Default: 4096.
     pub max_open_branches: usize,
     /// Threads that serve async reads (`get`, `floor`, `scan`) whose pages are not all cached:
     /// such a read's first try runs on the caller's executor thread from the cache only, and
     /// only a miss moves to these threads, so an executor thread never waits for storage.
-    /// Started on the first miss. From 1 to 64.
+    /// Started on the first miss. From 1 to 64. Default: 4.
     pub read_threads: usize,
     /// How long opening for writing waits, in ms, for another process that has the store
     /// open for writing to close it; 0 fails at once (`Busy`). Read-only opens
     /// ([`Store::open_read_only`](crate::Store::open_read_only)) never wait: they take no
-    /// lock.
+    /// lock. Default: 0.
     pub lock_wait_ms: u64,
-    /// Time source (tests inject a manual clock).
-    #[serde(skip, default = "default_clock")]
-    pub clock: Arc<dyn Clock>,
-    /// Fault injection for the local backends (tests).
-    #[serde(skip)]
-    pub faults: Option<FaultInjector>,
-    /// A memory store to open (so tests can reopen the same memory).
-    #[serde(skip)]
-    pub memory: Option<MemoryStorage>,
-    /// The object store of `backend = "object"`, and the tier's cache and retry settings.
+    /// The object store of `backend = "object"` (the `[object]` table), and the tier's cache
+    /// and retry settings. Default: [`CloudConfig::default`] (S3, no bucket: it must be set
+    /// for that backend).
     pub object: CloudConfig,
-    /// An object store to use instead of the one `object` describes (tests: in-memory,
-    /// fault-injecting).
-    #[serde(skip)]
-    pub object_store: Option<Arc<dyn ObjectStore>>,
-}
-
-fn default_clock() -> Arc<dyn Clock> {
-    Arc::new(SystemClock)
 }
 
 impl Default for Options {
@@ -124,11 +135,7 @@ impl Default for Options {
             max_open_branches: 4096,
             read_threads: 4,
             lock_wait_ms: 0,
-            clock: default_clock(),
-            faults: None,
-            memory: None,
             object: CloudConfig::default(),
-            object_store: None,
         }
     }
 }
@@ -166,6 +173,16 @@ impl Options {
         Ok(opts)
     }
 
+    /// The options as TOML text, as [`from_toml_str`](Self::from_toml_str) reads them.
+    pub fn to_toml_string(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::invalid(format!("options: {e}")))
+    }
+
+    /// Sets the store directory.
+    pub fn path(mut self, path: impl AsRef<Path>) -> Self {
+        self.path = Some(path.as_ref().to_path_buf());
+        self
+    }
     /// Sets the backend.
     pub fn backend(mut self, b: Backend) -> Self {
         self.backend = b;
@@ -207,22 +224,6 @@ impl Options {
         self.maintenance_interval_ms = ms;
         self
     }
-    /// Sets the clock.
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-    /// Sets the fault injector.
-    pub fn faults(mut self, f: FaultInjector) -> Self {
-        self.faults = Some(f);
-        self
-    }
-    /// Uses (and shares) this memory store.
-    pub fn memory(mut self, m: MemoryStorage) -> Self {
-        self.backend = Backend::Memory;
-        self.memory = Some(m);
-        self
-    }
     /// Sets the manifest rewrite threshold.
     pub fn manifest_rewrite_bytes(mut self, n: u64) -> Self {
         self.manifest_rewrite_bytes = n;
@@ -238,10 +239,19 @@ impl Options {
         self.max_open_branches = n;
         self
     }
-    /// Uses `store` as the object store (`backend = "object"`; the cache goes to `path`).
-    pub fn object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
-        self.backend = Backend::Object;
-        self.object_store = Some(store);
+    /// Sets the most batches coalesced into one commit.
+    pub fn max_group_commit(mut self, n: usize) -> Self {
+        self.max_group_commit = n;
+        self
+    }
+    /// Sets the number of reader threads for async reads that miss the cache.
+    pub fn read_threads(mut self, n: usize) -> Self {
+        self.read_threads = n;
+        self
+    }
+    /// Sets the object tier's settings (`backend = "object"`).
+    pub fn object(mut self, object: CloudConfig) -> Self {
+        self.object = object;
         self
     }
     /// Sets the compaction threshold.
@@ -264,6 +274,12 @@ impl Options {
 
     /// Checks every field; the error names the field and the rule.
     pub fn validate(&self) -> Result<()> {
+        self.check(false)
+    }
+
+    /// [`validate`](Self::validate), where `injected_object_store` says an object store
+    /// was handed to the builder (so the `object` table need not name a service).
+    pub(crate) fn check(&self, injected_object_store: bool) -> Result<()> {
         let field =
             |name: &str, rule: String| Err(Error::invalid(format!("option `{name}`: {rule}")));
         if self.backend != Backend::Memory && self.path.is_none() {
@@ -333,7 +349,7 @@ impl Options {
         }
         if self.backend == Backend::Object {
             // A store handed over ready-made brings its own service settings.
-            let checked = if self.object_store.is_some() {
+            let checked = if injected_object_store {
                 self.object.validate_tier()
             } else {
                 self.object.validate()
@@ -341,9 +357,6 @@ impl Options {
             if let Err(e) = checked {
                 return Err(Error::invalid(format!("option `{e}`")));
             }
-        }
-        if self.memory.is_some() && self.backend != Backend::Memory {
-            return field("memory", "a memory store needs backend = \"memory\"".into());
         }
         Ok(())
     }

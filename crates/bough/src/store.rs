@@ -26,6 +26,7 @@ use bough_tree::page::leaf::{Entry, ValueLoc};
 use parking_lot::Mutex;
 
 use crate::batch::{WriteBatch, check_key};
+use crate::builder::{Components, StoreBuilder};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::oneshot;
@@ -38,6 +39,7 @@ mod gc;
 mod maintenance;
 mod partition;
 mod pick;
+mod range;
 mod read_only;
 mod read_view;
 mod readers;
@@ -53,9 +55,11 @@ pub use maintenance::CompactionReport;
 use maintenance::*;
 pub use partition::PartitionHandle;
 pub use pick::StateRef;
+pub use range::RangeIter;
 pub use read_view::ReadView;
 pub use results::{DiffChange, DiffEntry, KeyValue, ScanOptions, ScanPage, Value, WriteReport};
 use shard::*;
+pub use table::Table;
 
 /// A batch waiting in a group commit, with its waiter.
 type Pending = (Vec<Mutation>, oneshot::Sender<Result<()>>);
@@ -147,13 +151,30 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store `opts` describes.
-    pub fn open(opts: Options) -> Result<Store> {
-        opts.validate()?;
+    /// Opens (creating if needed) the store `opts` describes: its settings ([`Options`]),
+    /// or a [`StoreBuilder`] that also brings components (a clock, a memory or object store).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(Options::new(dir.path()))?;
+    /// store.partition("orders", 0)?.branch("main")?.put_blocking("k", "v")?;
+    /// store.close()?;
+    /// let store = Store::open(Options::new(dir.path()))?;
+    /// assert!(store.partition("orders", 0)?.branch("main")?.get_blocking("k")?.is_some());
+    /// # Ok::<(), bough::Error>(())
+    /// ```
+    pub fn open(opts: impl Into<StoreBuilder>) -> Result<Store> {
+        opts.into().open()
+    }
+
+    /// [`open`](Self::open) of validated settings with their components.
+    pub(crate) fn open_with(opts: Options, parts: Components) -> Result<Store> {
         let mut cloud = None;
         let (storage, lock): (Arc<dyn Storage>, Option<DirLock>) = match opts.backend {
             Backend::Memory => {
-                let mem = opts.memory.clone().unwrap_or_default();
+                let mem = parts.memory.clone().unwrap_or_default();
                 (Arc::new(mem) as Arc<dyn Storage>, None)
             }
             b => {
@@ -173,7 +194,7 @@ impl Store {
                 let lock =
                     lock_dir_wait(&path, wait).map_err(|e| Error::from(e).at(path.display()))?;
                 if b == Backend::Object {
-                    let (storage, c) = crate::cloud::open_storage(&opts, &path)?;
+                    let (storage, c) = crate::cloud::open_storage(&opts, &parts, &path)?;
                     cloud = Some(c);
                     (storage, Some(lock))
                 } else {
@@ -184,19 +205,20 @@ impl Store {
                     };
                     let local = LocalOptions {
                         backend: choice,
-                        faults: opts.faults.clone(),
+                        faults: parts.faults.clone(),
                     };
                     (open_local_with(&path, local)?, Some(lock))
                 }
             }
         };
-        Store::start(opts, storage, cloud, lock, false)
+        Store::start(opts, parts.clock, storage, cloud, lock, false)
     }
 
     /// Starts the store over opened storage: shard threads, and the maintenance thread
     /// unless `read_only`.
     pub(crate) fn start(
         opts: Options,
+        clock: Arc<dyn Clock>,
         storage: Arc<dyn Storage>,
         cloud: Option<bough_object::CloudStorage>,
         lock: Option<DirLock>,
@@ -217,7 +239,7 @@ impl Store {
         for i in 0..opts.shards {
             let (tx, rx) = mpsc::channel();
             shards.push(Mutex::new(tx));
-            let clock = opts.clock.clone();
+            let clock = clock.clone();
             let max_group = opts.max_group_commit;
             threads.push(
                 std::thread::Builder::new()
@@ -228,7 +250,7 @@ impl Store {
         }
         let inner = Arc::new(Inner {
             cache: Arc::new(PageCache::new(opts.cache_bytes as usize)),
-            clock: opts.clock.clone(),
+            clock,
             head_cfg,
             storage,
             cloud,
@@ -287,8 +309,8 @@ impl Store {
         })
     }
 
-    /// The partitions of a table that exist in the store.
-    pub fn partitions_of(&self, table: &str) -> Result<Vec<PartitionId>> {
+    /// The partitions of a table that exist in the store ([`Table::partitions`]).
+    pub(crate) fn partitions_of(&self, table: &str) -> Result<Vec<PartitionId>> {
         let table = TableName::new(table)?;
         let mut out: Vec<PartitionId> = self
             .inner
@@ -304,19 +326,14 @@ impl Store {
     }
 
     /// Removes every key of `branch` on every partition of `table`; other branches keep
-    /// theirs.
-    pub fn drop_table_branch(&self, table: &str, branch: &str) -> Result<()> {
+    /// theirs ([`Table::truncate_branch`]).
+    pub(crate) fn drop_table_branch(&self, table: &str, branch: &str) -> Result<()> {
         for p in self.partitions_of(table)? {
             self.partition(table, p)?
                 .branch(branch)?
-                .truncate_blocking(&[])?;
+                .truncate_blocking([])?;
         }
         Ok(())
-    }
-
-    /// Removes every key of the `main` branch of `table`.
-    pub fn drop_table(&self, table: &str) -> Result<()> {
-        self.drop_table_branch(table, "main")
     }
 
     /// Stops the writers and releases the directory. Later calls on any handle fail with

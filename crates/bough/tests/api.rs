@@ -12,10 +12,13 @@ fn backends() -> Vec<Backend> {
 
 fn open(backend: Backend, dir: &std::path::Path, mem: &bough::io::MemoryStorage) -> Store {
     let opts = match backend {
-        Backend::Memory => Options::in_memory().memory(mem.clone()),
-        b => Options::new(dir).backend(b),
+        Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+        b => Store::builder(Options::new(dir).backend(b)),
     };
-    let store = Store::open(opts.maintenance_interval_ms(0)).unwrap();
+    let store = opts
+        .map_settings(|o| o.maintenance_interval_ms(0))
+        .open()
+        .unwrap();
     eprintln!("backend: {}", store.backend());
     store
 }
@@ -44,7 +47,7 @@ fn write_read_scan_floor_truncate_reopen() {
         let page = main
             .scan_blocking(&ScanOptions {
                 begin: Bound::Excluded(b"k0010".to_vec()),
-                end: Some(b"k0020".to_vec()),
+                end: Bound::Excluded(b"k0020".to_vec()),
                 limit: 5,
                 ..Default::default()
             })
@@ -84,7 +87,7 @@ fn write_read_scan_floor_truncate_reopen() {
         assert_eq!(main.get_blocking(b"k0499").unwrap().unwrap().value, b"v499");
         let all = main.scan_blocking(&ScanOptions::default()).unwrap();
         assert_eq!(all.entries.len(), 500);
-        store.drop_table("orders").unwrap();
+        store.table("orders").unwrap().truncate().unwrap();
         assert!(
             main.scan_blocking(&ScanOptions::default())
                 .unwrap()
@@ -97,12 +100,10 @@ fn write_read_scan_floor_truncate_reopen() {
 #[test]
 fn expired_entries_are_never_returned_and_get_removed() {
     let clock = ManualClock::new(1_000_000);
-    let store = Store::open(
-        Options::in_memory()
-            .clock(Arc::new(clock.clone()))
-            .maintenance_interval_ms(0),
-    )
-    .unwrap();
+    let store = Store::builder(Options::in_memory().maintenance_interval_ms(0))
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .unwrap();
     let main = store.partition("t", 0).unwrap().branch("main").unwrap();
     let mut b = WriteBatch::new();
     b.put_with(
@@ -170,12 +171,13 @@ fn last_writer_wins_by_user_timestamp() {
 #[test]
 fn regression_user_timestamps_beyond_the_clock_and_skew_are_refused() {
     let clock = ManualClock::new(1_000_000);
-    let store = Store::open(
+    let store = Store::builder(
         Options::in_memory()
             .maintenance_interval_ms(0)
-            .clock(Arc::new(clock.clone()))
             .max_timestamp_skew_ms(60_000),
     )
+    .clock(Arc::new(clock.clone()))
+    .open()
     .unwrap();
     let main = store.partition("t", 0).unwrap().branch("main").unwrap();
     let at = |k: &str, ts: u64| {

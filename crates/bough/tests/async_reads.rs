@@ -13,11 +13,13 @@ use bough::{Backend, Options, ScanOptions, WriteBatch};
 
 /// A store whose leaves are never cached, so a get of a freshly opened store reads its leaf.
 fn cold_store(dir: &std::path::Path, faults: &FaultInjector) -> bough::Store {
-    let opts = Options::new(dir)
-        .backend(Backend::Pread)
-        .maintenance_interval_ms(0)
-        .cache_data_pages(false)
-        .faults(faults.clone());
+    let opts = bough::Store::builder(
+        Options::new(dir)
+            .backend(Backend::Pread)
+            .maintenance_interval_ms(0)
+            .cache_data_pages(false),
+    )
+    .faults(faults.clone());
     common::open("async_reads", opts)
 }
 

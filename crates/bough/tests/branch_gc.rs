@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bough::io::{MemoryStorage, Storage};
 use bough::{
     Backend, Branch, ErrorKind, GcReport, KeepReason, ManualClock, Options, PartitionHandle,
-    ScanOptions, Store, WriteBatch,
+    ScanOptions, Store, StoreBuilder, WriteBatch,
 };
 use bough_names::{DataFileName, FileKind, classify};
 
@@ -43,14 +43,18 @@ impl Env {
         }
     }
 
-    fn opts(backend: Backend, dir: &Path, mem: &MemoryStorage, clock: &ManualClock) -> Options {
+    fn opts(
+        backend: Backend,
+        dir: &Path,
+        mem: &MemoryStorage,
+        clock: &ManualClock,
+    ) -> StoreBuilder {
         let o = match backend {
-            Backend::Memory => Options::in_memory().memory(mem.clone()),
-            b => Options::new(dir).backend(b),
+            Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+            b => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(FILE_SIZE)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone()))
+            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(FILE_SIZE))
     }
 
     fn reopen(&mut self) {
@@ -216,7 +220,7 @@ fn orphaned_data_files_cleaned_after_branch_deletion() {
         p.delete_branch("c").unwrap();
         let c_files = of_branch(&env.data_files(), "c");
         assert!(c_files.len() >= 2);
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         assert_eq!(deleted(&r), c_files, "{r:?}");
         assert!(of_branch(&env.data_files(), "c").is_empty());
         drop(c);
@@ -224,24 +228,24 @@ fn orphaned_data_files_cleaned_after_branch_deletion() {
         let b_files = of_branch(&env.data_files(), "b");
         drop(b);
         p.delete_branch("b").unwrap();
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         assert_eq!(deleted(&r), b_files, "{r:?}");
         assert_matches(&a, &ma);
         // `a`: nothing references its files any more.
         let a_files = of_branch(&env.data_files(), "a");
         drop(a);
         p.delete_branch("a").unwrap();
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         assert_eq!(deleted(&r), a_files, "{r:?}");
         // Only main's files are left, all of them.
         assert_eq!(env.data_files(), main_files);
         assert_matches(&main, &m);
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         assert!(r.deleted.is_empty(), "{r:?}");
         drop(main);
         env.reopen();
         assert_matches(&env.part().branch("main").unwrap(), &m);
-        let r = env.part().gc(false).unwrap();
+        let r = env.part().gc().unwrap();
         assert!(r.deleted.is_empty(), "{r:?}");
     }
 }
@@ -278,7 +282,7 @@ fn cross_branch_references_prevent_deletion() {
 
         drop(feature);
         p.delete_branch("feature").unwrap();
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         // Files only the deleted branch saw are gone; the ones hotfix references stay, kept
         // because hotfix's manifest references them.
         for n in &late {
@@ -316,14 +320,14 @@ fn cross_branch_references_prevent_deletion() {
         drop((x, y));
         p.delete_branch("x").unwrap();
         p.delete_branch("y").unwrap();
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&z, &mz);
         drop((z, hotfix, main));
         env.reopen();
         let p = env.part();
         assert_matches(&p.branch("z").unwrap(), &mz);
         assert_matches(&p.branch("hotfix").unwrap(), &h);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         env.reopen();
         let p = env.part();
         assert_matches(&p.branch("z").unwrap(), &mz);
@@ -372,7 +376,7 @@ fn archives_respect_num_retained_archives_per_branch() {
     // (index pages no round changed) in the files of the pruned states, which compaction
     // kept out of while archives held them and may move now (as the maintenance tick would).
     let c = feature.compact_now().unwrap();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     assert!(
         !r.deleted.is_empty(),
         "pruned archives freed nothing: {c:?} {r:?}"
@@ -385,7 +389,7 @@ fn archives_respect_num_retained_archives_per_branch() {
     assert_eq!(pruned_main.len(), 2);
     assert_eq!(main.prune_archives(3).unwrap(), []);
     main.compact_now().unwrap();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     assert!(!r.deleted.is_empty());
     assert!(env.data_files().len() < files_before);
 
@@ -427,10 +431,10 @@ fn archives_protect_exactly_what_they_reference() {
     main.compact_now().unwrap();
 
     // Garbage before the archive: the archive of the current state must not keep it.
-    let g1 = deleted(&p.gc(true).unwrap());
+    let g1 = deleted(&p.gc_dry_run().unwrap());
     assert!(!g1.is_empty(), "compaction left no garbage");
     let archive = main.archive().unwrap();
-    let d1 = deleted(&p.gc(false).unwrap());
+    let d1 = deleted(&p.gc().unwrap());
     assert_eq!(d1, g1, "the archive protected garbage");
     let max_id = env
         .data_files()
@@ -444,8 +448,8 @@ fn archives_protect_exactly_what_they_reference() {
     let mut v2 = Model::new();
     put_range(&main, &mut v2, "a", "v2", 0..2000, 250);
     main.compact_now().unwrap();
-    let g2 = deleted(&p.gc(true).unwrap());
-    let d2 = deleted(&p.gc(false).unwrap());
+    let g2 = deleted(&p.gc_dry_run().unwrap());
+    let d2 = deleted(&p.gc().unwrap());
     assert_eq!(d2, g2);
     drop(main);
     env.reopen();
@@ -456,13 +460,13 @@ fn archives_protect_exactly_what_they_reference() {
     assert_matches(&check, &v1);
     drop(check);
     p.delete_branch("check").unwrap();
-    assert!(p.gc(false).unwrap().deleted.is_empty());
+    assert!(p.gc().unwrap().deleted.is_empty());
 
     // Without the archive, exactly its own files go.
     main.prune_archives(0).unwrap();
-    let g3 = deleted(&p.gc(true).unwrap());
+    let g3 = deleted(&p.gc_dry_run().unwrap());
     assert!(!g3.is_empty(), "the archive referenced no file of its own");
-    let r3 = p.gc(false).unwrap();
+    let r3 = p.gc().unwrap();
     assert_eq!(deleted(&r3), g3);
     let files = env.data_files();
     assert!(g3.iter().all(|n| !files.contains(n)));
@@ -506,7 +510,7 @@ fn many_branches(backend: Backend, n: usize, seed: u64) {
     eprintln!("{n} branches created and written in {:?}", t.elapsed());
 
     let before_files = env.data_files();
-    let garbage_before = deleted(&p.gc(true).unwrap());
+    let garbage_before = deleted(&p.gc_dry_run().unwrap());
     let mut gone: BTreeSet<String> = BTreeSet::new();
     let names: Vec<String> = models.keys().filter(|n| *n != "main").cloned().collect();
     for name in names {
@@ -518,7 +522,7 @@ fn many_branches(backend: Backend, n: usize, seed: u64) {
         }
     }
     let t = Instant::now();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     eprintln!(
         "GC over {} branches and {} files: {:?}; {} deleted, {} manifests, {} mapping pages",
         models.len(),
@@ -573,13 +577,13 @@ fn many_branches(backend: Backend, n: usize, seed: u64) {
         assert_matches(&p.branch(name).unwrap(), model);
     }
     // A second GC has nothing left to do.
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     assert!(r.deleted.is_empty(), "{:?}", r.deleted);
     // Delete everything but main: only main's files remain.
     for name in models.keys().filter(|n| *n != "main") {
         p.delete_branch(name).unwrap();
     }
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     let left = env.data_files();
     assert!(
         left.iter().all(|f| parse(f).branch.is_main()),
@@ -624,7 +628,7 @@ fn gc_keeps_files_of_live_reader_snapshots() {
         main.write_blocking(wb).unwrap();
         main.compact_now().unwrap();
         main.compact_now().unwrap();
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         let pinned: BTreeSet<String> = r
             .kept
             .iter()
@@ -648,14 +652,11 @@ fn gc_keeps_files_of_live_reader_snapshots() {
         // A clone of the view pins as well; dropping both frees the files.
         let clone = view.clone();
         drop(view);
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         assert!(r.deleted.iter().all(|(n, _)| !pinned.contains(n)), "{r:?}");
-        assert_eq!(
-            clone.get(&key("a", 7)).unwrap().unwrap().value,
-            val("v1", 7)
-        );
+        assert_eq!(clone.get(key("a", 7)).unwrap().unwrap().value, val("v1", 7));
         drop(clone);
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         let freed = deleted(&r);
         for n in &pinned {
             assert!(freed.contains(n), "{n} still kept: {r:?}");
@@ -678,15 +679,15 @@ fn regression_gc_keeps_files_of_a_deleted_branchs_read_view() {
     let view = feature.read_view().unwrap();
     drop(feature);
     p.delete_branch("feature").unwrap();
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     let got = view.scan(&ScanOptions::default());
     assert!(got.is_ok(), "{:?}", got.err());
     assert_eq!(
-        view.get(&key("f", 1999)).unwrap().unwrap().value,
+        view.get(key("f", 1999)).unwrap().unwrap().value,
         val("feature", 1999)
     );
     drop(view);
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     assert!(!r.deleted.is_empty());
 }
 
@@ -709,7 +710,7 @@ fn gc_reports_what_it_freed_and_why_it_kept() {
     // Being written: a branch whose open file no manifest references (it was truncated).
     let scratch = p.create_branch("scratch", "main").unwrap();
     put_range(&scratch, &mut Model::new(), "s", "s", 0..100, 100);
-    scratch.truncate_blocking(&[]).unwrap();
+    scratch.truncate_blocking([]).unwrap();
     // Debris and strangers in the directory.
     let dir = env.dir.path().join("t.0");
     std::fs::write(dir.join("notes.txt"), b"not ours").unwrap();
@@ -724,9 +725,9 @@ fn gc_reports_what_it_freed_and_why_it_kept() {
         .filter(|n| matches!(classify(n), FileKind::Manifest(_) | FileKind::Archive(_)))
         .count();
 
-    let dry = p.gc(true).unwrap();
+    let dry = p.gc_dry_run().unwrap();
     assert_eq!(env.data_files(), files, "a dry run deleted files");
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     assert_eq!(deleted(&dry), deleted(&r));
     assert_eq!(kept(&dry), kept(&r));
 
@@ -789,7 +790,7 @@ fn gc_reports_what_it_freed_and_why_it_kept() {
     drop(view);
     drop(scratch);
     p.delete_branch("scratch").unwrap();
-    let r2 = p.gc(false).unwrap();
+    let r2 = p.gc().unwrap();
     for (n, why) in &r.kept {
         if matches!(why, KeepReason::PinnedByReader | KeepReason::Writing) {
             assert!(deleted(&r2).contains(n), "{n} ({why:?}) still kept: {r2:?}");
@@ -870,7 +871,7 @@ fn gc_alongside_writers(backend: Backend, run_for: Duration) {
     let mut gcs = 0;
     let mut freed = 0;
     while start.elapsed() < run_for {
-        let r = p.gc(false).unwrap();
+        let r = p.gc().unwrap();
         freed += r.deleted.len();
         gcs += 1;
     }
@@ -972,7 +973,7 @@ fn views_taken_during_gc(run_for: Duration) -> (usize, usize) {
     let start = Instant::now();
     let (mut runs, mut freed) = (0, 0);
     while start.elapsed() < run_for {
-        freed += p.gc(false).unwrap().deleted.len();
+        freed += p.gc().unwrap().deleted.len();
         runs += 1;
     }
     stop.store(true, Ordering::Release);
@@ -1052,7 +1053,7 @@ fn reset_during_gc() -> bool {
     let mut v2 = Model::new();
     put_range(&source, &mut v2, "a", "v2", 0..3000, 500);
     source.compact_now().unwrap();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     let still_busy = !busy.is_finished();
     busy.join().unwrap();
     reset.join().unwrap();
@@ -1096,7 +1097,7 @@ fn regression_gc_frees_pages_shadowed_since_the_last_checkpoint() {
     let mut v2 = Model::new();
     put_range(&main, &mut v2, "a", "v2", 0..3000, 500);
     main.compact_now().unwrap();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     let freed = deleted(&r);
     // The last v1 file also holds the checkpoint's mapping pages (still live); the others
     // hold only v1 leaves, every one of them rewritten.
@@ -1123,10 +1124,10 @@ fn archive_of_a_child_keeps_a_deleted_parents_files() {
     let mut cm = Model::new();
     put_range(&child, &mut cm, "c", "child", 0..500, 250);
     child.truncate_blocking(b"d").unwrap();
-    child.truncate_blocking(&[]).unwrap();
+    child.truncate_blocking([]).unwrap();
     drop(parent);
     p.delete_branch("parent").unwrap();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     let survivors = of_branch(&env.data_files(), "parent");
     assert!(!survivors.is_empty(), "{r:?}");
     for n in &survivors {
@@ -1146,7 +1147,7 @@ fn archive_of_a_child_keeps_a_deleted_parents_files() {
     p.delete_branch("again").unwrap();
     child.prune_archives(0).unwrap();
     child.rehome().unwrap();
-    let r = p.gc(false).unwrap();
+    let r = p.gc().unwrap();
     assert!(of_branch(&env.data_files(), "parent").is_empty(), "{r:?}");
     assert!(scan_all(&child).is_empty());
 }
@@ -1198,7 +1199,7 @@ fn regression_evicted_branch_keeps_its_readers_pinned() {
         put_range(&feature, &mut Model::new(), "a", "v2", 0..2000, 250);
         feature.compact_now().unwrap();
     }
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     let got = view.scan(&ScanOptions::default());
     assert!(got.is_ok(), "the view lost its data: {:?}", got.err());
     let got: Model = got

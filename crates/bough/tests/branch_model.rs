@@ -19,7 +19,7 @@ use bough::io::MemoryStorage;
 use bough::object::{CloudConfig, MemoryObjectStore, ObjectStore, OpendalStore, RetryPolicy};
 use bough::{
     ArchiveName, Backend, Branch, ConflictPolicy, ErrorKind, ManualClock, Options, PickOptions,
-    ScanOptions, StateRef, Store, WriteBatch,
+    ScanOptions, StateRef, Store, StoreBuilder, WriteBatch,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -86,12 +86,12 @@ impl World {
         mem: &MemoryStorage,
         obj: &Option<Arc<dyn ObjectStore>>,
         clock: &ManualClock,
-    ) -> Options {
+    ) -> StoreBuilder {
         let o = match (backend, obj) {
-            (Backend::Memory, _) => Options::in_memory().memory(mem.clone()),
+            (Backend::Memory, _) => Store::builder(Options::in_memory()).memory(mem.clone()),
             (Backend::Object, Some(obj)) => {
-                let mut o = Options::new(dir).object_store(obj.clone());
-                o.object = CloudConfig {
+                let mut o = Store::builder(Options::new(dir)).object_store(obj.clone());
+                o.settings_mut().object = CloudConfig {
                     cache_bytes: 4 << 20,
                     min_delete_age_ms: 0,
                     retry: RetryPolicy {
@@ -103,11 +103,10 @@ impl World {
                 };
                 o
             }
-            (b, _) => Options::new(dir).backend(b),
+            (b, _) => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(64 * 4096)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone()))
+            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(64 * 4096))
     }
 
     fn new(
@@ -294,7 +293,7 @@ impl World {
             let page = b
                 .scan_blocking(&ScanOptions {
                     begin: begin.clone(),
-                    end: Some(to.clone()),
+                    end: Bound::Excluded(to.clone()),
                     limit,
                     ..Default::default()
                 })
@@ -576,7 +575,8 @@ impl World {
     fn gc(&mut self) {
         let dry = self.rng.chance(20);
         self.note(format!("gc (dry run: {dry})"));
-        let r = self.store.partition("t", 0).unwrap().gc(dry).unwrap();
+        let part = self.store.partition("t", 0).unwrap();
+        let r = if dry { part.gc_dry_run() } else { part.gc() }.unwrap();
         self.note(format!(
             "  gc deleted {} kept {}",
             r.deleted.len(),

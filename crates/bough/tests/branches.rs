@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bough::io::{MemoryStorage, Storage};
 use bough::{
     Backend, Branch, BranchOrigin, ErrorKind, ManualClock, Options, PartitionHandle, ScanOptions,
-    Store, WriteBatch,
+    Store, StoreBuilder, WriteBatch,
 };
 use bough_names::{BranchName, DataFileName, FileKind, classify};
 
@@ -55,14 +55,18 @@ impl Env {
         Env::new(Backend::Pread)
     }
 
-    fn opts(backend: Backend, dir: &Path, mem: &MemoryStorage, clock: &ManualClock) -> Options {
+    fn opts(
+        backend: Backend,
+        dir: &Path,
+        mem: &MemoryStorage,
+        clock: &ManualClock,
+    ) -> StoreBuilder {
         let o = match backend {
-            Backend::Memory => Options::in_memory().memory(mem.clone()),
-            b => Options::new(dir).backend(b),
+            Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+            b => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(FILE_SIZE)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone()))
+            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(FILE_SIZE))
     }
 
     fn close(&self) {
@@ -430,21 +434,21 @@ fn read_from_branch_sees_inherited_and_own_data() {
         assert_matches(&main, &m);
         assert_eq!(feature.get_blocking(b"big").unwrap().unwrap().value, big);
         assert_eq!(
-            feature.get_blocking(&key("a", 5)).unwrap().unwrap().value,
+            feature.get_blocking(key("a", 5)).unwrap().unwrap().value,
             val("overwritten", 5)
         );
         assert_eq!(
-            main.get_blocking(&key("a", 5)).unwrap().unwrap().value,
+            main.get_blocking(key("a", 5)).unwrap().unwrap().value,
             val("main", 5)
         );
-        assert!(feature.get_blocking(&key("a", 150)).unwrap().is_none());
-        assert!(main.get_blocking(&key("a", 150)).unwrap().is_some());
+        assert!(feature.get_blocking(key("a", 150)).unwrap().is_none());
+        assert!(main.get_blocking(key("a", 150)).unwrap().is_some());
         // floor walks over inherited and own entries alike.
-        let fl = feature.floor_blocking(&key("a", 150)).unwrap().unwrap();
+        let fl = feature.floor_blocking(key("a", 150)).unwrap().unwrap();
         assert_eq!(fl.key, key("a", 99));
         let fl = feature.floor_blocking(b"b000499z").unwrap().unwrap();
         assert_eq!(fl.key, key("b", 499));
-        assert!(feature.get_blocking(&key("c", 0)).unwrap().is_none());
+        assert!(feature.get_blocking(key("c", 0)).unwrap().is_none());
         // A bounded scan across the inherited / own boundary.
         let page = feature
             .scan_blocking(&ScanOptions {
@@ -504,7 +508,7 @@ fn delete_branch_removes_manifests_keeps_data_until_gc() {
     );
     // A handle still held reports NotFound for reads and writes.
     assert_eq!(
-        feature.get_blocking(&key("b", 0)).unwrap_err().kind(),
+        feature.get_blocking(key("b", 0)).unwrap_err().kind(),
         ErrorKind::NotFound
     );
     let mut wb = WriteBatch::new();
@@ -519,7 +523,7 @@ fn delete_branch_removes_manifests_keeps_data_until_gc() {
     );
     drop(feature);
 
-    let report = p.gc(false).unwrap();
+    let report = p.gc().unwrap();
     let deleted: BTreeSet<String> = report.deleted.iter().map(|(n, _)| n.clone()).collect();
     for d in &feature_data {
         assert!(deleted.contains(d), "{d} not collected: {report:?}");
@@ -558,7 +562,7 @@ fn delete_branch_while_parent_still_exists() {
         p.delete_branch("feature").unwrap();
         assert_matches(&main, &m);
         put_range(&main, &mut m, "c", "main", 0..500, 250);
-        let report = p.gc(false).unwrap();
+        let report = p.gc().unwrap();
         assert!(!report.deleted.is_empty());
         assert!(
             report
@@ -599,7 +603,7 @@ fn deleting_a_parent_leaves_children_intact() {
         p.delete_branch("feature").unwrap();
         assert_eq!(names(&p), ["hotfix", "main"]);
         assert_matches(&hotfix, &h);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&hotfix, &h);
         assert_eq!(
             p.describe("hotfix").unwrap().origin.unwrap().parent,
@@ -612,7 +616,7 @@ fn deleting_a_parent_leaves_children_intact() {
         let hotfix = p.branch("hotfix").unwrap();
         assert_matches(&hotfix, &h);
         assert_matches(&p.branch("main").unwrap(), &m);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&hotfix, &h);
     }
 }
@@ -629,7 +633,9 @@ fn main_cannot_be_deleted() {
     assert!(e.to_string().contains("t.0@main"), "{e}");
     assert_eq!(
         env.store
-            .delete_branch_global("t", "main")
+            .table("t")
+            .unwrap()
+            .delete_branch("main")
             .unwrap_err()
             .kind(),
         ErrorKind::InvalidArgument
@@ -679,10 +685,12 @@ fn regression_unknown_branch_on_new_partition_creates_nothing() {
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains("t.7@nosuch"), "{e}");
     assert!(env.list("t.7").is_empty(), "{:?}", env.list("t.7"));
-    assert_eq!(env.store.partitions_of("t").unwrap(), [0]);
+    assert_eq!(env.store.table("t").unwrap().partitions().unwrap(), [0]);
     // So a global create on the table still succeeds.
     env.store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap();
 }
 
@@ -705,13 +713,13 @@ fn parent_writes_do_not_affect_newly_created_branch() {
     del_range(&main, &mut m, "a", 0..300);
     put_range(&main, &mut m, "b", "v2", 0..1000, 200);
     main.compact_now().unwrap();
-    main.truncate_blocking(&key("a", 500)).unwrap();
+    main.truncate_blocking(key("a", 500)).unwrap();
     m.retain(|k, _| k.as_slice() < key("a", 500).as_slice());
     assert_matches(&main, &m);
     assert_matches(&feature, &f);
-    assert_eq!(view.get(&key("a", 0)).unwrap().unwrap().value, val("v1", 0));
+    assert_eq!(view.get(key("a", 0)).unwrap().unwrap().value, val("v1", 0));
     // ... and the parent's GC takes nothing the branch needs.
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     assert_matches(&feature, &f);
     // A new term of the parent does not reach the branch either.
     let main = p.open_new_term("main").unwrap();
@@ -818,10 +826,10 @@ fn branch_deletion_does_not_block_other_branches() {
                 model.insert(key("w", i), val("w", i));
                 b.write_blocking(wb).unwrap();
                 assert_eq!(
-                    b.get_blocking(&key("w", i)).unwrap().unwrap().value,
+                    b.get_blocking(key("w", i)).unwrap().unwrap().value,
                     val("w", i)
                 );
-                assert!(b.get_blocking(&key("base", 7)).unwrap().is_some());
+                assert!(b.get_blocking(key("base", 7)).unwrap().is_some());
                 progress.fetch_add(1, Ordering::Relaxed);
                 i += 1;
             }
@@ -862,7 +870,7 @@ fn branch_deletion_does_not_block_other_branches() {
     let at_delete = progress.load(Ordering::Relaxed);
     // Others keep going after the deletion, and during a GC.
     wait_progress(at_delete + 50);
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     wait_progress(at_delete + 100);
     stop.store(true, Ordering::Release);
     let late = victim_writer.join().unwrap();
@@ -883,12 +891,13 @@ fn branch_deletion_does_not_block_other_branches() {
 #[test]
 fn branch_deletion_stalled_in_io_does_not_block_readers() {
     let faults = bough::io::FaultInjector::new();
-    let store = Store::open(
+    let store = Store::builder(
         Options::in_memory()
-            .memory(MemoryStorage::with_faults(faults.clone()))
             .maintenance_interval_ms(0)
             .data_file_size(FILE_SIZE),
     )
+    .memory(MemoryStorage::with_faults(faults.clone()))
+    .open()
     .unwrap();
     let p = store.partition("t", 0).unwrap();
     let main = p.branch("main").unwrap();
@@ -918,7 +927,7 @@ fn branch_deletion_stalled_in_io_does_not_block_readers() {
     assert!(p.branches().is_ok());
     let view = other.read_view().unwrap();
     assert_eq!(
-        view.get(&key("a", 1)).unwrap().unwrap().value,
+        view.get(key("a", 1)).unwrap().unwrap().value,
         val("main", 1)
     );
     assert!(
@@ -1074,7 +1083,7 @@ fn partial_branch_creation_manifest_written_current_term_missing() {
     assert_eq!(p.describe("feature").unwrap().term, 0);
     put_range(&feature, &mut f, "c", "feature", 0..100, 100);
     assert_matches(&feature, &f);
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     assert_matches(&feature, &f);
     drop(feature);
     env.reopen();
@@ -1150,7 +1159,7 @@ fn corrupted_manifest_in_one_branch_does_not_affect_others() {
     assert_eq!(names(&p), ["bad", "fresh", "good", "main"]);
     // GC cannot prove what the damaged manifest references: it refuses and deletes nothing.
     let files = env.list("t.0");
-    let e = p.gc(false).unwrap_err();
+    let e = p.gc().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
     assert!(e.to_string().contains("manifest_bad_0"), "{e}");
     assert_eq!(env.list("t.0"), files);
@@ -1175,7 +1184,7 @@ fn regression_corrupted_branch_can_be_deleted() {
     assert_eq!(p.branch("bad").unwrap_err().kind(), ErrorKind::Corruption);
     p.delete_branch("bad").unwrap();
     assert_eq!(names(&p), ["main"]);
-    let report = p.gc(false).unwrap();
+    let report = p.gc().unwrap();
     assert!(report.deleted.iter().all(|(n, _)| n.ends_with("_bad_0")));
     assert!(!env.list("t.0").iter().any(|n| n.ends_with("_bad_0")));
     assert_matches(&p.branch("main").unwrap(), &m);
@@ -1208,7 +1217,7 @@ fn missing_current_term_file_handling() {
     assert_eq!(names(&p), ["main"]);
     assert_eq!(p.branch("ghost").unwrap_err().kind(), ErrorKind::NotFound);
     // Its data files are orphans now.
-    let report = p.gc(false).unwrap();
+    let report = p.gc().unwrap();
     assert!(report.deleted.iter().any(|(n, _)| n.ends_with("_lost_0")));
     assert!(report.deleted.iter().all(|(n, _)| n.ends_with("_lost_0")));
     put_range(&main, &mut m, "b", "main", 0..100, 100);
@@ -1249,7 +1258,7 @@ fn name_reuse_aba() {
         assert!(old_files.len() >= 3);
         drop(feature);
         p.delete_branch("feature").unwrap();
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         // The child still needs the old feature's files.
         let kept: BTreeSet<String> = env
             .data_files("t.0")
@@ -1280,7 +1289,7 @@ fn name_reuse_aba() {
         }
         assert_matches(&child, &c);
         assert_matches(&feature, &f2);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&child, &c);
         drop((child, feature, main));
         env.reopen();
@@ -1288,7 +1297,7 @@ fn name_reuse_aba() {
         assert_matches(&p.branch("child").unwrap(), &c);
         assert_matches(&p.branch("feature").unwrap(), &f2);
         assert_eq!(p.describe("feature").unwrap().term, new_term);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&p.branch("child").unwrap(), &c);
     }
 }
@@ -1334,7 +1343,9 @@ fn regression_global_create_error_keeps_kind() {
     let env = Env::mem();
     assert_eq!(
         env.store
-            .create_branch_global("t", "bad name", "main")
+            .table("t")
+            .unwrap()
+            .create_branch("bad name", "main")
             .unwrap_err()
             .kind(),
         ErrorKind::InvalidArgument
@@ -1344,17 +1355,23 @@ fn regression_global_create_error_keeps_kind() {
     }
     let e = env
         .store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
     let e = env
         .store
-        .create_branch_global("t", "x", "nosuch")
+        .table("t")
+        .unwrap()
+        .create_branch("x", "nosuch")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     let e = env
         .store
-        .create_branch_global("t", "Main", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("Main", "main")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
@@ -1388,7 +1405,7 @@ fn sibling_file_ids_do_not_collide() {
     }
     assert_matches(&a, &ma);
     assert_matches(&b, &mb);
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     drop((a, b, main));
     env.reopen();
     let p = env.part(0);
@@ -1458,7 +1475,9 @@ fn main_spelled_differently_is_invalid() {
         );
         assert_eq!(
             env.store
-                .create_branch_global("t", name, "main")
+                .table("t")
+                .unwrap()
+                .create_branch(name, "main")
                 .unwrap_err()
                 .kind(),
             ErrorKind::InvalidArgument
@@ -1592,14 +1611,14 @@ fn restore_keeps_replaced_head_as_backup() {
         );
         // A view taken before the restore still reads the replaced state.
         assert_eq!(
-            view_v2.get(&key("a", 1)).unwrap().unwrap().value,
+            view_v2.get(key("a", 1)).unwrap().unwrap().value,
             val("v2", 1)
         );
         // Handles opened before the restore follow the branch.
         assert_eq!(
             p.branch("main")
                 .unwrap()
-                .get_blocking(&key("a", 1))
+                .get_blocking(key("a", 1))
                 .unwrap()
                 .unwrap()
                 .value,
@@ -1610,7 +1629,7 @@ fn restore_keeps_replaced_head_as_backup() {
         put_range(&main, &mut r, "c", "restored", 0..500, 250);
         let mut bk = v2.clone();
         put_range(&backup, &mut bk, "d", "backup", 0..500, 250);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&main, &r);
         assert_matches(&backup, &bk);
         // The archive is still there and can be restored again (the backup name is taken).
@@ -1625,7 +1644,7 @@ fn restore_keeps_replaced_head_as_backup() {
         let p = env.part(0);
         assert_matches(&p.branch("main").unwrap(), &r);
         assert_matches(&p.branch("backup").unwrap(), &bk);
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&p.branch("main").unwrap(), &r);
         assert_matches(&p.branch("backup").unwrap(), &bk);
     }
@@ -1665,7 +1684,7 @@ fn branch_from_archive_is_point_in_time() {
         // The branches hold on to their data once the archives are gone.
         main.prune_archives(0).unwrap();
         assert!(main.archives().unwrap().is_empty());
-        p.gc(false).unwrap();
+        p.gc().unwrap();
         assert_matches(&pit1, &w1);
         assert_matches(&pit2, &v2);
         assert_matches(&main, &v3);
@@ -1722,7 +1741,9 @@ fn global_create_is_all_or_nothing() {
 
     let e = env
         .store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap_err();
     assert!(e.to_string().contains("t.2@feature"), "{e}");
     assert!(!e.to_string().contains("t.0@feature"), "{e}");
@@ -1743,7 +1764,12 @@ fn global_create_is_all_or_nothing() {
 
     // A missing parent on one partition fails the same way.
     env.part(1).create_branch("dev", "main").unwrap();
-    let e = env.store.create_branch_global("t", "x", "dev").unwrap_err();
+    let e = env
+        .store
+        .table("t")
+        .unwrap()
+        .create_branch("x", "dev")
+        .unwrap_err();
     for n in [0, 2, 3] {
         assert!(e.to_string().contains(&format!("t.{n}@dev")), "{e}");
     }
@@ -1753,12 +1779,18 @@ fn global_create_is_all_or_nothing() {
     drop(pre);
     env.part(2).delete_branch("feature").unwrap();
     env.store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap();
     for (n, m) in models.iter().enumerate() {
         assert_matches(&env.part(n as u32).branch("feature").unwrap(), m);
     }
-    env.store.delete_branch_global("t", "feature").unwrap();
+    env.store
+        .table("t")
+        .unwrap()
+        .delete_branch("feature")
+        .unwrap();
     for n in 0..4 {
         assert!(!names(&env.part(n)).contains(&"feature".to_string()));
     }
@@ -1775,12 +1807,14 @@ fn global_archive_shares_one_timestamp() {
         models.push(m);
     }
     env.store
-        .create_branch_global("t", "feature", "main")
+        .table("t")
+        .unwrap()
+        .create_branch("feature", "main")
         .unwrap();
     env.clock.advance(17);
-    let ts = env.store.archive_global("t", "feature").unwrap();
+    let ts = env.store.table("t").unwrap().archive("feature").unwrap();
     assert_eq!(ts, T0 + 17);
-    let ts_main = env.store.archive_global("t", "main").unwrap();
+    let ts_main = env.store.table("t").unwrap().archive("main").unwrap();
     for n in 0..3u32 {
         let f = env.part(n).branch("feature").unwrap();
         let archives = f.archives().unwrap();
@@ -1942,12 +1976,13 @@ fn branch_operations_survive_power_loss() {
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
     let check = |models: &BTreeMap<String, Model>, step: &str| {
         let durable = env.mem.clone_durable();
-        let store = Store::open(
+        let store = Store::builder(
             Options::in_memory()
-                .memory(durable)
                 .maintenance_interval_ms(0)
                 .data_file_size(FILE_SIZE),
         )
+        .memory(durable)
+        .open()
         .unwrap();
         let p = store.partition("t", 0).unwrap();
         assert_eq!(
@@ -2002,7 +2037,7 @@ fn branch_operations_survive_power_loss() {
     models.insert("backup".into(), models["pit"].clone());
     check(&models, "re-create a deleted name");
 
-    p.gc(false).unwrap();
+    p.gc().unwrap();
     check(&models, "gc");
 }
 

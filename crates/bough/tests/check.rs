@@ -13,7 +13,10 @@ const DIR: &str = "t.0";
 /// `b` forked from it.
 fn store() -> MemoryStorage {
     let mem = MemoryStorage::new();
-    let store = Store::open(Options::in_memory().memory(mem.clone())).expect("open");
+    let store = Store::builder(Options::in_memory())
+        .memory(mem.clone())
+        .open()
+        .expect("open");
     let p = store.partition("t", 0).expect("partition");
     let main = p.branch("main").expect("main");
     let mut batch = WriteBatch::new();
@@ -183,7 +186,10 @@ fn a_damaged_manifest_is_an_error_at_its_offset_and_other_branches_still_check()
 #[test]
 fn the_check_runs_on_a_read_only_open_and_counts_the_gc_classes() {
     let mem = store();
-    let store = Store::open_read_only(Options::in_memory().memory(mem.clone())).expect("open");
+    let store = Store::builder(Options::in_memory())
+        .memory(mem.clone())
+        .open_read_only()
+        .expect("open");
     let opts = CheckOptions {
         gc: true,
         ..CheckOptions::default()

@@ -12,7 +12,9 @@ use bough::object::{
     CloudConfig, CloudStorage, Fault, FaultyObjectStore, FencingMode, MemoryObjectStore, ObjOp,
     ObjectStore, OpendalStore, RetryPolicy, Service,
 };
-use bough::{Backend, ErrorKind, ManualClock, Options, ScanOptions, Store, WriteBatch};
+use bough::{
+    Backend, ErrorKind, ManualClock, Options, ScanOptions, Store, StoreBuilder, WriteBatch,
+};
 
 const T0: u64 = 1_700_000_000_000;
 const LEASE_MS: u64 = 20_000;
@@ -31,7 +33,7 @@ fn cloud_cfg(cache_bytes: u64) -> CloudConfig {
     }
 }
 
-fn opts(store: &Arc<dyn ObjectStore>, cache: &Path, cache_bytes: u64) -> Options {
+fn opts(store: &Arc<dyn ObjectStore>, cache: &Path, cache_bytes: u64) -> StoreBuilder {
     opts_with(store, cache, cloud_cfg(cache_bytes), &ManualClock::new(T0))
 }
 
@@ -40,21 +42,21 @@ fn opts_with(
     cache: &Path,
     cfg: CloudConfig,
     clock: &ManualClock,
-) -> Options {
-    let mut o = Options::new(cache)
-        .object_store(store.clone())
+) -> StoreBuilder {
+    let settings = Options::new(cache)
         .maintenance_interval_ms(0)
         .data_file_size(64 * 4096)
-        .clock(Arc::new(clock.clone()));
-    o.object = cfg;
-    o
+        .object(cfg);
+    Store::builder(settings)
+        .object_store(store.clone())
+        .clock(Arc::new(clock.clone()))
 }
 
 /// The fencing an S3 test runs with: `FencingMode::Auto` (compare-and-swap) or forced
 /// numbered claims, through the store's configuration.
-fn with_fencing(o: Options, fencing: FencingMode) -> Options {
+fn with_fencing(o: StoreBuilder, fencing: FencingMode) -> StoreBuilder {
     let mut o = o;
-    o.object.fencing = fencing;
+    o.settings_mut().object.fencing = fencing;
     o
 }
 
@@ -112,7 +114,7 @@ fn branches_gc_and_cold_restart(store: Arc<dyn ObjectStore>, fencing: FencingMod
     let archive = main.archive().expect("archive");
     assert_eq!(contents(&main), want_main);
     assert_eq!(contents(&feature), want_feature);
-    let report = p.gc(false).expect("gc");
+    let report = p.gc().expect("gc");
     assert!(
         !report.deleted.is_empty(),
         "superseded data objects are collected"
@@ -276,7 +278,7 @@ fn two_owners(store: Arc<dyn ObjectStore>, fencing: FencingMode) {
         put(&b_main, &key(i), "from B").expect("B writes");
         acked.insert(key(i).into_bytes(), b"from B".to_vec());
     }
-    let report = b.partition("t", 0).expect("p").gc(false).expect("gc by B");
+    let report = b.partition("t", 0).expect("p").gc().expect("gc by B");
     let _ = report;
     assert_eq!(contents(&b_main), acked);
     assert!(b_main.get_blocking(b"late").expect("get").is_none());
@@ -492,11 +494,7 @@ fn the_fs_service_is_for_tests_only() {
         s.close().expect("close");
     }
     let cold = tempfile::tempdir().expect("tempdir");
-    let s = Store::open(Options {
-        path: Some(cold.path().to_path_buf()),
-        ..o
-    })
-    .expect("reopen from the objects alone");
+    let s = Store::open(o.path(cold.path())).expect("reopen from the objects alone");
     let main = s
         .partition("t", 0)
         .expect("p")
@@ -610,7 +608,7 @@ fn gc_lease_between_processes(store: Arc<dyn ObjectStore>, fencing: FencingMode)
     .expect("open C");
     let lease_c = c.acquire_gc_lease("t.0").expect("C takes the lease");
     let before = data_keys(store.as_ref());
-    let e = pa.gc(false).expect_err("A must wait for C's lease");
+    let e = pa.gc().expect_err("A must wait for C's lease");
     assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
     assert_eq!(data_keys(store.as_ref()), before, "A deleted nothing");
     // The store-wide GC (what maintenance runs) skips the partition.
@@ -618,11 +616,11 @@ fn gc_lease_between_processes(store: Arc<dyn ObjectStore>, fencing: FencingMode)
     assert!(all.iter().all(|(dir, _)| dir != "t.0"), "{all:?}");
     assert_eq!(data_keys(store.as_ref()), before, "A deleted nothing");
     // A dry run deletes nothing and needs no lease.
-    let dry = pa.gc(true).expect("dry run");
+    let dry = pa.gc_dry_run().expect("dry run");
     assert!(!dry.deleted.is_empty(), "there is garbage to collect");
     // C stalls past its lease: A takes the lease over and collects.
     clock.advance(LEASE_MS + 1);
-    let report = pa.gc(false).expect("A collects after C's lease expired");
+    let report = pa.gc().expect("A collects after C's lease expired");
     assert!(!report.deleted.is_empty());
     let after = data_keys(store.as_ref());
     assert!(after.len() < before.len());
@@ -648,11 +646,11 @@ fn gc_lease_between_processes(store: Arc<dyn ObjectStore>, fencing: FencingMode)
     let (ra, rb) = std::thread::scope(|scope| {
         let ha = scope.spawn(|| {
             barrier.wait();
-            pa.gc(false)
+            pa.gc()
         });
         let hb = scope.spawn(|| {
             barrier.wait();
-            pb.gc(false)
+            pb.gc()
         });
         (ha.join().expect("A"), hb.join().expect("B"))
     });
@@ -702,7 +700,7 @@ fn s3_gc_runs_under_a_lease_one_process_at_a_time() {
 /// Every branch of every partition, read in full.
 fn everything(s: &Store) -> BTreeMap<(u32, String), BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut out = BTreeMap::new();
-    for p in s.partitions_of("t").expect("partitions") {
+    for p in s.table("t").unwrap().partitions().expect("partitions") {
         let part = s.partition("t", p).expect("p");
         for b in part.branches().expect("branches") {
             out.insert((p, b.clone()), contents(&part.branch(&b).expect("branch")));
@@ -736,7 +734,7 @@ fn prewarm_then_warm_and_cold_restarts_read_the_same() {
     let cache = tempfile::tempdir().expect("tempdir");
     let prewarm = |dir: &Path, on: bool, budget: u64| {
         let mut o = opts(&store, dir, budget);
-        o.object.prewarm = on;
+        o.settings_mut().object.prewarm = on;
         Store::open(o).expect("open")
     };
     let before = data_gets();
@@ -798,7 +796,9 @@ fn unresolved_manifest_upload(applied: bool) {
     let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
     let store: Arc<dyn ObjectStore> = Arc::new(faulty.clone());
     let cache = tempfile::tempdir().expect("tempdir");
-    let s = Store::open(opts(&store, cache.path(), 8 << 20).max_open_branches(1)).expect("open");
+    let s =
+        Store::open(opts(&store, cache.path(), 8 << 20).map_settings(|o| o.max_open_branches(1)))
+            .expect("open");
     let p = s.partition("t", 0).expect("p");
     let main = p.branch("main").expect("main");
     let mut acked = BTreeMap::new();

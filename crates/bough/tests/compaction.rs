@@ -410,7 +410,7 @@ fn compaction_does_not_rewrite_a_file_another_branch_references_in_full() {
         "the loaded files did not look like garbage to main alone, so the test proves \
          nothing: {report:?}"
     );
-    let r = p.gc(false).expect("gc");
+    let r = p.gc().expect("gc");
     assert!(r.deleted.is_empty(), "GC freed {:?}", r.deleted);
     check(&main, &m, "main");
     check(&feature, &f, "feature");
@@ -428,7 +428,7 @@ fn compaction_does_not_rewrite_a_file_another_branch_references_in_full() {
         .collect();
     assert!(!moved_out.is_empty(), "{report:?}");
     assert!(report.shared_skipped.is_empty(), "{report:?}");
-    let r = p.gc(false).expect("gc");
+    let r = p.gc().expect("gc");
     let freed: std::collections::BTreeSet<&String> = r.deleted.iter().map(|(n, _)| n).collect();
     for n in &moved_out {
         assert!(freed.contains(n), "{n} was compacted but not freed: {r:?}");

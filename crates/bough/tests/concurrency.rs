@@ -100,7 +100,7 @@ fn check_view(label: &str, view: &ReadView, rng: &mut Rng) -> u64 {
         let mut sum = 0;
         for (i, (_, scanned)) in balances.iter().enumerate() {
             let v = view
-                .get(&account(i))
+                .get(account(i))
                 .unwrap_or_else(|e| panic!("{label}: get: {e}"))
                 .unwrap_or_else(|| panic!("{label}: account {i} missing"));
             assert_eq!(decode(&v.value), *scanned, "{label}: get ≠ scan");
@@ -210,15 +210,17 @@ fn transfers(test: &'static str, backend: Backend, partitions: u32, per_writer: 
         common::options(backend, dir.path(), &mem)
             // Timestamps all tie: the later write wins, whatever the wall clock does.
             .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
-            .shards(2)
-            .data_file_size(16 * 4096 * 2)
-            .checkpoint_chunks(2)
-            .manifest_rewrite_bytes(64 * 1024)
-            .cache_bytes(1 << 20)
-            .cache_data_pages(false)
-            // Compaction and GC run in the background while readers hold snapshots.
-            .maintenance_interval_ms(5)
-            .compaction_garbage_ratio(0.3),
+            .map_settings(|o| {
+                o.shards(2)
+                    .data_file_size(16 * 4096 * 2)
+                    .checkpoint_chunks(2)
+                    .manifest_rewrite_bytes(64 * 1024)
+                    .cache_bytes(1 << 20)
+                    .cache_data_pages(false)
+                    // Compaction and GC run in the background while readers hold snapshots.
+                    .maintenance_interval_ms(5)
+                    .compaction_garbage_ratio(0.3)
+            }),
     );
     let ledgers = Arc::new(ledgers(&store, partitions));
     let stop = Arc::new(AtomicBool::new(false));
@@ -388,12 +390,14 @@ fn readers_never_wait_for_a_writer_stalled_in_fsync() {
         let faults = FaultInjector::new();
         let store = common::open(
             "readers_never_wait_for_a_writer_stalled_in_fsync",
-            Options::new(dir.path())
-                .backend(backend)
-                .maintenance_interval_ms(0)
-                // Reads of leaves go to the disk, not the cache.
-                .cache_data_pages(false)
-                .faults(faults.clone()),
+            Store::builder(
+                Options::new(dir.path())
+                    .backend(backend)
+                    .maintenance_interval_ms(0)
+                    // Reads of leaves go to the disk, not the cache.
+                    .cache_data_pages(false),
+            )
+            .faults(faults.clone()),
         );
         let main = store
             .partition("t", 0)

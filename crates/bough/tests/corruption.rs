@@ -186,13 +186,13 @@ fn flipped_byte_in_a_leaf_is_reported_and_contained() {
         for k in [lo, (lo + hi) / 2, hi] {
             assert_corruption(
                 &format!("{what}: get key {k}"),
-                main.get_blocking(&key(k)),
+                main.get_blocking(key(k)),
                 &fname,
             );
         }
         assert_corruption(
             &format!("{what}: floor"),
-            main.floor_blocking(&key(hi)),
+            main.floor_blocking(key(hi)),
             &fname,
         );
         assert_corruption(
@@ -212,14 +212,14 @@ fn flipped_byte_in_a_leaf_is_reported_and_contained() {
         // Other leaves read fine, point reads and range reads.
         for k in [0, lo.saturating_sub(40), hi + 40, KEYS - 1] {
             let v = main
-                .get_blocking(&key(k))
+                .get_blocking(key(k))
                 .unwrap_or_else(|e| panic!("{what}: key {k} outside the leaf: {e}"))
                 .expect("present");
             assert_eq!(v.value, value(k), "{what}: key {k}");
         }
         let page = main
             .scan_blocking(&ScanOptions {
-                end: Some(key(lo.saturating_sub(40))),
+                end: Bound::Excluded(key(lo.saturating_sub(40))),
                 ..Default::default()
             })
             .unwrap_or_else(|e| panic!("{what}: scan below the leaf: {e}"));
@@ -273,7 +273,7 @@ fn read_all_checked(main: &Branch, rng: &mut Rng, round: usize) -> (usize, usize
         }
     };
     for i in 0..KEYS {
-        tally(main.get_blocking(&key(i)).map(|v| {
+        tally(main.get_blocking(key(i)).map(|v| {
             let v = v.unwrap_or_else(|| panic!("round {round}: key {i} vanished"));
             assert_eq!(v.value, value(i), "round {round}: wrong value for key {i}");
         }));
@@ -435,7 +435,7 @@ fn corrupt_data_file_header_is_reported() {
         let main = branch(&store);
         assert_corruption(
             &format!("header byte {offset}: get"),
-            main.get_blocking(&key(keys[0])),
+            main.get_blocking(key(keys[0])),
             &fname,
         );
         assert_corruption(

@@ -19,7 +19,7 @@
 //! the mapping fan-out (about 500 at 4 KiB pages) in size, never with `N`.
 
 use bough::io::MemoryStorage;
-use bough::{Options, Store, WriteBatch};
+use bough::{Options, Store, StoreBuilder, WriteBatch};
 
 /// Extra reads the large partition may cost (see the module comment): one radix level per
 /// side.
@@ -29,11 +29,13 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
 
-fn opts(mem: &MemoryStorage) -> Options {
-    Options::in_memory()
-        .memory(mem.clone())
-        .maintenance_interval_ms(0)
-        .cache_data_pages(false)
+fn opts(mem: &MemoryStorage) -> StoreBuilder {
+    Store::builder(
+        Options::in_memory()
+            .maintenance_interval_ms(0)
+            .cache_data_pages(false),
+    )
+    .memory(mem.clone())
 }
 
 /// Storage reads of `diff(main, branch)` after `changes` rewrites on a branch of a

@@ -100,7 +100,7 @@ fn one_read_per_cold_leaf(backend: Backend) {
     let before = store.io_stats();
     let first = rng.urange(0, KEYS);
     assert_eq!(
-        main.get_blocking(&key(first))
+        main.get_blocking(key(first))
             .expect("get")
             .expect("v")
             .value,
@@ -115,7 +115,7 @@ fn one_read_per_cold_leaf(backend: Backend) {
     // Warm the index and the mapping: one key out of every WARM_EVERY (every leaf holds
     // dozens of keys, so this touches every leaf's path and every data file).
     for i in (0..KEYS).step_by(WARM_EVERY) {
-        main.get_blocking(&key(i)).expect("warm");
+        main.get_blocking(key(i)).expect("warm");
     }
     let mut costs = std::collections::BTreeMap::new();
     for _ in 0..400 {
@@ -125,7 +125,7 @@ fn one_read_per_cold_leaf(backend: Backend) {
         }
         let i = i.min(KEYS - 1);
         let before = store.io_stats();
-        let got = main.get_blocking(&key(i)).expect("get").expect("present");
+        let got = main.get_blocking(key(i)).expect("get").expect("present");
         let reads = store.io_stats().since(&before).reads;
         assert_eq!(got.value, value(i));
         *costs.entry(reads).or_insert(0) += 1;
@@ -149,13 +149,13 @@ fn one_read_per_cold_leaf(backend: Backend) {
             let want = if i >= round * 7 && (i - round * 7).is_multiple_of(97) {
                 value(i + 1)
             } else {
-                main.get_blocking(&key(i))
+                main.get_blocking(key(i))
                     .expect("get")
                     .expect("present")
                     .value
             };
             let before = store.io_stats();
-            let got = main.get_blocking(&key(i)).expect("get").expect("present");
+            let got = main.get_blocking(key(i)).expect("get").expect("present");
             let reads = store.io_stats().since(&before).reads;
             assert_eq!(got.value, want);
             *costs.entry(reads).or_insert(0) += 1;

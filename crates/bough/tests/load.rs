@@ -94,7 +94,7 @@ fn slow_load_1gib_then_verify() {
     for _ in 0..10_000 {
         let i = rng.below(KEYS);
         assert_eq!(
-            main.get_blocking(&key(i))
+            main.get_blocking(key(i))
                 .expect("get")
                 .expect("present")
                 .value,

@@ -537,12 +537,13 @@ fn rehome_every_borrower_then_delete_frees_all_of_features_files() {
 fn regression_expired_entries_are_absent_in_diffs_and_merges() {
     let dir = tempfile::tempdir().unwrap();
     let clock = bough::ManualClock::new(1_000_000);
-    let s = Store::open(
+    let s = Store::builder(
         Options::new(dir.path())
             .backend(Backend::Pread)
-            .maintenance_interval_ms(0)
-            .clock(std::sync::Arc::new(clock.clone())),
+            .maintenance_interval_ms(0),
     )
+    .clock(std::sync::Arc::new(clock.clone()))
+    .open()
     .unwrap();
     let p = s.partition("t", 0).unwrap();
     let main = p.branch("main").unwrap();

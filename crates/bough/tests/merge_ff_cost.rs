@@ -10,7 +10,7 @@
 //! index and leaf page a walk touches) and reads that reach the storage.
 
 use bough::io::MemoryStorage;
-use bough::{MergeOptions, MergeReport, Options, Store, WriteBatch};
+use bough::{MergeOptions, MergeReport, Options, Store, StoreBuilder, WriteBatch};
 
 const KEYS: u64 = 30_000;
 
@@ -18,11 +18,13 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
 
-fn opts(mem: &MemoryStorage) -> Options {
-    Options::in_memory()
-        .memory(mem.clone())
-        .maintenance_interval_ms(0)
-        .cache_data_pages(false)
+fn opts(mem: &MemoryStorage) -> StoreBuilder {
+    Store::builder(
+        Options::in_memory()
+            .maintenance_interval_ms(0)
+            .cache_data_pages(false),
+    )
+    .memory(mem.clone())
 }
 
 /// What a merge read: page-cache lookups and storage reads.
@@ -78,7 +80,7 @@ fn fast_forward_reads(changes: u64, count: bool) -> (Reads, MergeReport) {
     eprintln!("[merge_ff_cost] {changes} changes, counted: {count}: {reads:?}, {r:?}");
     assert!(r.fast_forward && r.committed, "{r:?}");
     let main = p.branch("main").expect("main");
-    let got = main.get_blocking(&key(0)).expect("get").expect("key 0");
+    let got = main.get_blocking(key(0)).expect("get").expect("key 0");
     assert_eq!(got.value, b"new00000000", "main holds feature's state");
     store.close().expect("close");
     (reads, r)

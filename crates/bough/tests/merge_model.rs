@@ -52,7 +52,7 @@ use std::sync::Arc;
 use bough::io::MemoryStorage;
 use bough::{
     Backend, Branch, ConflictPolicy, DiffChange, ErrorKind, ManualClock, MergeOptions, Options,
-    PutOptions, ScanOptions, Store, Value, WriteBatch,
+    PutOptions, ScanOptions, Store, StoreBuilder, Value, WriteBatch,
 };
 use common::Rng;
 
@@ -265,15 +265,21 @@ struct World {
 }
 
 impl World {
-    fn opts(backend: Backend, dir: &Path, mem: &MemoryStorage, clock: &ManualClock) -> Options {
+    fn opts(
+        backend: Backend,
+        dir: &Path,
+        mem: &MemoryStorage,
+        clock: &ManualClock,
+    ) -> StoreBuilder {
         let o = match backend {
-            Backend::Memory => Options::in_memory().memory(mem.clone()),
-            b => Options::new(dir).backend(b),
+            Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+            b => Store::builder(Options::new(dir).backend(b)),
         };
-        o.maintenance_interval_ms(0)
-            .data_file_size(64 * 4096)
-            .checkpoint_chunks(4)
-            .clock(Arc::new(clock.clone()))
+        o.clock(Arc::new(clock.clone())).map_settings(|o| {
+            o.maintenance_interval_ms(0)
+                .data_file_size(64 * 4096)
+                .checkpoint_chunks(4)
+        })
     }
 
     fn new(backend: Backend, seed: u64, log: Rc<RefCell<Vec<String>>>) -> World {
@@ -1136,7 +1142,7 @@ impl World {
 
     fn gc(&mut self) {
         self.note("gc".into());
-        self.part().gc(false).expect("gc");
+        self.part().gc().expect("gc");
         self.check_all();
     }
 

@@ -6,19 +6,17 @@ use bough::io::MemoryStorage;
 use bough::{ConflictPolicy, DiffChange, MergeOptions, Options, PutOptions, Store, WriteBatch};
 
 fn store() -> Store {
-    Store::open(
-        Options::in_memory()
-            .memory(MemoryStorage::new())
-            .maintenance_interval_ms(0),
-    )
-    .expect("open")
+    Store::builder(Options::in_memory().maintenance_interval_ms(0))
+        .memory(MemoryStorage::new())
+        .open()
+        .expect("open")
 }
 
 fn put(b: &bough::Branch, k: &str, v: &str, ts: u64) {
     let mut w = WriteBatch::new();
     w.put_with(
-        k.as_bytes().to_vec(),
-        v.as_bytes().to_vec(),
+        k.as_bytes(),
+        v.as_bytes(),
         PutOptions {
             timestamp: Some(ts),
             ..Default::default()
@@ -29,7 +27,7 @@ fn put(b: &bough::Branch, k: &str, v: &str, ts: u64) {
 
 fn delete(b: &bough::Branch, k: &str, ts: u64) {
     let mut w = WriteBatch::new();
-    w.delete_at(k.as_bytes().to_vec(), ts);
+    w.delete_at(k.as_bytes(), ts);
     b.write_blocking(w).expect("delete");
 }
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use bough::io::{CrashPolicy, MemoryStorage};
 use bough::{
     Backend, Branch, ErrorKind, ManualClock, Options, PutOptions, ReadView, ScanOptions, Store,
-    Value, WriteBatch, show_key,
+    StoreBuilder, Value, WriteBatch, show_key,
 };
 use common::Rng;
 
@@ -486,16 +486,18 @@ impl Run {
         run
     }
 
-    fn options(&self) -> Options {
+    fn options(&self) -> StoreBuilder {
         common::options(self.backend, self.dir.path(), &self.mem)
             .clock(Arc::new(self.clock.clone()))
-            .data_file_size(16 * 4096 * 2)
-            .checkpoint_chunks(2)
-            .manifest_rewrite_bytes(64 * 1024)
-            .cache_bytes(self.cache_bytes)
-            .cache_data_pages(self.cache_data_pages)
-            .shards(self.shards)
-            .tombstone_retention_ms(RETENTION_MS)
+            .map_settings(|o| {
+                o.data_file_size(16 * 4096 * 2)
+                    .checkpoint_chunks(2)
+                    .manifest_rewrite_bytes(64 * 1024)
+                    .cache_bytes(self.cache_bytes)
+                    .cache_data_pages(self.cache_data_pages)
+                    .shards(self.shards)
+                    .tombstone_retention_ms(RETENTION_MS)
+            })
     }
 
     fn open(&mut self) {
@@ -850,7 +852,8 @@ impl Run {
                 self.counts.add("call drop_table", 1);
                 self.event("drop_table".into());
                 self.store()
-                    .drop_table(TABLE)
+                    .table(TABLE)
+                    .and_then(|t| t.truncate())
                     .unwrap_or_else(|e| panic!("{}: drop_table: {e}", self.ctx()));
                 for m in &mut self.models {
                     m.map.clear();
@@ -1133,7 +1136,9 @@ impl Run {
         let mut got: Vec<bough::KeyValue> = Vec::new();
         let mut opts = ScanOptions {
             begin: begin.clone(),
-            end: end.clone(),
+            end: end
+                .clone()
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
             limit,
             max_bytes,
             keys_only,
@@ -1502,11 +1507,13 @@ fn regression_group_commit_delete_then_older_put() {
         let faults = bough::io::FaultInjector::new();
         let store = common::open(
             "regression_group_commit_delete_then_older_put",
-            Options::new(dir.path())
-                .backend(backend)
-                .maintenance_interval_ms(0)
-                .shards(1)
-                .faults(faults.clone()),
+            Store::builder(
+                Options::new(dir.path())
+                    .backend(backend)
+                    .maintenance_interval_ms(0)
+                    .shards(1),
+            )
+            .faults(faults.clone()),
         );
         let main = store
             .partition("t", 0)
@@ -1647,10 +1654,12 @@ fn regression_view_version_never_goes_back() {
 fn view_version_continues_across_reopen_new_term_fork_and_restore() {
     let mem = MemoryStorage::new();
     let opts = || {
-        Options::in_memory()
-            .memory(mem.clone())
-            .maintenance_interval_ms(0)
-            .manifest_rewrite_bytes(64 * 1024)
+        Store::builder(
+            Options::in_memory()
+                .maintenance_interval_ms(0)
+                .manifest_rewrite_bytes(64 * 1024),
+        )
+        .memory(mem.clone())
     };
     let write = |b: &Branch, i: u32| {
         let mut wb = WriteBatch::new();

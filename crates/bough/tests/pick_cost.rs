@@ -15,17 +15,19 @@
 //! 80,000, and 505 / 589 with 2,000 changes a side.
 
 use bough::io::MemoryStorage;
-use bough::{Options, PickOptions, ScanOptions, StateRef, Store, WriteBatch};
+use bough::{Options, PickOptions, ScanOptions, StateRef, Store, StoreBuilder, WriteBatch};
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
 
-fn opts(mem: &MemoryStorage) -> Options {
-    Options::in_memory()
-        .memory(mem.clone())
-        .maintenance_interval_ms(0)
-        .cache_data_pages(false)
+fn opts(mem: &MemoryStorage) -> StoreBuilder {
+    Store::builder(
+        Options::in_memory()
+            .maintenance_interval_ms(0)
+            .cache_data_pages(false),
+    )
+    .memory(mem.clone())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -255,7 +255,7 @@ fn a_read_only_store_refuses_every_change_and_changes_no_byte() {
         main.compact_now().err(),
         ro.gc().err(),
         ro.run_maintenance().err(),
-        p.gc(false).err(),
+        p.gc().err(),
         ro.partition("t", 1).and_then(|p| p.branch("main")).err(),
     ];
     for (i, e) in refused.into_iter().enumerate() {
@@ -268,7 +268,7 @@ fn a_read_only_store_refuses_every_change_and_changes_no_byte() {
     assert_eq!(p.branches().expect("branches"), vec!["feature", "main"]);
     assert_eq!(main.archives().expect("archives").len(), 1);
     assert!(p.diff("main", "feature").expect("diff").is_empty());
-    assert!(p.gc(true).is_ok(), "a GC dry run only reads");
+    assert!(p.gc_dry_run().is_ok(), "a GC dry run only reads");
     ro.close().expect("close");
     assert_eq!(
         contents(dir.path()),

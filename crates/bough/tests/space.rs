@@ -284,7 +284,7 @@ fn gc_keeps_the_file_the_next_writer_continues() {
 
     let store = common::open(test, opts());
     let p = store.partition("sp", 0).expect("partition");
-    let r = p.gc(false).expect("gc");
+    let r = p.gc().expect("gc");
     assert!(r.deleted.is_empty(), "{r:?}");
     assert_eq!(
         each_data_file(&part).keys().collect::<Vec<_>>(),

@@ -220,7 +220,7 @@ fn read_only_open_leaves_bytes_unchanged_and_the_tail_is_kept_aside() {
     // GC leaves the evidence alone; everything committed since reads back.
     let store = open(crashed.path());
     let part = store.partition("t", 0).expect("partition");
-    part.gc(false).expect("gc");
+    part.gc().expect("gc");
     assert!(aside.exists(), "GC never deletes a kept-aside tail");
     let main = part.branch("main").expect("main");
     let all = main.scan_blocking(&ScanOptions::default()).expect("scan");
@@ -399,9 +399,7 @@ fn power_lost_during_the_clean_close_loses_nothing() {
 
     fn build(mem: &MemoryStorage) -> Store {
         let store = Store::open(
-            Options::in_memory()
-                .memory(mem.clone())
-                .maintenance_interval_ms(0),
+            Store::builder(Options::in_memory().maintenance_interval_ms(0)).memory(mem.clone()),
         )
         .expect("open");
         let p = store.partition("t", 0).expect("partition");
@@ -441,9 +439,7 @@ fn power_lost_during_the_clean_close_loses_nothing() {
             faults.clear();
             mem.crash(policy);
             let store = Store::open(
-                Options::in_memory()
-                    .memory(mem.clone())
-                    .maintenance_interval_ms(0),
+                Store::builder(Options::in_memory().maintenance_interval_ms(0)).memory(mem.clone()),
             )
             .unwrap_or_else(|e| panic!("close sync {k}, policy {p}: reopen: {e}"));
             let part = store.partition("t", 0).expect("partition");
@@ -463,7 +459,7 @@ fn power_lost_during_the_clean_close_loses_nothing() {
 /// Linux's EIO (this test binary does not depend on libc).
 const EIO: i32 = 5;
 
-fn put(b: &bough::Branch, k: impl Into<Vec<u8>>, v: impl Into<Vec<u8>>) -> bough::Result<()> {
+fn put(b: &bough::Branch, k: impl AsRef<[u8]>, v: impl AsRef<[u8]>) -> bough::Result<()> {
     let mut wb = WriteBatch::new();
     wb.put(k, v);
     b.write_blocking(wb).map(|_| ())

@@ -71,7 +71,7 @@ impl Env {
             "tombstones",
             common::options(self.backend, self.dir.path(), &self.mem)
                 .clock(Arc::new(self.clock.clone()))
-                .tombstone_retention_ms(retention_ms),
+                .map_settings(|o| o.tombstone_retention_ms(retention_ms)),
         )
     }
 }

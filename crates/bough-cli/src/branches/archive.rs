@@ -101,12 +101,12 @@ pub fn archive(ctx: &Ctx, cmd: ArchiveCmd) -> CliResult<()> {
             if let Some(table) = all_partitions {
                 let b = resolve_branch(&[("--branch", branch.as_deref())])?;
                 let store = ctx.open(false)?;
-                if store.partitions_of(&table)?.is_empty() {
+                if store.table(&table)?.partitions()?.is_empty() {
                     return Err(CliError::not_found(format!(
                         "table `{table}` has no partitions"
                     )));
                 }
-                let ts = store.archive_global(&table, &b)?;
+                let ts = store.table(&table)?.archive(&b)?;
                 store.close()?;
                 return done(
                     ctx,

@@ -80,13 +80,13 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
                     ("--branch", branch.as_deref()),
                 ])?;
                 let store = ctx.open(false)?;
-                let parts = store.partitions_of(&table)?;
+                let parts = store.table(&table)?.partitions()?;
                 if parts.is_empty() {
                     return Err(CliError::not_found(format!(
                         "table `{table}` has no partitions"
                     )));
                 }
-                store.create_branch_global(&table, &name, &from)?;
+                store.table(&table)?.create_branch(&name, &from)?;
                 store.close()?;
                 return done(
                     ctx,
@@ -135,7 +135,7 @@ pub fn branch(ctx: &Ctx, cmd: BranchCmd) -> CliResult<()> {
             target::branch_name(&name, "NAME")?;
             if let Some(table) = all_partitions {
                 let store = ctx.open(false)?;
-                store.delete_branch_global(&table, &name)?;
+                store.table(&table)?.delete_branch(&name)?;
                 store.close()?;
                 return done(
                     ctx,

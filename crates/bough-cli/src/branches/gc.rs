@@ -47,7 +47,11 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
     for p in &parts {
         let dir = p.to_string();
         let part = handle(&store, p)?;
-        let report: GcReport = part.gc(a.dry_run)?;
+        let report: GcReport = if a.dry_run {
+            part.gc_dry_run()?
+        } else {
+            part.gc()?
+        };
         // Opening the partition for writing removed what interrupted commands left.
         let staging_removed = part.staging_removed()?;
         total_files += report.deleted.len();

@@ -128,7 +128,7 @@ pub(crate) fn finish(
     let families: BTreeSet<u32> = branches.keys().map(|(f, _)| *f).collect();
     for &f in &families {
         let p = reopened.partition(TABLE, f).map_err(err)?;
-        for (name, _) in p.gc(true).map_err(err)?.deleted {
+        for (name, _) in p.gc_dry_run().map_err(err)?.deleted {
             collectable.insert(format!("{}/{name}", p.dir()));
         }
     }

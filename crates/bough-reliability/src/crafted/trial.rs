@@ -277,7 +277,7 @@ pub(crate) fn damaged_checks(
     }
     for &f in &families {
         if let Ok(p) = store.partition(TABLE, f) {
-            match p.gc(false) {
+            match p.gc() {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Corruption => corrupt = true,
                 Err(e) => tally.fail(format!(

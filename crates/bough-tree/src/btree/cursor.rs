@@ -154,6 +154,65 @@ impl Cursor {
         Ok(None)
     }
 
+    /// Positions for backward iteration: [`prev_entry`](Self::prev_entry) then returns the
+    /// last entry with key < `key` (`inclusive`: ≤), or the last entry of all for `None`,
+    /// and goes on in descending key order. Reads one leaf at a time, as
+    /// [`next_entry`](Self::next_entry) does forward.
+    pub fn seek_back(
+        t: &dyn TreeRead,
+        root: PageId,
+        key: Option<&[u8]>,
+        inclusive: bool,
+    ) -> IoResult<Cursor> {
+        let mut c = Cursor::new();
+        if root == NO_PAGE {
+            return Ok(c);
+        }
+        match key {
+            Some(k) => {
+                c.descend(t, root, Toward::Key(Some(k)))?;
+                c.pos = c.entries.partition_point(|e| {
+                    e.key.as_slice() < k || (inclusive && e.key.as_slice() == k)
+                });
+            }
+            None => {
+                c.descend(t, root, Toward::Last)?;
+                c.pos = c.entries.len();
+            }
+        }
+        Ok(c)
+    }
+
+    /// The previous entry in descending key order (a cursor from
+    /// [`seek_back`](Self::seek_back)).
+    pub fn prev_entry(&mut self, t: &dyn TreeRead) -> IoResult<Option<Entry>> {
+        loop {
+            if let Some(p) = self.pos.checked_sub(1)
+                && let Some(e) = self.entries.get(p)
+            {
+                let e = e.clone();
+                self.pos = p;
+                return Ok(Some(e));
+            }
+            // Climb to the first ancestor with a left sibling, then go down its right edge.
+            // Each step moves strictly left or up, so a damaged tree cannot make this loop.
+            loop {
+                let Some((node, idx)) = self.stack.pop() else {
+                    self.entries.clear();
+                    self.pos = 0;
+                    return Ok(None);
+                };
+                if idx > 0 {
+                    let child = node.children[idx - 1];
+                    self.stack.push((node, idx - 1));
+                    self.descend(t, child, Toward::Last)?;
+                    self.pos = self.entries.len();
+                    break;
+                }
+            }
+        }
+    }
+
     /// Goes down from page `id` (the child the stack's top took, or the root) to a leaf,
     /// checking each page against its path.
     pub(super) fn descend(

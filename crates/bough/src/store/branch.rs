@@ -7,6 +7,26 @@ use super::*;
 /// Reads run on the caller's thread against an immutable snapshot and never wait for a
 /// writer. Writes go through the branch's write queue; the returned future (usable from any
 /// executor, or blocked on with the `_blocking` methods) resolves once the batch is durable.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.put_blocking("b", "2")?;
+/// assert_eq!(main.label(), "orders.0@main");
+/// assert_eq!(main.get_blocking("a")?.unwrap().value, b"1");
+/// assert_eq!(main.floor_blocking("az")?.unwrap().key, b"a");
+/// let archive = main.archive()?; // the state now, kept
+/// main.delete_blocking("a")?;
+/// assert_eq!(main.range("a"..).count(), 1);
+/// main.restore(&archive, "before-restore")?; // back to the archive; the replaced state is a branch
+/// assert!(main.get_blocking("a")?.is_some());
+/// main.truncate_blocking("")?; // every key
+/// assert_eq!(main.iter().count(), 0);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Branch {
     pub(super) store: Store,
@@ -142,22 +162,22 @@ impl Branch {
 
     /// The value of `key`, unless absent or expired. Never waits for storage on the calling
     /// thread: answered from cached pages there, or else on a reader thread of the store.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Value>> {
-        self.read_off_thread(key, ReadView::get).await
+    pub async fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
+        self.read_off_thread(key.as_ref(), |v, k| v.get(k)).await
     }
 
     /// Blocking [`get`](Self::get).
-    pub fn get_blocking(&self, key: &[u8]) -> Result<Option<Value>> {
+    pub fn get_blocking(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.read_view()?.get(key)
     }
 
     /// The greatest live key ≤ `key`, with its value (read as [`get`](Self::get) is).
-    pub async fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        self.read_off_thread(key, ReadView::floor).await
+    pub async fn floor<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<KeyValue>> {
+        self.read_off_thread(key.as_ref(), |v, k| v.floor(k)).await
     }
 
     /// Blocking [`floor`](Self::floor).
-    pub fn floor_blocking(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+    pub fn floor_blocking(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
         self.read_view()?.floor(key)
     }
 
@@ -200,12 +220,14 @@ impl Branch {
         self.read_view()?.scan(opts)
     }
 
-    /// Applies a batch atomically; resolves once it is durable.
-    pub fn write(
+    /// Applies a batch atomically; resolves once it is durable. The batch is queued when
+    /// this is called, not when the future is first polled. Takes a [`WriteBatch`] or a chain
+    /// of its calls (`WriteBatch::new().put(..).delete(..)`).
+    pub fn write<B: Into<WriteBatch>>(
         &self,
-        batch: WriteBatch,
-    ) -> impl std::future::Future<Output = Result<()>> + use<> {
-        let rx = self.submit_write(batch);
+        batch: B,
+    ) -> impl std::future::Future<Output = Result<()>> + use<B> {
+        let rx = self.submit_write(batch.into());
         async move {
             match rx {
                 Ok(rx) => rx.await.unwrap_or_else(|| Err(Error::closed())),
@@ -215,18 +237,50 @@ impl Branch {
     }
 
     /// Blocking [`write`](Self::write).
-    pub fn write_blocking(&self, batch: WriteBatch) -> Result<()> {
-        self.submit_write(batch)?
+    pub fn write_blocking(&self, batch: impl Into<WriteBatch>) -> Result<()> {
+        self.submit_write(batch.into())?
             .wait()
             .unwrap_or_else(|| Err(Error::closed()))
+    }
+
+    /// Sets `key` to `value`: a batch of one put, durable when the future resolves.
+    pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        key: K,
+        value: V,
+    ) -> impl std::future::Future<Output = Result<()>> + use<K, V> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch)
+    }
+
+    /// Blocking [`put`](Self::put).
+    pub fn put_blocking(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.write_blocking(WriteBatch::new().put(key, value))
+    }
+
+    /// Deletes `key` (at the store clock's time): a batch of one delete, durable when the
+    /// future resolves. Deleting an absent key is no error.
+    pub fn delete<K: AsRef<[u8]>>(
+        &self,
+        key: K,
+    ) -> impl std::future::Future<Output = Result<()>> + use<K> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch)
+    }
+
+    /// Blocking [`delete`](Self::delete).
+    pub fn delete_blocking(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.write_blocking(WriteBatch::new().delete(key))
     }
 
     /// [`write_blocking`](Self::write_blocking) that also says what the batch changed: how
     /// many of its puts and deletes took effect and how many last-writer-wins skipped
     /// because the stored entry was newer. The batch commits on its own (not grouped with
     /// other batches), so the counts are its own.
-    pub fn write_counted_blocking(&self, batch: WriteBatch) -> Result<WriteReport> {
-        let muts = self.mutations(batch)?;
+    pub fn write_counted_blocking(&self, batch: impl Into<WriteBatch>) -> Result<WriteReport> {
+        let muts = self.mutations(batch.into())?;
         let ops = muts.len() as u64;
         let out: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
         let slot = out.clone();
@@ -268,13 +322,13 @@ impl Branch {
     }
 
     /// Removes every key ≥ `from` (every key when `from` is empty).
-    pub async fn truncate(&self, from: &[u8]) -> Result<()> {
+    pub async fn truncate(&self, from: impl AsRef<[u8]>) -> Result<()> {
         self.truncate_blocking(from)
     }
 
     /// Blocking [`truncate`](Self::truncate).
-    pub fn truncate_blocking(&self, from: &[u8]) -> Result<()> {
-        let from = from.to_vec();
+    pub fn truncate_blocking(&self, from: impl AsRef<[u8]>) -> Result<()> {
+        let from = from.as_ref().to_vec();
         self.run(Box::new(move |head, now| {
             let snap = head.snapshot();
             let start = if from.is_empty() {

@@ -2,7 +2,31 @@
 
 use super::*;
 
-/// A partition of a table.
+/// A partition of a table: its branches, and what runs between them (diff, merge, reset) or
+/// over all of them (GC).
+///
+/// ```
+/// use bough::{DiffChange, MergeOptions, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("k", "v1")?;
+/// let dev = orders.create_branch("dev", "main")?;
+/// dev.put_blocking("k", "v2")?;
+/// assert_eq!(orders.branches()?, ["dev", "main"]);
+///
+/// let diff = orders.diff("main", "dev")?;
+/// assert!(matches!(&diff[0].change, DiffChange::Changed { new, .. } if new.value == b"v2"));
+/// let report = orders.merge("dev", "main", MergeOptions::default())?;
+/// assert!(report.fast_forward && report.conflicts.is_empty());
+/// assert_eq!(orders.branch("main")?.get_blocking("k")?.unwrap().value, b"v2");
+///
+/// orders.delete_branch("dev")?;
+/// let would = orders.gc_dry_run()?; // what GC would delete, deleting nothing
+/// let did = orders.gc()?;
+/// assert_eq!(would.deleted, did.deleted);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct PartitionHandle {
     pub(super) store: Store,
@@ -355,11 +379,16 @@ impl PartitionHandle {
         }))
     }
 
-    /// Garbage-collects this partition (`dry_run`: report only).
-    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
-        if !dry_run {
-            self.store.check_writable()?;
-        }
-        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), dry_run)
+    /// Garbage-collects this partition: deletes every data file that no branch, archive,
+    /// merge base, reader snapshot or writer still references, and reports what it deleted
+    /// and what it kept (and why).
+    pub fn gc(&self) -> Result<GcReport> {
+        self.store.check_writable()?;
+        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), false)
+    }
+
+    /// What [`gc`](Self::gc) would delete, deleting nothing (also on a read-only store).
+    pub fn gc_dry_run(&self) -> Result<GcReport> {
+        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), true)
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bough_io::{BackendChoice, LocalOptions, ReadOnlyStorage, Storage, open_local_with};
 
 use super::Store;
+use crate::builder::{Components, StoreBuilder};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{Backend, Options};
 
@@ -15,7 +16,7 @@ impl Store {
     /// - It takes no lock and writes nothing — no recovery, no GC, no expiry, no compaction,
     ///   no tail truncation, not even the lock file: storage is wrapped so that every change
     ///   fails. Every write, branch or archive change, `gc` and `run_maintenance` fail with
-    ///   `InvalidArgument`; a partial GC dry run (`PartitionHandle::gc(true)`) only reads.
+    ///   `InvalidArgument`; a GC dry run (`PartitionHandle::gc_dry_run`) only reads.
     /// - Each branch reads the newest durable state storage holds when it is first opened
     ///   (after this call or the last [`refresh`](Store::refresh)): what the writer had
     ///   acknowledged by then, and possibly a commit it was acknowledging at that moment
@@ -51,10 +52,15 @@ impl Store {
     /// let now = reader.partition("orders", 0).unwrap().branch("main").unwrap();
     /// assert_eq!(now.get_blocking(b"k").unwrap().unwrap().value, b"v2");
     /// ```
-    pub fn open_read_only(opts: Options) -> Result<Store> {
-        opts.validate()?;
+    pub fn open_read_only(opts: impl Into<StoreBuilder>) -> Result<Store> {
+        opts.into().open_read_only()
+    }
+
+    /// [`open_read_only`](Self::open_read_only) of validated settings with their
+    /// components.
+    pub(crate) fn open_read_only_with(opts: Options, parts: Components) -> Result<Store> {
         let inner: Arc<dyn Storage> = match opts.backend {
-            Backend::Memory => Arc::new(opts.memory.clone().unwrap_or_default()),
+            Backend::Memory => Arc::new(parts.memory.clone().unwrap_or_default()),
             Backend::Object => {
                 return Err(Error::invalid(
                     "a read-only open needs a local store (backend auto, io_uring or pread); \
@@ -79,13 +85,13 @@ impl Store {
                 };
                 let local = LocalOptions {
                     backend,
-                    faults: opts.faults.clone(),
+                    faults: parts.faults.clone(),
                 };
                 open_local_with(&path, local)?
             }
         };
         let storage: Arc<dyn Storage> = Arc::new(ReadOnlyStorage::new(inner));
-        Store::start(opts, storage, None, None, true)
+        Store::start(opts, parts.clock, storage, None, None, true)
     }
 
     /// Whether the store was opened with [`open_read_only`](Store::open_read_only).

@@ -2,7 +2,24 @@
 
 use super::*;
 
-/// A consistent view of one branch at one commit.
+/// A consistent view of one branch at one commit: every read of it sees the same state,
+/// whatever is written meanwhile.
+///
+/// ```
+/// use bough::{Options, ScanOptions, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// let view = main.read_view()?;
+/// main.put_blocking("a", "2")?;
+/// assert_eq!(view.get("a")?.unwrap().value, b"1");
+/// assert_eq!(main.read_view()?.version(), view.version() + 1);
+/// let page = view.scan(&ScanOptions { limit: 10, ..ScanOptions::default() })?;
+/// assert_eq!(page.entries.len(), 1);
+/// assert_eq!(view.prefix("a").count(), 1);
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReadView {
     pub(super) snap: Arc<TreeSnapshot>,
@@ -40,7 +57,8 @@ impl ReadView {
     }
 
     /// The value of `key`, unless absent or expired.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+    pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
+        let key = key.as_ref();
         check_key(key, self.max_key).map_err(|e| e.at(&self.label))?;
         let found = btree::get(self.snap.as_ref(), self.snap.root, key)
             .map_err(|e| Error::from(e).at(&self.label))?;
@@ -51,8 +69,8 @@ impl ReadView {
     }
 
     /// The greatest live key ≤ `key`.
-    pub fn floor(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        let mut probe = key.to_vec();
+    pub fn floor<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<KeyValue>> {
+        let mut probe = key.as_ref().to_vec();
         let mut inclusive = true;
         loop {
             let found =
@@ -76,42 +94,28 @@ impl ReadView {
         }
     }
 
-    /// A page of live entries in `[begin, end)`.
+    /// A page of live entries from `opts.begin` to `opts.end`, read as a [`RangeIter`] is.
     pub fn scan(&self, opts: &ScanOptions) -> Result<ScanPage> {
         if opts.limit == 0 {
             // A page of nothing whose continuation is its own start would make a paging
             // loop spin forever.
             return Err(Error::invalid("scan limit must be at least 1"));
         }
-        let at = |e: bough_io::IoError| Error::from(e).at(&self.label);
-        let (start, skip_equal) = match &opts.begin {
-            Bound::Included(k) => (Some(k.as_slice()), None),
-            Bound::Excluded(k) => (Some(k.as_slice()), Some(k.clone())),
-            Bound::Unbounded => (None, None),
-        };
-        let mut c = btree::Cursor::seek(self.snap.as_ref(), self.snap.root, start).map_err(at)?;
+        let mut range = RangeIter::new(self.clone(), opts.begin.clone(), opts.end.clone());
         let mut entries = Vec::new();
         let mut bytes = 0usize;
-        while let Some(e) = c.next_entry(self.snap.as_ref()).map_err(at)? {
-            if skip_equal.as_ref().is_some_and(|k| *k == e.key) {
-                continue;
-            }
-            if opts.end.as_ref().is_some_and(|end| e.key >= *end) {
-                break;
-            }
-            if !self.live(&e) {
-                continue;
-            }
+        while let Some(e) = range.next_entry()? {
+            // Checked before the value is read: the entry that does not fit only says where
+            // the next page starts.
             if entries.len() >= opts.limit || (bytes >= opts.max_bytes && !entries.is_empty()) {
                 return Ok(ScanPage {
                     entries,
                     next: Some(e.key),
                 });
             }
-            let key = e.key.clone();
-            let value = self.value_of(e, opts.keys_only)?;
-            bytes += key.len() + value.value.len();
-            entries.push(KeyValue { key, value });
+            let kv = range.pair(e, opts.keys_only)?;
+            bytes += kv.key.len() + kv.value.value.len();
+            entries.push(kv);
         }
         Ok(ScanPage {
             entries,

@@ -4,6 +4,20 @@
 use super::*;
 
 /// A key's value and metadata.
+///
+/// ```
+/// use bough::{Options, PutOptions, Store, WriteBatch};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// let at = PutOptions { timestamp: Some(5), expire_at: Some(u64::MAX), ..PutOptions::default() };
+/// main.write_blocking(WriteBatch::new().put_with("k", "v", at))?;
+/// let v = main.get_blocking("k")?.unwrap();
+/// assert_eq!((v.value.as_slice(), v.timestamp, v.expire_at), (&b"v"[..], 5, Some(u64::MAX)));
+/// let kv = main.iter().next().unwrap()?; // a KeyValue
+/// assert_eq!((kv.key, kv.value), (b"k".to_vec(), v));
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Value {
     /// The value bytes.
@@ -47,13 +61,36 @@ pub struct DiffEntry {
     pub deleted_at: Option<u64>,
 }
 
-/// What a scan reads.
+/// What a scan reads: one page of a range, for callers that page (the CLI); a
+/// [`RangeIter`](crate::RangeIter) reads a range lazily instead.
+///
+/// ```
+/// use std::ops::Bound;
+/// use bough::{Options, ScanOptions, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// for k in ["a", "b", "c", "d"] {
+///     main.put_blocking(k, "v")?;
+/// }
+/// let mut opts = ScanOptions {
+///     begin: Bound::Excluded(b"a".to_vec()),
+///     end: Bound::Included(b"d".to_vec()),
+///     limit: 2,
+///     ..ScanOptions::default()
+/// };
+/// let page = main.scan_blocking(&opts)?; // a ScanPage
+/// assert_eq!(page.entries.len(), 2);
+/// opts.begin = Bound::Included(page.next.unwrap()); // where the next page starts
+/// assert_eq!(main.scan_blocking(&opts)?.entries[0].key, b"d");
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ScanOptions {
     /// Where to start (inclusive or exclusive; unbounded = from the first key).
     pub begin: Bound<Vec<u8>>,
-    /// Where to stop (exclusive; unbounded = to the last key).
-    pub end: Option<Vec<u8>>,
+    /// Where to stop (inclusive or exclusive; unbounded = to the last key).
+    pub end: Bound<Vec<u8>>,
     /// Most entries returned; at least 1 (0 is refused as an invalid argument).
     pub limit: usize,
     /// Stop after this many key + value bytes (at least one entry is returned).
@@ -66,7 +103,7 @@ impl Default for ScanOptions {
     fn default() -> Self {
         ScanOptions {
             begin: Bound::Unbounded,
-            end: None,
+            end: Bound::Unbounded,
             limit: usize::MAX,
             max_bytes: usize::MAX,
             keys_only: false,
@@ -75,6 +112,18 @@ impl Default for ScanOptions {
 }
 
 /// What [`Branch::write_counted_blocking`] changed.
+///
+/// ```
+/// use bough::{Options, PutOptions, Store, WriteBatch};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// let at = |ts| PutOptions { timestamp: Some(ts), ..PutOptions::default() };
+/// main.write_blocking(WriteBatch::new().put_with("a", "new", at(20)))?;
+/// let r = main.write_counted_blocking(WriteBatch::new().put_with("a", "old", at(10)).put("b", "x"))?;
+/// assert_eq!((r.applied, r.superseded), (1, 1));
+/// # Ok::<(), bough::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteReport {
     /// Puts and deletes that took effect.

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use bough::io::MemoryStorage;
-use bough::{Backend, Options, Store};
+use bough::{Backend, Options, Store, StoreBuilder};
 
 /// The backends every test runs on.
 pub const ALL_BACKENDS: [Backend; 3] = [Backend::Memory, Backend::Pread, Backend::IoUring];
@@ -140,16 +140,16 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 
 /// Options for `backend`, rooted at `dir` (local backends) or sharing `mem` (memory), with
 /// background maintenance off.
-pub fn options(backend: Backend, dir: &Path, mem: &MemoryStorage) -> Options {
-    let opts = match backend {
-        Backend::Memory => Options::in_memory().memory(mem.clone()),
-        b => Options::new(dir).backend(b),
-    };
-    opts.maintenance_interval_ms(0)
+pub fn options(backend: Backend, dir: &Path, mem: &MemoryStorage) -> StoreBuilder {
+    match backend {
+        Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
+        b => Store::builder(Options::new(dir).backend(b)),
+    }
+    .map_settings(|o| o.maintenance_interval_ms(0))
 }
 
 /// Opens `opts` and logs which backend serves it.
-pub fn open(test: &str, opts: Options) -> Store {
+pub fn open(test: &str, opts: impl Into<StoreBuilder>) -> Store {
     let store = Store::open(opts).unwrap_or_else(|e| panic!("[{test}] open failed: {e}"));
     eprintln!("[{test}] backend: {}", store.backend());
     store
