@@ -284,7 +284,7 @@ fn rebase_with_conflicts() {
     let keys: Vec<Vec<u8>> = r.conflicts.iter().map(|c| c.key.clone()).collect();
     assert_eq!(keys, (5..8).map(key).collect::<Vec<_>>());
     // In a rebase, ours is the state replayed on (main), theirs the branch's own change.
-    let ours = f.get_blocking(&key(5)).unwrap().unwrap();
+    let ours = f.get_blocking(key(5)).unwrap().unwrap();
     assert_eq!(ours.value, b"feature");
     for c in &r.conflicts {
         let (o, t) = (c.ours.as_ref().unwrap(), c.theirs.as_ref().unwrap());
@@ -407,8 +407,8 @@ fn cherry_pick_of_a_range() {
     // The range's changes, not the first commit's (keys 0..3 and 4 stay main's).
     let want = apply(&mm, &after_one, &mf);
     assert_eq!(all(&main), want);
-    assert_eq!(main.get_blocking(&key(0)).unwrap().unwrap().value, b"base");
-    assert_eq!(main.get_blocking(&key(3)).unwrap().unwrap().value, b"three");
+    assert_eq!(main.get_blocking(key(0)).unwrap().unwrap().value, b"base");
+    assert_eq!(main.get_blocking(key(3)).unwrap().unwrap().value, b"three");
     // Picking it again changes nothing: every key already holds the range's end.
     let again = p
         .cherry_pick(&from, &to, "main", PickOptions::default())
@@ -437,11 +437,11 @@ fn cherry_pick_of_a_range() {
     let c = &r.conflicts[1];
     assert_eq!(
         c.ours.as_ref().unwrap().timestamp,
-        g.get_blocking(&key(12)).unwrap().unwrap().timestamp
+        g.get_blocking(key(12)).unwrap().unwrap().timestamp
     );
     assert_eq!(
         c.theirs.as_ref().unwrap().timestamp,
-        f.get_blocking(&key(12)).unwrap().unwrap().timestamp
+        f.get_blocking(key(12)).unwrap().unwrap().timestamp
     );
     assert!(!r.committed);
     assert_eq!(all(&g), mg);

@@ -88,7 +88,7 @@ fn pick_reads(keys: u64, changes: u64, revert: bool) -> (Reads, Reads) {
         .expect("pick");
         assert!(r.committed && r.applied == changes as usize, "{r:?}");
     });
-    let got = p.branch(target).unwrap().get_blocking(&key(0)).unwrap();
+    let got = p.branch(target).unwrap().get_blocking(key(0)).unwrap();
     assert!(got.unwrap().value.starts_with(want.as_bytes()));
     let scan = count(&mut || {
         let page = p
@@ -188,14 +188,14 @@ fn rebase_reads(keys: u64, changes: u64) -> Reads {
     assert!(r.committed && r.applied == changes as usize, "{r:?}");
     let f = p.branch("feature").unwrap();
     assert!(
-        f.get_blocking(&key(1))
+        f.get_blocking(key(1))
             .unwrap()
             .unwrap()
             .value
             .starts_with(b"main")
     );
     assert!(
-        f.get_blocking(&key(0))
+        f.get_blocking(key(0))
             .unwrap()
             .unwrap()
             .value
