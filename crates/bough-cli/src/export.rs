@@ -185,7 +185,12 @@ pub fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let staging = format!("import-{}-{}", std::process::id(), output::now_ms());
     let stage =
         part.create_staging_branch(&staging, &t.branch, &format!("import into {}", t.label()))?;
-    let mut progress = Progress::new(format!("import {}", t.label()), ctx.progress, None);
+    // A file's length gives the percentage and ETA (stdin has none).
+    let total = std::fs::metadata(&a.input)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let mut progress = Progress::new(format!("import {}", t.label()), ctx.progress, total);
     let mut written = WriteReport::default();
     let mut stage_write = |batch: WriteBatch| -> CliResult<()> {
         let r = stage.write_counted_blocking(batch)?;

@@ -173,16 +173,20 @@ pub fn verify(ctx: &Ctx, a: VerifyArgs) -> CliResult<u8> {
     let storage = walk::storage(&root)?;
     let mut reports: Vec<(PartitionReport, Vec<String>)> = Vec::new();
     for dir in &parts {
-        let progress = Arc::new(Mutex::new(Progress::new(
+        let progress = Arc::new(Mutex::new(Progress::of_units(
             format!("verify {dir}"),
             ctx.progress,
-            None,
+            0,
         )));
         let shown = progress.clone();
         let opts = CheckOptions {
+            // One unit per snapshot walked and per data file read: the two passes a check makes.
             progress: Some(Arc::new(move |p| {
                 if let Ok(mut line) = shown.lock() {
-                    line.tick(p.snapshots_done as u64, p.pages);
+                    let done = (p.snapshots_done + p.data_files_done) as u64;
+                    let total = (p.snapshots_total + p.data_files_total) as u64;
+                    let what = format!("{} pages read", p.pages);
+                    line.step(done, total, &what);
                 }
             })),
             ..CheckOptions::default()

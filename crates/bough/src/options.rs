@@ -96,6 +96,11 @@ pub struct Options {
     pub max_timestamp_skew_ms: u64,
     /// Most write batches coalesced into one commit (at least 1). Default: 1024.
     pub max_group_commit: usize,
+    /// Most keys one piece of a truncate removes ([`Branch::truncate`](crate::Branch::truncate),
+    /// `drop_table`): each piece is one durable commit, and the branch's other writes are
+    /// served between pieces, so no truncate holds the writer longer than a piece takes.
+    /// Default 4096; from 1 to 2^20.
+    pub truncate_piece_keys: usize,
     /// Branch heads kept open (replayed) at once; idle ones beyond this are closed and
     /// replayed again on next use. At least 1. Default: 4096.
     pub max_open_branches: usize,
@@ -132,6 +137,7 @@ impl Default for Options {
             tombstone_retention_ms: 24 * 60 * 60 * 1000,
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
+            truncate_piece_keys: 4096,
             max_open_branches: 4096,
             read_threads: 4,
             lock_wait_ms: 0,
@@ -272,6 +278,12 @@ impl Options {
         self
     }
 
+    /// Sets [`truncate_piece_keys`](Self::truncate_piece_keys).
+    pub fn truncate_piece_keys(mut self, n: usize) -> Self {
+        self.truncate_piece_keys = n;
+        self
+    }
+
     /// Checks every field; the error names the field and the rule.
     pub fn validate(&self) -> Result<()> {
         self.check(false)
@@ -346,6 +358,12 @@ impl Options {
         }
         if self.max_group_commit == 0 {
             return field("max_group_commit", "must be at least 1".into());
+        }
+        if !(1..=1 << 20).contains(&self.truncate_piece_keys) {
+            return field(
+                "truncate_piece_keys",
+                format!("{} is not from 1 to 2^20", self.truncate_piece_keys),
+            );
         }
         if self.backend == Backend::Object {
             // A store handed over ready-made brings its own service settings.

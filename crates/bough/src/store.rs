@@ -44,10 +44,12 @@ mod read_only;
 mod read_view;
 mod readers;
 mod repair;
+mod request;
 mod results;
 mod shard;
 mod staging;
 mod table;
+mod writer_ops;
 
 pub use branch::Branch;
 use gc::*;
@@ -57,28 +59,14 @@ pub use partition::PartitionHandle;
 pub use pick::StateRef;
 pub use range::RangeIter;
 pub use read_view::ReadView;
+use request::*;
 pub use results::{DiffChange, DiffEntry, KeyValue, ScanOptions, ScanPage, Value, WriteReport};
 use shard::*;
 pub use table::Table;
+use writer_ops::*;
 
 /// A batch waiting in a group commit, with its waiter.
-type Pending = (Vec<Mutation>, oneshot::Sender<Result<()>>);
-
-type Task = Box<dyn FnOnce(&mut Head, u64) -> Result<()> + Send>;
-
-enum Job {
-    Write {
-        branch: Arc<BranchEntry>,
-        muts: Vec<Mutation>,
-        reply: oneshot::Sender<Result<()>>,
-    },
-    Run {
-        branch: Arc<BranchEntry>,
-        task: Task,
-        reply: oneshot::Sender<Result<()>>,
-    },
-    Stop,
-}
+type Pending = (Vec<Mutation>, Reply<()>);
 
 #[derive(Debug)]
 pub(crate) struct BranchEntry {
@@ -133,7 +121,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     head_cfg: HeadConfig,
     partitions: Mutex<HashMap<String, Arc<PartitionEntry>>>,
-    shards: Vec<Mutex<mpsc::Sender<Job>>>,
+    shards: Vec<Mutex<mpsc::Sender<Request>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
     lock: Mutex<Option<DirLock>>,
@@ -239,12 +227,15 @@ impl Store {
         for i in 0..opts.shards {
             let (tx, rx) = mpsc::channel();
             shards.push(Mutex::new(tx));
-            let clock = clock.clone();
-            let max_group = opts.max_group_commit;
+            let ctx = ShardContext {
+                clock: clock.clone(),
+                max_group: opts.max_group_commit,
+                shards: opts.shards,
+            };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("bough-shard-{i}"))
-                    .spawn(move || shard_loop(rx, clock, max_group))
+                    .spawn(move || shard_loop(rx, ctx))
                     .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a shard: {e}")))?,
             );
         }
@@ -326,7 +317,10 @@ impl Store {
     }
 
     /// Removes every key of `branch` on every partition of `table`; other branches keep
-    /// theirs ([`Table::truncate_branch`]).
+    /// theirs ([`Table::truncate_branch`]). Each partition is truncated in bounded pieces,
+    /// one after the other (see [`Branch::truncate`]): a crash midway leaves the partitions
+    /// before it emptied, the one it was in with a prefix of its keys removed, and the rest
+    /// untouched.
     pub(crate) fn drop_table_branch(&self, table: &str, branch: &str) -> Result<()> {
         for p in self.partitions_of(table)? {
             self.partition(table, p)?
@@ -504,26 +498,15 @@ impl Store {
     }
 
     fn register(&self, head: Head, dir: &PartitionDir) -> Arc<BranchEntry> {
-        let label = format!("{dir}@{}", head.branch());
-        let shard = shard_of(&label, self.inner.shards.len());
-        let name = head.branch().clone();
-        Arc::new(BranchEntry {
-            label: label.into(),
-            published: head.published(),
-            head: Mutex::new(head),
-            shard,
-            gone: AtomicBool::new(false),
-            dir: dir.clone(),
-            name,
-        })
+        new_branch_entry(head, dir, self.inner.shards.len())
     }
 
-    fn submit(&self, job: Job, shard: usize) -> Result<()> {
+    fn submit(&self, request: Request, shard: usize) -> Result<()> {
         self.check_open()?;
         self.check_writable()?;
         self.inner.shards[shard]
             .lock()
-            .send(job)
+            .send(request)
             .map_err(|_| Error::closed())
     }
 
@@ -568,7 +551,7 @@ impl Inner {
             let _ = stop.send(());
         }
         for s in &self.shards {
-            let _ = s.lock().send(Job::Stop);
+            let _ = s.lock().send(Request::Stop);
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
@@ -632,24 +615,38 @@ impl Inner {
                     store: store.clone(),
                     entry: b.clone(),
                 };
-                let usage = usage.clone();
-                branch.run(Box::new(move |head, now| {
-                    expire(head, now)?;
-                    if let Some(usage) = &usage {
-                        compact(head, ratio, now, usage)?;
-                    }
-                    // An idle branch's mapping changes go into mapping pages now, so creating
-                    // a branch from it later writes only what changed since.
-                    if head.dirty_chunks() > 0 {
-                        head.checkpoint(now)?;
-                    }
-                    Ok(())
-                }))?;
+                // Each step is a request of its own: the branch's writes go on between them.
+                branch.expire_now()?;
+                if let Some(usage) = &usage {
+                    let usage = usage.clone();
+                    branch.call(|reply| BranchOp::Compact {
+                        ratio,
+                        usage,
+                        reply,
+                    })?;
+                }
+                branch.call(|reply| BranchOp::CheckpointIfDirty { reply })?;
             }
         }
         store.gc()?;
         Ok(())
     }
+}
+
+/// The entry of a newly opened or created head; `shards` places it on its writer.
+fn new_branch_entry(head: Head, dir: &PartitionDir, shards: usize) -> Arc<BranchEntry> {
+    let label = format!("{dir}@{}", head.branch());
+    let shard = shard_of(&label, shards);
+    let name = head.branch().clone();
+    Arc::new(BranchEntry {
+        label: label.into(),
+        published: head.published(),
+        head: Mutex::new(head),
+        shard,
+        gone: AtomicBool::new(false),
+        dir: dir.clone(),
+        name,
+    })
 }
 
 impl Drop for Inner {

@@ -63,19 +63,8 @@ impl Branch {
 
     /// Archives at timestamp `ts`; `AlreadyExists` if that archive exists (never overwritten).
     pub fn archive_at(&self, ts: u64) -> Result<ArchiveName> {
-        let entry = self.store.partition_entry(self.partition_dir())?;
-        let out: Arc<Mutex<Option<ArchiveName>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        self.run(Box::new(move |head, now| {
-            // A new durable referent of the branch's files: compaction must see it.
-            let _catalog = entry.catalog_change();
-            let name = entry.part.archive(head, ts, now)?;
-            *slot.lock() = Some(name);
-            Ok(())
-        }))?;
-        out.lock().take().ok_or_else(|| {
-            Error::new(ErrorKind::Io, "archive reported no name").at(&self.entry.label)
-        })
+        let part = self.store.partition_entry(self.partition_dir())?;
+        self.call(|reply| BranchOp::Archive { part, ts, reply })
     }
 
     /// The branch's archives, oldest first.
@@ -102,22 +91,13 @@ impl Branch {
     /// `backup`.
     pub fn restore(&self, archive: &ArchiveName, backup: &str) -> Result<()> {
         let backup = BranchName::new(backup).map_err(|e| Error::from(e).at(&self.entry.label))?;
-        let entry = self.store.partition_entry(self.partition_dir())?;
-        let store = self.store.clone();
-        let dir = self.partition_dir().clone();
-        let published = self.entry.published.clone();
-        let archive = archive.clone();
-        self.run(Box::new(move |head, now| {
-            let _catalog = entry.catalog_change();
-            let mut restored = entry.part.restore(head, &archive, &backup, now)?;
-            if let Ok(b) = entry.part.open_head(&backup) {
-                let be = store.register(b, &dir);
-                entry.branches.lock().insert(backup, be);
-            }
-            restored.share_published(published);
-            *head = restored;
-            Ok(())
-        }))
+        let part = self.store.partition_entry(self.partition_dir())?;
+        self.call(|reply| BranchOp::Restore {
+            part,
+            archive: archive.clone(),
+            backup,
+            reply,
+        })
     }
 
     /// Creates branch `name` at the state `archive` recorded (a point-in-time branch).
@@ -281,18 +261,7 @@ impl Branch {
     /// other batches), so the counts are its own.
     pub fn write_counted_blocking(&self, batch: impl Into<WriteBatch>) -> Result<WriteReport> {
         let muts = self.mutations(batch.into())?;
-        let ops = muts.len() as u64;
-        let out: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        self.run(Box::new(move |head, now| {
-            *slot.lock() = Some(head.commit(&muts, now)?.superseded);
-            Ok(())
-        }))?;
-        let superseded = out.lock().take().unwrap_or(0);
-        Ok(WriteReport {
-            applied: ops.saturating_sub(superseded),
-            superseded,
-        })
+        self.call(|reply| BranchOp::WriteCounted { muts, reply })
     }
 
     pub(super) fn mutations(&self, batch: WriteBatch) -> Result<Vec<Mutation>> {
@@ -311,7 +280,7 @@ impl Branch {
         let muts = self.mutations(batch)?;
         let (tx, rx) = oneshot::channel();
         self.store.submit(
-            Job::Write {
+            Request::Write {
                 branch: self.entry.clone(),
                 muts,
                 reply: tx,
@@ -322,51 +291,55 @@ impl Branch {
     }
 
     /// Removes every key ≥ `from` (every key when `from` is empty).
+    ///
+    /// The keys go in pieces, in key order: each piece removes at most
+    /// [`Options::truncate_piece_keys`](crate::Options::truncate_piece_keys) keys in one
+    /// durable commit, and the branch's other writes are served between pieces, so a
+    /// truncate of any size holds the writer only for a piece at a time. The truncate
+    /// removes what the branch held when it began: a write that commits while it runs is
+    /// kept, wherever its key lies. Without such writes the result is that of removing
+    /// every key at once.
+    ///
+    /// Not atomic: a crash (or an error) midway leaves a prefix of the pieces applied —
+    /// the keys from `from` up to some key removed, the later ones still there; calling
+    /// it again finishes the work. The state the truncate began at is held like a reader's
+    /// snapshot until it returns, so GC keeps its files meanwhile.
+    ///
+    /// Awaits the writer without blocking the executor thread.
     pub async fn truncate(&self, from: impl AsRef<[u8]>) -> Result<()> {
-        self.truncate_blocking(from)
+        let from = from.as_ref();
+        let limit = self.store.inner.opts.truncate_piece_keys;
+        let mut start = None;
+        let mut next = (!from.is_empty()).then(|| from.to_vec());
+        loop {
+            let rx = self.send(|reply| BranchOp::TruncatePiece {
+                start,
+                from: next,
+                limit,
+                reply,
+            })?;
+            let progress = rx.await.unwrap_or_else(|| Err(Error::closed()))?;
+            match progress.next {
+                None => return Ok(()),
+                Some(key) => {
+                    start = Some(progress.start);
+                    next = Some(key);
+                }
+            }
+        }
     }
 
     /// Blocking [`truncate`](Self::truncate).
     pub fn truncate_blocking(&self, from: impl AsRef<[u8]>) -> Result<()> {
-        let from = from.as_ref().to_vec();
-        self.run(Box::new(move |head, now| {
-            let snap = head.snapshot();
-            let start = if from.is_empty() {
-                None
-            } else {
-                Some(from.as_slice())
-            };
-            let mut c = btree::Cursor::seek(snap.as_ref(), snap.root, start)?;
-            let mut muts = Vec::new();
-            while let Some(e) = c.next_entry(snap.as_ref())? {
-                muts.push(Mutation {
-                    key: e.key,
-                    op: Op::ForceDelete,
-                });
-            }
-            head.commit(&muts, now)?;
-            Ok(())
-        }))
+        oneshot::block_on(self.truncate(from))
     }
 
-    /// Runs a task on the branch's writer, in queue order.
-    pub(crate) fn run(&self, task: Task) -> Result<()> {
-        self.check_live()?;
-        let (tx, rx) = oneshot::channel();
-        self.store.submit(
-            Job::Run {
-                branch: self.entry.clone(),
-                task,
-                reply: tx,
-            },
-            self.entry.shard,
-        )?;
-        rx.wait().unwrap_or_else(|| Err(Error::closed()))
-    }
-
-    /// Deletes expired keys now (the background task does this periodically).
+    /// Deletes expired keys now (the background task does this periodically), a piece of
+    /// at most 4096 keys per commit, the branch's other requests served between pieces.
     pub fn expire_now(&self) -> Result<()> {
-        self.run(Box::new(expire))
+        let limit = EXPIRE_PIECE_KEYS;
+        while self.call(|reply| BranchOp::ExpirePiece { limit, reply })? {}
+        Ok(())
     }
 
     /// Copies into the branch's own files every page it borrows from other branches' files
@@ -381,15 +354,8 @@ impl Branch {
     /// merge bases (every merge stays possible; what the states they pin cost is reported
     /// as [`RehomeReport::kept_bases_bytes`]).
     pub fn rehome_with(&self, opts: RehomeOptions) -> Result<RehomeReport> {
-        let entry = self.store.partition_entry(self.partition_dir())?;
-        let out: Arc<Mutex<Option<RehomeReport>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        self.run(Box::new(move |head, now| {
-            *slot.lock() = Some(entry.part.rehome(head, opts, now)?);
-            Ok(())
-        }))?;
-        let r = out.lock().take();
-        r.ok_or_else(|| Error::new(ErrorKind::Io, "re-home reported nothing").at(&self.entry.label))
+        let part = self.store.partition_entry(self.partition_dir())?;
+        self.call(|reply| BranchOp::Rehome { part, opts, reply })
     }
 
     /// Compacts the branch's mostly-garbage files now: moves its live pages out of every
@@ -400,13 +366,10 @@ impl Branch {
         let ratio = self.store.inner.opts.compaction_garbage_ratio;
         let entry = self.store.partition_entry(self.partition_dir())?;
         let usage = usage_of(&entry).map_err(|e| e.at(&self.entry.label))?;
-        let out: Arc<Mutex<CompactionReport>> = Arc::default();
-        let slot = out.clone();
-        self.run(Box::new(move |head, now| {
-            *slot.lock() = compact(head, ratio, now, &usage)?;
-            Ok(())
-        }))?;
-        let report = std::mem::take(&mut *out.lock());
-        Ok(report)
+        self.call(|reply| BranchOp::Compact {
+            ratio,
+            usage,
+            reply,
+        })
     }
 }

@@ -21,25 +21,30 @@ pub(super) fn start_maintenance(inner: &Arc<Inner>) {
         });
 }
 
-/// Deletes keys whose expiry has passed (the TTL index says which), and purges tombstones
-/// whose retention has passed: a purge removes nothing a reader could see.
-pub(super) fn expire(head: &mut Head, now: u64) -> Result<()> {
-    loop {
-        let keys = head.expired_keys(now, 4096)?;
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let muts: Vec<Mutation> = keys
-            .into_iter()
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .map(|key| Mutation {
-                key,
-                op: Op::ForceDelete,
-            })
-            .collect();
-        head.commit(&muts, now)?;
+/// Most keys one piece of the expiry sweep removes (one commit; the branch's other requests
+/// run between pieces).
+pub(super) const EXPIRE_PIECE_KEYS: usize = 4096;
+
+/// One piece of the expiry sweep: deletes up to `limit` keys whose expiry has passed (the
+/// TTL index says which), and purges tombstones whose retention has passed: a purge
+/// removes nothing a reader could see. Answers whether it removed anything; the sweep is
+/// done at the first piece that did not.
+pub(super) fn expire_piece(head: &mut Head, now: u64, limit: usize) -> Result<bool> {
+    let keys = head.expired_keys(now, limit)?;
+    if keys.is_empty() {
+        return Ok(false);
     }
+    let muts: Vec<Mutation> = keys
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|key| Mutation {
+            key,
+            op: Op::ForceDelete,
+        })
+        .collect();
+    head.commit(&muts, now)?;
+    Ok(true)
 }
 
 /// What one compaction of one branch did.

@@ -72,31 +72,15 @@ impl PartitionHandle {
         let label = format!("{}@{name}", self.dir);
         let name = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
         let parent = self.branch(from)?;
-        let entry = self.entry()?;
-        let store = self.store.clone();
-        let dir = self.dir.clone();
-        let created: Arc<Mutex<Option<Arc<BranchEntry>>>> = Arc::new(Mutex::new(None));
-        let out = created.clone();
-        let task_name = name.clone();
-        parent
-            .run(Box::new(move |head, now| {
-                let _catalog = entry.catalog_change();
-                let new_head = match &staging {
-                    Some(purpose) => entry
-                        .part
-                        .create_staging_branch(head, &task_name, purpose, now),
-                    None => entry.part.create_branch(head, &task_name, now),
-                }
-                .map_err(|e| Error::from(e).at(format!("{dir}@{task_name}")))?;
-                let b = store.register(new_head, &dir);
-                entry.branches.lock().insert(task_name, b.clone());
-                *out.lock() = Some(b);
-                Ok(())
-            }))
+        let part = self.entry()?;
+        let entry = parent
+            .call(|reply| BranchOp::CreateBranch {
+                part,
+                name,
+                staging,
+                reply,
+            })
             .map_err(|e| e.at(&label))?;
-        let entry = created.lock().take().ok_or_else(|| {
-            Error::new(ErrorKind::Io, "branch creation reported no branch").at(&label)
-        })?;
         // A new head counts against `max_open_branches` like an opened one.
         self.store.evict_idle_branches();
         Ok(Branch {
@@ -128,18 +112,8 @@ impl PartitionHandle {
             Err(e) => return Err(e),
         };
         let entry = self.entry()?;
-        let bname = BranchName::new(name)?;
-        let target = branch.entry.clone();
-        let deleted = entry.clone();
-        branch.run(Box::new(move |head, _now| {
-            let _catalog = deleted.catalog_change();
-            deleted.part.delete_branch(&bname)?;
-            head.retire();
-            deleted.retired.lock().push(target.published.clone());
-            target.gone.store(true, Ordering::Release);
-            deleted.branches.lock().remove(&bname);
-            Ok(())
-        }))?;
+        let part = entry.clone();
+        branch.call(|reply| BranchOp::Delete { part, reply })?;
         drop(branch);
         self.prune_merge_bases(&entry).map_err(|e| {
             Error::new(
@@ -162,12 +136,8 @@ impl PartitionHandle {
         let mut first_error = None;
         for name in entry.part.branches().map_err(Error::from)? {
             let pruned = self.branch(name.as_str()).and_then(|b| {
-                let e = entry.clone();
-                b.run(Box::new(move |head, now| {
-                    let _catalog = e.catalog_change();
-                    e.part.prune_merge_bases(head, now)?;
-                    Ok(())
-                }))
+                let part = entry.clone();
+                b.call(|reply| BranchOp::PruneMergeBases { part, reply })
             });
             match pruned {
                 Ok(()) => {}
@@ -234,15 +204,8 @@ impl PartitionHandle {
     /// `CURRENT_TERM`; a writer still holding the old term is fenced.
     pub fn open_new_term(&self, name: &str) -> Result<Branch> {
         let branch = self.branch(name)?;
-        let entry = self.entry()?;
-        let published = branch.entry.published.clone();
-        branch.run(Box::new(move |head, now| {
-            let _catalog = entry.catalog_change();
-            let mut new_head = entry.part.open_new_term(head, now)?;
-            new_head.share_published(published);
-            *head = new_head;
-            Ok(())
-        }))?;
+        let part = self.entry()?;
+        branch.call(|reply| BranchOp::OpenNewTerm { part, reply })?;
         Ok(branch)
     }
 
@@ -257,18 +220,7 @@ impl PartitionHandle {
         name: &str,
     ) -> Result<(BranchName, bough_manifest::Snapshot, Arc<TreeSnapshot>)> {
         let branch = self.branch(name)?;
-        type Out = Option<(bough_manifest::Snapshot, Arc<TreeSnapshot>)>;
-        let out: Arc<Mutex<Out>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        branch.run(Box::new(move |head, now| {
-            let record = head.fork_point(now)?.snapshot;
-            *slot.lock() = Some((record, head.snapshot()));
-            Ok(())
-        }))?;
-        let (snap, pin) = out
-            .lock()
-            .take()
-            .ok_or_else(|| Error::new(ErrorKind::Io, "no snapshot produced").at(branch.label()))?;
+        let (snap, pin) = branch.call(|reply| BranchOp::ForkPoint { reply })?;
         Ok((BranchName::new(name)?, snap, pin))
     }
 
@@ -350,19 +302,15 @@ impl PartitionHandle {
     pub fn merge(&self, source: &str, target: &str, opts: MergeOptions) -> Result<MergeReport> {
         let (sname, snap, pin) = self.snapshot_record(source)?;
         let t = self.branch(target)?;
-        let entry = self.entry()?;
-        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        t.run(Box::new(move |head, now| {
-            // Under the catalog lock GC cannot run between "the source state is pinned by a
-            // reader snapshot" and "the target's manifest references it".
-            let _catalog = entry.catalog_change();
-            *slot.lock() = Some(entry.part.merge(head, &sname, &snap, opts, now)?);
-            drop(pin);
-            Ok(())
-        }))?;
-        let report = out.lock().take();
-        report.ok_or_else(|| Error::new(ErrorKind::Io, "merge reported nothing").at(t.label()))
+        let part = self.entry()?;
+        t.call(|reply| BranchOp::Merge {
+            part,
+            source: sname,
+            record: snap,
+            pin,
+            opts,
+            reply,
+        })
     }
 
     /// Resets branch `target` to branch `to`'s current state by reference (e.g. refresh a
@@ -370,13 +318,14 @@ impl PartitionHandle {
     pub fn reset_branch(&self, target: &str, to: &str) -> Result<()> {
         let (sname, snap, pin) = self.snapshot_record(to)?;
         let t = self.branch(target)?;
-        let entry = self.entry()?;
-        t.run(Box::new(move |head, now| {
-            let _catalog = entry.catalog_change();
-            entry.part.reset_to(head, &sname, &snap, now)?;
-            drop(pin);
-            Ok(())
-        }))
+        let part = self.entry()?;
+        t.call(|reply| BranchOp::Reset {
+            part,
+            source: sname,
+            record: snap,
+            pin,
+            reply,
+        })
     }
 
     /// Garbage-collects this partition: deletes every data file that no branch, archive,

@@ -53,7 +53,7 @@ impl fmt::Display for StateRef {
 
 /// An end of a range: pinned now (a branch's published state), or read from the catalog in
 /// the target's write queue, under the catalog lock (archives, merge bases).
-enum End {
+pub(super) enum End {
     Pinned(Arc<TreeSnapshot>),
     Archive(ArchiveName),
     Retained(BranchName, u64),
@@ -90,20 +90,18 @@ impl PartitionHandle {
             )
             .at(&label));
         }
-        let (oname, snap, pin) = self.snapshot_record(onto)?;
+        let (oname, record, pin) = self.snapshot_record(onto)?;
         let b = self.branch(branch)?;
-        let entry = self.entry()?;
-        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        b.run(Box::new(move |head, now| {
-            // As in a merge: GC cannot run between pinning `onto` and recording it.
-            let _catalog = entry.catalog_change();
-            *slot.lock() = Some(entry.part.rebase(head, &oname, &snap, opts, now)?);
-            drop(pin);
-            Ok(())
-        }))?;
-        let report = out.lock().take();
-        report.ok_or_else(|| Error::new(ErrorKind::Io, "rebase reported nothing").at(label))
+        let part = self.entry()?;
+        b.call(|reply| BranchOp::Rebase {
+            part,
+            onto: oname,
+            record,
+            pin,
+            opts,
+            reply,
+        })
+        .map_err(|e| e.at(&label))
     }
 
     /// Cherry-picks onto branch `onto` the changes from state `from` to state `to` (any two
@@ -146,37 +144,62 @@ impl PartitionHandle {
         let label = format!("{}@{onto} ({from}..{to})", self.dir);
         let ends = [self.pin_end(from)?, self.pin_end(to)?];
         let t = self.branch(onto)?;
-        let entry = self.entry()?;
-        let out: Arc<Mutex<Option<MergeReport>>> = Arc::new(Mutex::new(None));
-        let slot = out.clone();
-        t.run(Box::new(move |head, now| {
-            // Archives and merge bases are read and used under the catalog lock: GC cannot
-            // collect them meanwhile.
-            let _catalog = entry.catalog_change();
-            let files = entry.part.files().clone();
-            let mut snaps = Vec::with_capacity(2);
-            for end in ends {
-                snaps.push(match end {
-                    End::Pinned(s) => s,
-                    End::Archive(a) => {
-                        let rec = entry.part.read_archive(&a)?;
-                        Arc::new(TreeSnapshot::from_record(files.clone(), &rec)?)
-                    }
-                    End::Retained(b, v) => {
-                        let rec = entry.part.retained_state(&b, v)?;
-                        Arc::new(TreeSnapshot::from_record(files.clone(), &rec)?)
-                    }
-                });
-            }
-            *slot.lock() = Some(
-                entry
-                    .part
-                    .pick(head, &snaps[0], &snaps[1], range, opts, now)?,
-            );
-            Ok(())
-        }))
-        .map_err(|e| e.at(&label))?;
-        let report = out.lock().take();
-        report.ok_or_else(|| Error::new(ErrorKind::Io, "cherry-pick reported nothing").at(label))
+        let part = self.entry()?;
+        t.call(|reply| BranchOp::Pick {
+            part,
+            ends,
+            range,
+            opts,
+            reply,
+        })
+        .map_err(|e| e.at(&label))
     }
+}
+
+/// Runs a rebase in the branch's write queue. Under the catalog lock GC cannot run between
+/// "`onto`'s state is pinned by a reader snapshot" and "the branch's manifest references it".
+pub(super) fn rebase(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    onto: &BranchName,
+    record: &bough_manifest::Snapshot,
+    pin: Arc<TreeSnapshot>,
+    opts: MergeOptions,
+) -> Result<MergeReport> {
+    let _catalog = part.catalog_change();
+    let report = part.part.rebase(head, onto, record, opts, now)?;
+    drop(pin);
+    Ok(report)
+}
+
+/// Runs a cherry-pick or revert in the target's write queue. Archives and merge bases are
+/// read and used under the catalog lock: GC cannot collect them meanwhile.
+pub(super) fn pick(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    ends: [End; 2],
+    range: PickRange,
+    opts: PickOptions,
+) -> Result<MergeReport> {
+    let _catalog = part.catalog_change();
+    let files = part.part.files().clone();
+    let mut snaps = Vec::with_capacity(2);
+    for end in ends {
+        snaps.push(match end {
+            End::Pinned(s) => s,
+            End::Archive(a) => {
+                let rec = part.part.read_archive(&a)?;
+                Arc::new(TreeSnapshot::from_record(files.clone(), &rec)?)
+            }
+            End::Retained(b, v) => {
+                let rec = part.part.retained_state(&b, v)?;
+                Arc::new(TreeSnapshot::from_record(files.clone(), &rec)?)
+            }
+        });
+    }
+    Ok(part
+        .part
+        .pick(head, &snaps[0], &snaps[1], range, opts, now)?)
 }

@@ -1,5 +1,5 @@
-//! Shard threads: each owns the heads of its branches, runs their jobs in order, and commits
-//! queued batches in groups.
+//! Shard threads: each owns the heads of its branches, answers their requests in order, and
+//! commits queued batches in groups.
 
 use super::*;
 
@@ -13,22 +13,32 @@ pub(super) fn shard_of(label: &str, n: usize) -> usize {
     (h % n as u64) as usize
 }
 
-pub(super) fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_group: usize) {
+/// What every shard thread is started with.
+pub(super) struct ShardContext {
+    pub(super) clock: Arc<dyn Clock>,
+    /// Most requests taken from the queue at once (and so most batches in one group).
+    pub(super) max_group: usize,
+    /// How many shards the store has (a branch created on this thread is placed by it).
+    pub(super) shards: usize,
+}
+
+pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
+    let clock = ctx.clock.as_ref();
     while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < max_group {
+        let mut requests = vec![first];
+        while requests.len() < ctx.max_group {
             match rx.try_recv() {
-                Ok(j) => jobs.push(j),
+                Ok(r) => requests.push(r),
                 Err(_) => break,
             }
         }
         // Writes of one branch that queued up together become one commit (group commit);
-        // any other job of that branch first flushes the group, so order is kept.
+        // any other request of that branch first flushes the group, so order is kept.
         let mut groups: Vec<(Arc<BranchEntry>, Vec<Pending>)> = Vec::new();
         let mut stop = false;
-        for job in jobs {
-            match job {
-                Job::Write {
+        for request in requests {
+            match request {
+                Request::Write {
                     branch,
                     muts,
                     reply,
@@ -36,28 +46,136 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Job>, clock: Arc<dyn Clock>, max_gro
                     Some((_, g)) => g.push((muts, reply)),
                     None => groups.push((branch, vec![(muts, reply)])),
                 },
-                Job::Run {
-                    branch,
-                    task,
-                    reply,
-                } => {
+                Request::Branch { branch, op } => {
                     if let Some(pos) = groups.iter().position(|(b, _)| Arc::ptr_eq(b, &branch)) {
                         let (b, g) = groups.remove(pos);
-                        commit_group(&b, g, clock.as_ref());
+                        commit_group(&b, g, clock);
                     }
-                    let mut head = branch.head.lock();
-                    let r = task(&mut head, clock.now_ms()).map_err(|e| e.at(&branch.label));
-                    reply.send(r);
+                    serve(&branch, op, &ctx);
                 }
-                Job::Stop => stop = true,
+                Request::Stop => stop = true,
             }
         }
         for (b, g) in groups {
-            commit_group(&b, g, clock.as_ref());
+            commit_group(&b, g, clock);
         }
         if stop {
             return;
         }
+    }
+}
+
+/// Answers one request of `branch` with the function of `writer_ops` (or `maintenance`)
+/// that performs it, holding the branch head; a failure names the branch.
+fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
+    fn answer<T>(reply: Reply<T>, label: &str, result: Result<T>) {
+        reply.send(result.map_err(|e| e.at(label)));
+    }
+    let mut head = branch.head.lock();
+    let head = &mut *head;
+    let now = ctx.clock.now_ms();
+    let label = &*branch.label;
+    match op {
+        BranchOp::WriteCounted { muts, reply } => {
+            answer(reply, label, write_counted(head, &muts, now));
+        }
+        BranchOp::TruncatePiece {
+            start,
+            from,
+            limit,
+            reply,
+        } => answer(
+            reply,
+            label,
+            truncate_piece(head, now, start, from.as_deref(), limit),
+        ),
+        BranchOp::ExpirePiece { limit, reply } => {
+            answer(reply, label, expire_piece(head, now, limit));
+        }
+        BranchOp::Compact {
+            ratio,
+            usage,
+            reply,
+        } => answer(reply, label, compact(head, ratio, now, &usage)),
+        BranchOp::CheckpointIfDirty { reply } => {
+            answer(reply, label, checkpoint_if_dirty(head, now));
+        }
+        BranchOp::Archive { part, ts, reply } => {
+            answer(reply, label, archive(head, now, &part, ts));
+        }
+        BranchOp::Restore {
+            part,
+            archive,
+            backup,
+            reply,
+        } => answer(
+            reply,
+            label,
+            restore(head, now, branch, &part, &archive, backup, ctx.shards),
+        ),
+        BranchOp::CreateBranch {
+            part,
+            name,
+            staging,
+            reply,
+        } => answer(
+            reply,
+            label,
+            create_branch(head, now, &part, name, staging.as_deref(), ctx.shards),
+        ),
+        BranchOp::Delete { part, reply } => answer(reply, label, delete(head, branch, &part)),
+        BranchOp::PruneMergeBases { part, reply } => {
+            answer(reply, label, prune_merge_bases(head, now, &part));
+        }
+        BranchOp::OpenNewTerm { part, reply } => {
+            answer(reply, label, open_new_term(head, now, branch, &part));
+        }
+        BranchOp::ForkPoint { reply } => answer(reply, label, fork_point(head, now)),
+        BranchOp::Merge {
+            part,
+            source,
+            record,
+            pin,
+            opts,
+            reply,
+        } => answer(
+            reply,
+            label,
+            merge(head, now, &part, &source, &record, pin, opts),
+        ),
+        BranchOp::Reset {
+            part,
+            source,
+            record,
+            pin,
+            reply,
+        } => answer(reply, label, reset(head, now, &part, &source, &record, pin)),
+        BranchOp::Rehome { part, opts, reply } => {
+            answer(reply, label, rehome(head, now, &part, opts))
+        }
+        BranchOp::Rebase {
+            part,
+            onto,
+            record,
+            pin,
+            opts,
+            reply,
+        } => answer(
+            reply,
+            label,
+            pick::rebase(head, now, &part, &onto, &record, pin, opts),
+        ),
+        BranchOp::Pick {
+            part,
+            ends,
+            range,
+            opts,
+            reply,
+        } => answer(
+            reply,
+            label,
+            pick::pick(head, now, &part, ends, range, opts),
+        ),
     }
 }
 

@@ -1,0 +1,174 @@
+//! The typed protocol between the facade and a shard thread: one request per operation the
+//! writer performs, each with a reply channel of its own answer's type.
+//!
+//! A request of a branch runs on the branch's shard thread, in the order it was queued,
+//! holding the branch head; the shard loop (`shard.rs`) answers each with one function of
+//! `writer_ops.rs`. Writes are the one request that is not answered alone: batches of one
+//! branch queued together commit as one (group commit).
+
+use super::*;
+
+/// Where a request's answer goes: the caller awaits (or blocks on) the other end.
+pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
+
+/// What a shard thread is asked to do.
+pub(super) enum Request {
+    /// Commit a batch, grouped with the other batches of the branch queued with it.
+    Write {
+        branch: Arc<BranchEntry>,
+        muts: Vec<Mutation>,
+        reply: Reply<()>,
+    },
+    /// Any other operation of one branch. The branch's pending group commits first, so
+    /// requests keep their queue order.
+    Branch {
+        branch: Arc<BranchEntry>,
+        op: BranchOp,
+    },
+    /// Stop the thread once the requests taken with this one are answered.
+    Stop,
+}
+
+/// An operation of one branch other than a grouped write, with its reply.
+pub(super) enum BranchOp {
+    /// Commit a batch on its own and count what it changed.
+    WriteCounted {
+        muts: Vec<Mutation>,
+        reply: Reply<WriteReport>,
+    },
+    /// One piece of a truncate: at most `limit` keys of `start` from `from` on.
+    TruncatePiece {
+        /// The state the truncate began at; `None` for its first piece (taken then).
+        start: Option<Arc<TreeSnapshot>>,
+        /// First key of the piece; `None` for the branch's first key.
+        from: Option<Vec<u8>>,
+        limit: usize,
+        reply: Reply<TruncateProgress>,
+    },
+    /// One piece of the expiry sweep; answers whether it removed anything (more may follow).
+    ExpirePiece { limit: usize, reply: Reply<bool> },
+    /// Compaction of the branch's mostly-garbage files that only it holds.
+    Compact {
+        ratio: f64,
+        usage: Arc<Usage>,
+        reply: Reply<CompactionReport>,
+    },
+    /// Write the mapping's dirty chunks into mapping pages, if there are any.
+    CheckpointIfDirty { reply: Reply<()> },
+    /// Archive the branch's state at timestamp `ts`.
+    Archive {
+        part: Arc<PartitionEntry>,
+        ts: u64,
+        reply: Reply<ArchiveName>,
+    },
+    /// Restore the branch to `archive`, keeping the state it replaces as `backup`.
+    Restore {
+        part: Arc<PartitionEntry>,
+        archive: ArchiveName,
+        backup: BranchName,
+        reply: Reply<()>,
+    },
+    /// Create branch `name` (a staging branch when `staging` says what it stages) at this
+    /// branch's latest commit.
+    CreateBranch {
+        part: Arc<PartitionEntry>,
+        name: BranchName,
+        staging: Option<String>,
+        reply: Reply<Arc<BranchEntry>>,
+    },
+    /// Delete this branch.
+    Delete {
+        part: Arc<PartitionEntry>,
+        reply: Reply<()>,
+    },
+    /// Drop the merge bases no live branch can use any more.
+    PruneMergeBases {
+        part: Arc<PartitionEntry>,
+        reply: Reply<()>,
+    },
+    /// Hand the branch to a new term.
+    OpenNewTerm {
+        part: Arc<PartitionEntry>,
+        reply: Reply<()>,
+    },
+    /// A checkpointed snapshot record of the branch, with the reader snapshot of that state.
+    ForkPoint {
+        reply: Reply<(bough_manifest::Snapshot, Arc<TreeSnapshot>)>,
+    },
+    /// Merge `source`'s state `record` into this branch; `pin` keeps that state's files
+    /// from GC until the merge is durable.
+    Merge {
+        part: Arc<PartitionEntry>,
+        source: BranchName,
+        record: bough_manifest::Snapshot,
+        pin: Arc<TreeSnapshot>,
+        opts: MergeOptions,
+        reply: Reply<MergeReport>,
+    },
+    /// Reset this branch to `source`'s state `record` by reference (`pin` as for a merge).
+    Reset {
+        part: Arc<PartitionEntry>,
+        source: BranchName,
+        record: bough_manifest::Snapshot,
+        pin: Arc<TreeSnapshot>,
+        reply: Reply<()>,
+    },
+    /// Copy into the branch's own files every page it borrows.
+    Rehome {
+        part: Arc<PartitionEntry>,
+        opts: RehomeOptions,
+        reply: Reply<RehomeReport>,
+    },
+    /// Rebase this branch onto `onto`'s state `record` (`pin` as for a merge).
+    Rebase {
+        part: Arc<PartitionEntry>,
+        onto: BranchName,
+        record: bough_manifest::Snapshot,
+        pin: Arc<TreeSnapshot>,
+        opts: MergeOptions,
+        reply: Reply<MergeReport>,
+    },
+    /// Cherry-pick (or revert) the range between two states onto this branch.
+    Pick {
+        part: Arc<PartitionEntry>,
+        ends: [pick::End; 2],
+        range: bough_catalog::PickRange,
+        opts: bough_catalog::PickOptions,
+        reply: Reply<MergeReport>,
+    },
+}
+
+/// Where a truncate stands after one of its pieces.
+pub(super) struct TruncateProgress {
+    /// The state the truncate began at: the later pieces remove what it held.
+    pub(super) start: Arc<TreeSnapshot>,
+    /// First key of the next piece; `None` when the truncate is complete.
+    pub(super) next: Option<Vec<u8>>,
+}
+
+impl Branch {
+    /// Queues `op` (given its reply channel) on the branch's writer, behind every request
+    /// queued before it; the receiver resolves to its answer.
+    pub(super) fn send<T>(
+        &self,
+        op: impl FnOnce(Reply<T>) -> BranchOp,
+    ) -> Result<oneshot::Receiver<Result<T>>> {
+        self.check_live()?;
+        let (tx, rx) = oneshot::channel();
+        self.store.submit(
+            Request::Branch {
+                branch: self.entry.clone(),
+                op: op(tx),
+            },
+            self.entry.shard,
+        )?;
+        Ok(rx)
+    }
+
+    /// [`send`](Self::send), then blocks until the writer answers.
+    pub(super) fn call<T>(&self, op: impl FnOnce(Reply<T>) -> BranchOp) -> Result<T> {
+        self.send(op)?
+            .wait()
+            .unwrap_or_else(|| Err(Error::closed()))
+    }
+}
