@@ -8,7 +8,12 @@
 // Library code returns errors, never panics on input (tests may unwrap).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
 use crate::error::{CatalogError, CatalogResult};
@@ -31,7 +36,9 @@ mod archives;
 mod describe;
 pub mod error;
 mod lifecycle;
+mod lineage;
 mod merge;
+mod pick;
 mod policy;
 mod read_only;
 mod recovery;
@@ -41,7 +48,9 @@ mod tags;
 mod terms;
 pub use bough_manifest::BranchPolicy;
 pub use describe::{BranchInfo, BranchSpace};
-pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport};
+pub use lineage::{BaseRoute, MergeBaseInfo, NoCommonState, ReleaseCause};
+pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeOptions, RehomeReport};
+pub use pick::{PickOptions, PickRange};
 pub use repair::Damaged;
 pub use staging::{STAGING_PREFIXES, is_staging_name};
 pub use tags::TagInfo;

@@ -84,12 +84,10 @@ impl Partition {
         bough_manifest::set_commit_version(&mut exts, version);
         // The fork point is the first merge base between the branch and where it came from.
         if let Some((parent, _)) = &origin.parent {
-            let mut state = fork.snapshot.clone();
-            state.extensions.clear();
             let bases = [bough_manifest::MergeBase {
                 branch: parent.clone(),
                 recorded_at_ms: origin.created_at_ms,
-                state,
+                state: crate::merge::base_state(&fork.snapshot),
             }];
             let bytes = bough_manifest::encode_merge_bases(&bases).map_err(|e| {
                 CatalogError::InvalidArgument {

@@ -35,6 +35,9 @@
 //! ignore it and [`Partition::prune_merge_bases`] drops it.
 
 use crate::error::{CatalogError, CatalogResult};
+use std::collections::HashSet;
+
+use bough_io::{IoError, IoResult};
 use bough_manifest::{MERGE_BASES, MergeBase, Snapshot, encode_merge_bases, merge_bases};
 use bough_names::{BranchName, FileId};
 use bough_tree::btree::{Mutation, Op};
@@ -43,6 +46,7 @@ use bough_tree::head::{Head, TreeSnapshot};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 
 use crate::Partition;
+use crate::lineage::{Found, Lineage, MergeBaseInfo, NoCommonState, lost_pairs};
 
 /// What to do with a key both sides changed differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -116,6 +120,17 @@ pub struct MergeReport {
     pub resolved: usize,
     /// Whether the target changed.
     pub committed: bool,
+    /// The merge base the three states were compared against (`None` for a cherry-pick
+    /// or a revert, which compare the two ends of a range).
+    pub base: Option<MergeBaseInfo>,
+}
+
+/// How to re-home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RehomeOptions {
+    /// Keep the branch's merge bases: the merges they serve stay possible, and the states
+    /// they pin stay on storage (reported as [`RehomeReport::kept_bases_bytes`]).
+    pub keep_merge_bases: bool,
 }
 
 /// What a re-home did.
@@ -127,9 +142,21 @@ pub struct RehomeReport {
     pub pages_copied: u64,
     /// Bytes copied.
     pub bytes_copied: u64,
+    /// The pairs of branches that could merge before and cannot after (their merge base was
+    /// a state this branch's merge bases held), each in name order, sorted; empty when the
+    /// bases are kept.
+    pub merges_lost: Vec<(BranchName, BranchName)>,
+    /// Pairs that lose their merge base beyond the first
+    /// 1,000 listed in [`merges_lost`](Self::merges_lost).
+    pub merges_lost_unlisted: u64,
+    /// Merge bases kept ([`RehomeOptions::keep_merge_bases`]).
+    pub merge_bases_kept: usize,
+    /// What keeping them costs: bytes of the pages the kept merge bases reference outside
+    /// the branch's own files (distinct pages; they stay on storage while the bases do).
+    pub kept_bases_bytes: u64,
 }
 
-fn after(c: &Change) -> Option<&Entry> {
+pub(crate) fn after(c: &Change) -> Option<&Entry> {
     match c {
         Change::Added(e) | Change::Changed { new: e, .. } => Some(e),
         Change::Removed(_) => None,
@@ -138,7 +165,7 @@ fn after(c: &Change) -> Option<&Entry> {
 
 /// Whether both sides ended at the same entry: same value (overflow values by content, since
 /// two branches writing the same value store it in different pages), timestamp and expiry.
-fn same(
+pub(crate) fn same(
     ours: &TreeSnapshot,
     a: Option<&Entry>,
     theirs: &TreeSnapshot,
@@ -170,20 +197,12 @@ fn encode_bases(bases: &[MergeBase]) -> CatalogResult<Vec<u8>> {
 }
 
 impl Partition {
-    /// The first term of the live incarnation of `branch` (`None`: not live).
-    fn incarnation(&self, branch: &BranchName) -> CatalogResult<Option<bough_names::Term>> {
-        Ok(self
-            .current_term(branch)?
-            .filter(|ct| !ct.deleted)
-            .map(|ct| ct.first_term))
-    }
-
     /// Whether `base` still describes a state of the branch it names: that branch is live
     /// and its current incarnation is the one the base was recorded with. Anything else can
     /// never be used by a merge again. An unreadable `CURRENT_TERM` proves nothing, so the
     /// base counts as current (kept) then.
     pub fn base_is_current(&self, base: &MergeBase) -> bool {
-        match self.incarnation(&base.branch) {
+        match self.incarnation_of(&base.branch) {
             Ok(Some(first)) => base.state.meta.term >= first,
             Ok(None) => false,
             Err(_) => true,
@@ -212,44 +231,20 @@ impl Partition {
         Ok(dropped)
     }
 
-    /// The most recent common state recorded between `target` and `source`, among the bases
-    /// recorded with their current incarnations.
+    /// The merge base of `target` and `source` (`source_exts`: the source's manifest
+    /// extensions, as of the snapshot merged), by the rule in [`crate::lineage`]: their pair
+    /// record, else the state of their lowest common ancestor in the fork tree both contain;
+    /// or why no common state is retained.
     pub fn merge_base(
         &self,
         target: &Head,
         source: &BranchName,
         source_exts: &[(u64, Vec<u8>)],
-    ) -> CatalogResult<Option<MergeBase>> {
-        // The extensions are the replayed state's: the manifest is named, not a record.
-        let bad = |file: String| {
-            move |r| CatalogError::corruption(file, 0, format!("merge bases: {r:?}"))
-        };
-        let mut best: Option<MergeBase> = None;
-        let from_target =
-            merge_bases(target.extensions()).map_err(bad(target.manifest_path().to_string()))?;
-        let from_source =
-            merge_bases(source_exts).map_err(bad(format!("{}@{source}", self.files().dir())))?;
-        // A base is a state of the branch it names; one older than that branch's current
-        // incarnation belongs to a deleted branch of the same name.
-        let source_since = self.incarnation(source)?.unwrap_or(u64::MAX);
-        let target_since = self.incarnation(target.branch())?.unwrap_or(u64::MAX);
-        for b in from_target
-            .into_iter()
-            .filter(|b| &b.branch == source && b.state.meta.term >= source_since)
-            .chain(
-                from_source
-                    .into_iter()
-                    .filter(|b| &b.branch == target.branch() && b.state.meta.term >= target_since),
-            )
-        {
-            if best
-                .as_ref()
-                .is_none_or(|x| b.recorded_at_ms >= x.recorded_at_ms)
-            {
-                best = Some(b);
-            }
-        }
-        Ok(best)
+    ) -> IoResult<Result<Found, NoCommonState>> {
+        let mut lineage = Lineage::new(self);
+        lineage.with_extensions(target.branch(), target.extensions())?;
+        lineage.with_extensions(source, source_exts)?;
+        lineage.resolve(target.branch(), source)
     }
 
     fn record_base(
@@ -263,13 +258,10 @@ impl Partition {
             |r| CatalogError::corruption(target.manifest_path(), 0, format!("merge bases: {r:?}"));
         let mut bases = merge_bases(target.extensions()).map_err(bad)?;
         bases.retain(|b| &b.branch != source);
-        let mut state = state.clone();
-        // The base needs the tree, not the branch's own metadata.
-        state.extensions.clear();
         bases.push(MergeBase {
             branch: source.clone(),
             recorded_at_ms: now_ms,
-            state,
+            state: base_state(state),
         });
         target.stage_extension(MERGE_BASES, encode_bases(&bases)?);
         Ok(())
@@ -285,23 +277,61 @@ impl Partition {
         source: &Snapshot,
         opts: MergeOptions,
         now_ms: u64,
-    ) -> CatalogResult<MergeReport> {
-        let base = self
-            .merge_base(target, source_name, &source.extensions)?
-            .ok_or_else(|| CatalogError::InvalidArgument {
-                what: no_merge_base(
-                    target.branch(),
-                    target.extensions(),
-                    source_name,
-                    &source.extensions,
-                ),
-            })?;
+    ) -> IoResult<MergeReport> {
+        let found = self.merge_base(target, source_name, &source.extensions)??;
+        self.merge_from(
+            target,
+            source_name,
+            source,
+            found,
+            opts,
+            Sides::Merge,
+            now_ms,
+        )
+    }
+
+    /// Rebases `target` onto `onto` (a checkpointed snapshot of branch `onto_name`): the
+    /// target's changes since its merge base with `onto` replayed on `onto`'s state, as one
+    /// commit on the target, and `onto`'s state recorded as their merge base (so merging the
+    /// target into `onto` next is a fast-forward while `onto` does not move). A target with
+    /// no changes of its own takes `onto`'s state by reference.
+    ///
+    /// The result is computed as the merge of `onto` into the target (the same diffs,
+    /// conflicts and one commit), with the sides named as a rebase sees them: in the
+    /// policy and in each [`Conflict`], *ours* is `onto` (the state replayed on) and *theirs*
+    /// the target's own change; `NewestTimestamp` lets the target's change win a tie.
+    pub fn rebase(
+        &self,
+        target: &mut Head,
+        onto_name: &BranchName,
+        onto: &Snapshot,
+        opts: MergeOptions,
+        now_ms: u64,
+    ) -> IoResult<MergeReport> {
+        let found = self.merge_base(target, onto_name, &onto.extensions)??;
+        self.merge_from(target, onto_name, onto, found, opts, Sides::Rebase, now_ms)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn merge_from(
+        &self,
+        target: &mut Head,
+        source_name: &BranchName,
+        source: &Snapshot,
+        (base, info): Found,
+        opts: MergeOptions,
+        sides: Sides,
+        now_ms: u64,
+    ) -> IoResult<MergeReport> {
         let files = self.files().clone();
         let base_snap = TreeSnapshot::from_record(files.clone(), &base.state)?;
         let src_snap = TreeSnapshot::from_record(files, source)?;
         let tgt_snap = target.snapshot();
         let t_changes = visible_changes_at(diff(&base_snap, &tgt_snap)?.0, now_ms);
-        let mut report = MergeReport::default();
+        let mut report = MergeReport {
+            base: Some(info),
+            ..MergeReport::default()
+        };
         if t_changes.is_empty() && opts.fast_forward {
             // Nothing visible changed on the target: the source's state is the merge result
             // (what the target holds beyond it is expired, so invisible either way). Its
@@ -342,24 +372,22 @@ impl Partition {
                         // What each side holds, deletes as their tombstones.
                         let ours_entry = mine.or(t_tomb.as_ref());
                         let theirs_entry = theirs.or(s_tomb.as_ref());
-                        let decision = match opts.policy {
-                            ConflictPolicy::Fail => None,
-                            ConflictPolicy::Ours => Some(false),
-                            ConflictPolicy::Theirs => Some(true),
-                            ConflictPolicy::NewestTimestamp => {
-                                Some(newest_is_theirs(ours_entry, theirs_entry))
-                            }
-                        };
+                        let decision = decide(opts.policy, sides, ours_entry, theirs_entry);
                         match decision {
                             Some(d) => {
                                 report.resolved += 1;
                                 d
                             }
                             None => {
+                                let (o, t) = (ours_entry.cloned(), theirs_entry.cloned());
+                                let (ours, theirs) = match sides {
+                                    Sides::Merge => (o, t),
+                                    Sides::Rebase => (t, o),
+                                };
                                 report.conflicts.push(Conflict {
                                     key: key.clone(),
-                                    ours: ours_entry.cloned(),
-                                    theirs: theirs_entry.cloned(),
+                                    ours,
+                                    theirs,
                                 });
                                 false
                             }
@@ -368,35 +396,7 @@ impl Partition {
                 }
             };
             if take_theirs {
-                let op = match theirs {
-                    None => match &s_tomb {
-                        Some(t) => Op::ReplaceWithTombstone {
-                            timestamp: t.timestamp,
-                            expire_at: t.expire_at,
-                        },
-                        // Removed by expiry or truncate: nothing to remember.
-                        None => Op::ForceDelete,
-                    },
-                    Some(e) => Op::Replace {
-                        value: match &e.value {
-                            ValueLoc::Inline(v) => v.clone(),
-                            ValueLoc::Overflow { first, pages, len } => {
-                                src_snap.read_overflow(*first, *pages, *len)?
-                            }
-                            // `visible_at` leaves live entries only.
-                            ValueLoc::Tombstone => {
-                                // Unreachable (a bug, not bytes): named by the branch.
-                                return Err(CatalogError::corruption(
-                                    format!("{}@{source_name}", self.files().dir()),
-                                    0,
-                                    "a tombstone reached a merge as a value",
-                                ));
-                            }
-                        },
-                        timestamp: e.timestamp,
-                        expire_at: e.expire_at,
-                    },
-                };
+                let op = take_op(&src_snap, theirs, s_tomb.as_ref())?;
                 muts.push(Mutation { key, op });
             }
         }
@@ -425,9 +425,31 @@ impl Partition {
     }
 
     /// Copies into `head`'s own files every page it still borrows from files other branches
-    /// (or older terms) wrote, and forgets its merge bases, so those branches can be deleted
-    /// and their files collected.
-    pub fn rehome(&self, head: &mut Head, now_ms: u64) -> CatalogResult<RehomeReport> {
+    /// (or older terms) wrote, and forgets its merge bases (unless
+    /// [`RehomeOptions::keep_merge_bases`]), so those branches can be deleted and their
+    /// files collected. The report names the merges forgetting them makes impossible, or,
+    /// when kept, what they cost.
+    pub fn rehome(
+        &self,
+        head: &mut Head,
+        opts: RehomeOptions,
+        now_ms: u64,
+    ) -> IoResult<RehomeReport> {
+        let bad = |r| IoError::corruption(head.manifest_path(), 0, format!("merge bases: {r:?}"));
+        let bases = merge_bases(head.extensions()).map_err(bad)?;
+        let mut report = RehomeReport::default();
+        if opts.keep_merge_bases {
+            report.merge_bases_kept = bases.len();
+            report.kept_bases_bytes = self.bytes_outside(head, &bases)?;
+        } else if !bases.is_empty() {
+            let mut before = Lineage::new(self);
+            before.with_extensions(head.branch(), head.extensions())?;
+            let mut after = Lineage::new(self);
+            after.with_extensions(head.branch(), head.extensions())?;
+            after.drop_bases(head.branch())?;
+            (report.merges_lost, report.merges_lost_unlisted) =
+                lost_pairs(&mut before, &mut after, head.branch())?;
+        }
         let snap = head.snapshot();
         let live = head.live_pages_per_file()?;
         let victims: Vec<FileId> = live
@@ -439,8 +461,10 @@ impl Partition {
                     .is_none_or(|r| &r.branch != head.branch() || r.term != head.term())
             })
             .collect();
-        let pages: u64 = victims.iter().map(|f| live[f]).sum();
-        head.stage_extension(MERGE_BASES, encode_bases(&[])?);
+        let pages: u64 = victims.iter().filter_map(|f| live.get(f)).sum();
+        if !opts.keep_merge_bases {
+            head.stage_extension(MERGE_BASES, encode_bases(&[])?);
+        }
         let copied = if victims.is_empty() {
             head.checkpoint(now_ms)?;
             0
@@ -448,46 +472,110 @@ impl Partition {
             head.relocate_files(&victims, now_ms)?
         };
         debug_assert!(copied <= pages);
-        Ok(RehomeReport {
-            files_rehomed: victims.len(),
-            pages_copied: copied,
-            bytes_copied: copied * u64::from(self.config().page_size),
-        })
+        report.files_rehomed = victims.len();
+        report.pages_copied = copied;
+        report.bytes_copied = copied * u64::from(self.config().page_size);
+        Ok(report)
+    }
+
+    /// Bytes of the distinct pages `bases` reference in files `head`'s own lineage did not
+    /// write: what they keep on storage once the head stops borrowing.
+    fn bytes_outside(&self, head: &Head, bases: &[MergeBase]) -> IoResult<u64> {
+        let mut pages = HashSet::new();
+        for b in bases {
+            let snap = TreeSnapshot::from_record(self.files().clone(), &b.state)?;
+            snap.for_each_page(&mut |a| {
+                let own = snap
+                    .ranges
+                    .resolve(a.file_id())
+                    .is_some_and(|r| &r.branch == head.branch() && r.term == head.term());
+                if !own {
+                    pages.insert(a);
+                }
+            })?;
+        }
+        Ok(pages.len() as u64 * u64::from(self.config().page_size))
     }
 }
 
-/// Why a pair has no merge base, as far as the branches' origins tell: a fork whose base was
-/// dropped (a re-home of either forgets merge bases) reads differently from two branches that
-/// never shared a state through a fork or a merge.
-fn no_merge_base(
-    target: &BranchName,
-    target_exts: &[(u64, Vec<u8>)],
-    source: &BranchName,
-    source_exts: &[(u64, Vec<u8>)],
-) -> String {
-    let parent_of = |exts: &[(u64, Vec<u8>)]| {
-        bough_manifest::BranchOrigin::from_extensions(exts)
-            .ok()
-            .flatten()
-            .and_then(|o| o.parent.map(|(p, _)| p))
-    };
-    let forked = if parent_of(source_exts).as_ref() == Some(target) {
-        Some((source, target))
-    } else if parent_of(target_exts).as_ref() == Some(source) {
-        Some((target, source))
-    } else {
-        None
-    };
-    match forked {
-        Some((child, parent)) => format!(
-            "{target} and {source} share no recorded merge base: {child} was forked from \
-             {parent}, but the merge base that fork recorded is no longer kept (a re-home of \
-             either branch forgets its merge bases)"
-        ),
-        None => format!(
-            "{target} and {source} share no recorded merge base: neither was forked from the \
-             other, and no merge between them is recorded (or a re-home forgot it); a merge \
-             needs the state the two last shared"
-        ),
+/// Which way round a merge's sides are named (see [`Partition::rebase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sides {
+    /// The source's changes come into the target: *ours* is the target.
+    Merge,
+    /// A rebase computed as the merge of `onto` into the branch: *ours* is `onto` (the
+    /// source here), *theirs* the branch's own changes (the target's).
+    Rebase,
+}
+
+/// What `policy` decides for a conflict, in the merge's terms: `Some(true)` takes the
+/// source's side, `Some(false)` keeps the target's, `None` leaves it a conflict.
+/// `ours`/`theirs` are the target's and the source's entries (deletes as tombstones).
+pub(crate) fn decide(
+    policy: ConflictPolicy,
+    sides: Sides,
+    ours: Option<&Entry>,
+    theirs: Option<&Entry>,
+) -> Option<bool> {
+    match (policy, sides) {
+        (ConflictPolicy::Fail, _) => None,
+        (ConflictPolicy::Ours, Sides::Merge) | (ConflictPolicy::Theirs, Sides::Rebase) => {
+            Some(false)
+        }
+        (ConflictPolicy::Theirs, Sides::Merge) | (ConflictPolicy::Ours, Sides::Rebase) => {
+            Some(true)
+        }
+        (ConflictPolicy::NewestTimestamp, Sides::Merge) => Some(newest_is_theirs(ours, theirs)),
+        // The branch's own change is what arrives (on `onto`): it wins a tie.
+        (ConflictPolicy::NewestTimestamp, Sides::Rebase) => Some(!newest_is_theirs(theirs, ours)),
     }
+}
+
+/// The operation that makes the target hold `after` (an entry of `snap`), or — when it ends
+/// absent — the delete behind it: its tombstone when it was deleted (so the delete still
+/// beats older writes), a plain removal when it expired or was truncated.
+pub(crate) fn take_op(
+    snap: &TreeSnapshot,
+    after: Option<&Entry>,
+    tombstone: Option<&Entry>,
+) -> IoResult<Op> {
+    Ok(match after {
+        None => match tombstone {
+            Some(t) => Op::ReplaceWithTombstone {
+                timestamp: t.timestamp,
+                expire_at: t.expire_at,
+            },
+            // Removed by expiry or truncate: nothing to remember.
+            None => Op::ForceDelete,
+        },
+        Some(e) => Op::Replace {
+            value: match &e.value {
+                ValueLoc::Inline(v) => v.clone(),
+                ValueLoc::Overflow { first, pages, len } => {
+                    snap.read_overflow(*first, *pages, *len)?
+                }
+                // `visible_at` leaves live entries only.
+                ValueLoc::Tombstone => {
+                    return Err(IoError::corruption(
+                        "<merge>",
+                        0,
+                        "a tombstone reached a merge as a value",
+                    ));
+                }
+            },
+            timestamp: e.timestamp,
+            expire_at: e.expire_at,
+        },
+    })
+}
+
+/// A state as a merge base keeps it: the tree, and of the branch's metadata only its
+/// version (which the lineage rule compares).
+pub(crate) fn base_state(state: &Snapshot) -> Snapshot {
+    let mut out = state.clone();
+    out.extensions.clear();
+    if let Ok(Some(v)) = bough_manifest::commit_version(&state.extensions) {
+        bough_manifest::set_commit_version(&mut out.extensions, v);
+    }
+    out
 }

@@ -461,7 +461,7 @@ fn regression_a_recreated_branch_never_uses_its_predecessors_merge_base() {
     p.delete_branch(&feature).unwrap();
 
     // `feature` again, from `dev`: it shares no history with `main` beyond `dev`'s fork,
-    // and `main` recorded no merge with it.
+    // and `main` recorded no merge with it (only with the old `feature`).
     put(&mut dev_head, "d", 0..5, "dev");
     let mut new = p.create_branch(&mut dev_head, &feature, NOW + 2).unwrap();
     assert!(new.term() > old_term);
@@ -472,11 +472,19 @@ fn regression_a_recreated_branch_never_uses_its_predecessors_merge_base() {
     let stale = bough_manifest::merge_bases(main.extensions()).unwrap();
     assert_eq!(stale.len(), 1, "the old base is still recorded");
     assert!(!p.base_is_current(&stale[0]));
-    let e = p
-        .merge(&mut main, &feature, &snap, Default::default(), NOW + 3)
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert!(e.to_string().contains("no recorded merge base"), "{e}");
+    // The stale base is ignored: the merge base is the fork tree's (`feature` ← `dev` ←
+    // `main`: main's state where `dev` forked), which brings exactly the new branch's keys.
+    let dry = bough_catalog::MergeOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let r = p.merge(&mut main, &feature, &snap, dry, NOW + 3).unwrap();
+    let base = r.base.clone().expect("a base");
+    assert_eq!(
+        (base.branch.as_str(), base.holder.as_str(), r.applied),
+        ("main", "dev", 10),
+        "{r:?}"
+    );
     assert_eq!(count(&main), 70, "main unchanged");
 
     // `dev`'s fork base is current and stays; the stale one goes.

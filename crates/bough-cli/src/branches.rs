@@ -1,4 +1,5 @@
-//! Branch commands: `ls`, `branch`, `tag`, `archive`, `gc`, `diff`, `merge`, `reset`, `rehome`.
+//! Branch commands: `ls`, `branch`, `tag`, `archive`, `gc`, `diff`, `merge`, `rebase`,
+//! `cherry-pick`, `revert`, `reset`, `rehome`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -23,10 +24,12 @@ mod branch;
 mod diff;
 mod gc;
 mod merge;
+mod pick;
 mod policy;
 mod reset;
 mod tag;
 
+use archive::find_archive;
 pub(crate) use archive::find_archive_in;
 pub use archive::{ArchiveCmd, archive};
 pub use branch::{BranchCmd, branch};
@@ -34,7 +37,8 @@ use diff::two_branches;
 pub use diff::{DiffArgs, diff};
 pub use gc::{GcArgs, gc};
 pub use merge::{MergeArgs, merge};
-pub use reset::{ResetArgs, rehome, reset};
+pub use pick::{PickArgs, RebaseArgs, pick, rebase};
+pub use reset::{RehomeArgs, ResetArgs, rehome, reset};
 pub use tag::{TagCmd, tag};
 
 /// Data files of a partition directory, by branch: (files, bytes).

@@ -1,9 +1,13 @@
 //! `bough demo`: a store in a fresh directory, sample data, a branch, diverging writes, the
-//! diff, a merge, an archive, a deletion and GC, told step by step.
+//! diff, a cherry-pick and a merge of siblings, a merge, an archive, a deletion and GC, told
+//! step by step.
 
 use std::path::PathBuf;
 
-use bough::{ConflictPolicy, DiffChange, MergeOptions, Options, ScanOptions, Store, WriteBatch};
+use bough::{
+    ConflictPolicy, DiffChange, MergeOptions, Options, PickOptions, ScanOptions, StateRef, Store,
+    WriteBatch,
+};
 
 use crate::ctx::Ctx;
 use crate::error::{CliError, CliResult};
@@ -146,6 +150,42 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
         "archive    {archive} (main before the merge; `bough archive restore` brings it back)"
     );
 
+    // A sibling of repricing: two fixes; main takes only the second (a cherry-pick of the
+    // range between them), repricing takes both (a merge of siblings, whose merge base is
+    // main's state where they forked, found from the fork tree).
+    let hotfix = part.create_branch("hotfix", "main")?;
+    let mut b = WriteBatch::new();
+    b.put("order-000002", "{\"id\":2,\"status\":\"shipped\"}");
+    hotfix.write_blocking(b)?;
+    let first_fix = hotfix.archive()?;
+    let mut b = WriteBatch::new();
+    b.put("order-000003", "{\"id\":3,\"status\":\"shipped\"}");
+    hotfix.write_blocking(b)?;
+    let picked = part.cherry_pick(
+        &StateRef::Archive(first_fix),
+        &StateRef::branch("hotfix"),
+        "main",
+        PickOptions::default(),
+    )?;
+    println!(
+        "pick       hotfix's second fix onto main (cherry-pick archive..hotfix): {} applied; \
+         order-000002 = {}, order-000003 = {}",
+        output::plural(picked.applied as u64, "key", "keys"),
+        text(main.get_blocking(b"order-000002")?),
+        text(main.get_blocking(b"order-000003")?)
+    );
+    let sib = part.merge("hotfix", "repricing", MergeOptions::default())?;
+    let at = sib
+        .base
+        .as_ref()
+        .and_then(|b| b.version)
+        .map_or(String::new(), |v| format!(" at version {v}"));
+    println!(
+        "siblings   merge hotfix into repricing (both forked from main; base: main{at}, from \
+         the fork tree): {} applied (the fixes, and main's delete, which hotfix forked after)",
+        output::plural(sib.applied as u64, "key", "keys"),
+    );
+
     let report = part.merge(
         "repricing",
         "main",
@@ -170,7 +210,11 @@ pub fn demo(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult<()> {
     );
 
     part.delete_branch("repricing")?;
-    println!("delete     orders.0@repricing (its data stays until GC proves nothing needs it)");
+    part.delete_branch("hotfix")?;
+    println!(
+        "delete     orders.0@repricing and @hotfix (their data stays until GC proves nothing \
+         needs it)"
+    );
     let rehomed = main.rehome()?;
     println!(
         "rehome     main: {} copied into its own files, merge base with repricing dropped",

@@ -182,6 +182,22 @@ enum Cmd {
         after_help = "Conflicts (a key both sides changed differently) stop the merge with exit code 7\nunless a --policy settles them.\n\nExamples:\n  bough merge feature main orders.0 --dry-run\n  bough merge orders.0@feature orders.0@main --policy newest"
     )]
     Merge(branches::MergeArgs),
+    /// Replay a branch's changes since its merge base with ONTO on ONTO's current state.
+    #[command(
+        after_help = "BRANCH moves (one commit); ONTO becomes their merge base, so merging BRANCH into\nONTO next is a fast-forward. Conflicts (keys both changed differently) stop it with exit\ncode 7 unless a --policy settles them: ours = ONTO's version, theirs = BRANCH's change.\n\nExamples:\n  bough rebase feature main orders.0 --dry-run\n  bough rebase orders.0@feature main --policy theirs"
+    )]
+    Rebase(branches::RebaseArgs),
+    /// Apply the changes between two states (FROM..TO) to a branch, in one commit.
+    #[command(
+        name = "cherry-pick",
+        after_help = "A state is BRANCH, BRANCH:VERSION (retained by an archive or a merge base) or\narchive:NAME. A key applies where the branch still holds FROM's entry; otherwise it\nis a conflict (exit code 7 unless a --policy settles it: ours = the branch, theirs = TO).\n\nExamples:\n  bough cherry-pick feature:12..feature orders.0@main --dry-run\n  bough cherry-pick archive:feature:1714564800000..feature orders.0 --policy theirs"
+    )]
+    CherryPick(branches::PickArgs),
+    /// Undo on a branch the changes between two states (FROM..TO), in one commit.
+    #[command(
+        after_help = "What TO changed goes back to what FROM held; a key the branch changed since is a\nconflict (exit code 7 unless a --policy settles it: ours = the branch, theirs = FROM).\n\nExamples:\n  bough revert archive:main:1714564800000..main orders.0\n  bough revert main:40..main orders.0@main --dry-run"
+    )]
+    Revert(branches::PickArgs),
     /// Reset a branch to another branch's current state (by reference, no copy).
     #[command(after_help = "Example:\n  bough reset orders.0@feature --to main")]
     Reset(branches::ResetArgs),
@@ -192,9 +208,9 @@ enum Cmd {
     Repair(repair::RepairArgs),
     /// Copy into a branch's own files every page it borrows from other branches.
     #[command(
-        after_help = "Afterwards the branches it was forked from can be deleted and collected.\n\nExample:\n  bough rehome orders.0@feature"
+        after_help = "Afterwards the branches it was forked from can be deleted and collected. It\nforgets the branch's merge bases and names the merges that makes impossible;\n--keep-merge-bases keeps them (and reports what the states they pin cost).\n\nExamples:\n  bough rehome orders.0@feature\n  bough rehome orders.0@feature --keep-merge-bases"
     )]
-    Rehome(TargetArgs),
+    Rehome(branches::RehomeArgs),
     /// Compact now: move live pages out of mostly-garbage files, then GC.
     #[command(
         after_help = "What a long-lived process does on its maintenance tick. A file another branch,\narchive or merge base still uses is left alone (it frees once the sharing ends).\n\nExamples:\n  bough compact\n  bough compact orders.0@main --json"
@@ -328,6 +344,9 @@ fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
         Cmd::Gc(a) => branches::gc(ctx, a).map(|_| 0),
         Cmd::Diff(a) => branches::diff(ctx, a),
         Cmd::Merge(a) => branches::merge(ctx, a),
+        Cmd::Rebase(a) => branches::rebase(ctx, a),
+        Cmd::CherryPick(a) => branches::pick(ctx, a, false),
+        Cmd::Revert(a) => branches::pick(ctx, a, true),
         Cmd::Reset(a) => branches::reset(ctx, a).map(|_| 0),
         Cmd::Repair(a) => repair::repair(ctx, a).map(|_| 0),
         Cmd::Rehome(a) => branches::rehome(ctx, a).map(|_| 0),

@@ -167,3 +167,24 @@ fn checksums_match_the_reference_crc() {
     let covered = [&b"bough/current-term"[..], &term[8..]].concat();
     assert_eq!(term[..8], reference.checksum(&covered).to_le_bytes());
 }
+
+/// A `MERGE_BASES` payload (tag 3) with one base: the other branch `main` (`01`, `04`,
+/// `main`), recorded at 77 ms (`4d`), then the embedded snapshot record's length and the
+/// record — the sample snapshot, whose extension list carries only the `VERSION` of the
+/// named branch at that state (300: `01 05 02 ac 02`), which the lineage rule compares.
+#[test]
+fn merge_bases_payload_with_version() {
+    let mut state = sample_snapshot();
+    set_commit_version(&mut state.extensions, 300);
+    let bases = [bough_manifest::MergeBase {
+        branch: bough_names::BranchName::main(),
+        recorded_at_ms: 77,
+        state,
+    }];
+    let bytes = bough_manifest::encode_merge_bases(&bases).expect("encodes");
+    assert_eq!(
+        bough_manifest::decode_merge_bases(&bytes).expect("decodes"),
+        bases
+    );
+    insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
+}

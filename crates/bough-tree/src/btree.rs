@@ -506,4 +506,50 @@ mod tests {
         apply(&mut t, root, &grow, &mut Applied::default()).unwrap();
         assert!(t.index_writes > before);
     }
+
+    /// Lookups in ascending order through one cursor (`Cursor::get_in_leaf`, seeking anew
+    /// only past the leaf it is on) find exactly what `get` finds, present keys and absent
+    /// ones alike, in a tree of many leaves.
+    #[test]
+    fn lookups_in_key_order_through_one_cursor_match_get() {
+        let mut t = MemTree {
+            cap: 512,
+            ..Default::default()
+        };
+        let muts: Vec<Mutation> = (0..3000u32)
+            .step_by(2)
+            .map(|i| put_mut(format!("k{i:05}").into_bytes(), 20))
+            .collect();
+        let root = apply(&mut t, NO_PAGE, &muts, &mut Applied::default()).unwrap();
+        let mut rng = Rng(0x1ead);
+        let mut probes: Vec<Vec<u8>> = (0..400)
+            .map(|_| format!("k{:05}", rng.next() % 3100).into_bytes())
+            .chain([b"a".to_vec(), b"z".to_vec()])
+            .collect();
+        probes.sort();
+        let (mut cursor, mut seeks): (Option<Cursor>, usize) = (None, 0);
+        for k in &probes {
+            let got = match cursor.as_mut().and_then(|c| c.get_in_leaf(k)) {
+                Some(found) => found,
+                None => {
+                    seeks += 1;
+                    let mut c = Cursor::seek(&t, root, Some(k)).unwrap();
+                    let found = c.get_in_leaf(k).flatten();
+                    cursor = Some(c);
+                    found
+                }
+            };
+            assert_eq!(
+                got,
+                get(&t, root, k).unwrap(),
+                "{}",
+                String::from_utf8_lossy(k)
+            );
+        }
+        assert!(
+            seeks < probes.len() / 2,
+            "{seeks} seeks for {} keys",
+            probes.len()
+        );
+    }
 }

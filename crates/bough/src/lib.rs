@@ -54,12 +54,13 @@ pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
 pub use store::{
     Branch, BranchPolicy, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle,
-    RangeIter, ReadView, RepairReport, ScanOptions, ScanPage, Store, Table, TagInfo, Value,
-    WriteReport,
+    RangeIter, ReadView, RepairReport, ScanOptions, ScanPage, StateRef, Store, Table, TagInfo,
+    Value, WriteReport,
 };
 
 pub use bough_catalog::{
-    BranchInfo, BranchSpace, Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeReport,
+    BaseRoute, BranchInfo, BranchSpace, Conflict, ConflictPolicy, MergeBaseInfo, MergeOptions,
+    MergeReport, NoCommonState, PickOptions, RehomeOptions, RehomeReport, ReleaseCause,
 };
 pub use bough_gc::{GcReport, KeepReason};
 pub use bough_manifest::BranchOrigin;

@@ -9,7 +9,9 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bough_catalog::{BranchInfo, MergeOptions, MergeReport, Partition, RehomeReport};
+use bough_catalog::{
+    BranchInfo, MergeOptions, MergeReport, Partition, RehomeOptions, RehomeReport,
+};
 use bough_gc::{GcReport, Pins, Usage};
 use bough_io::{
     BackendChoice, DirLock, IoStatsSnapshot, LocalOptions, Storage, lock_dir_wait, open_local_with,
@@ -36,6 +38,7 @@ mod check;
 mod gc;
 mod maintenance;
 mod partition;
+mod pick;
 mod policy;
 mod range;
 mod read_only;
@@ -55,6 +58,7 @@ use gc::*;
 pub use maintenance::CompactionReport;
 use maintenance::*;
 pub use partition::PartitionHandle;
+pub use pick::StateRef;
 pub use policy::BranchPolicy;
 use policy::PolicyChange;
 pub use range::RangeIter;

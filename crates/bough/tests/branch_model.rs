@@ -1,8 +1,10 @@
 //! Model-based test of branches: random create (from any live branch), write, read, scan,
 //! floor, delete, archive, prune, restore, branch-from-archive, new term, compaction,
 //! truncation, GC, reopen, tag create/read/delete, branch-from-tag and protect/unprotect,
+//! and cherry-picks and reverts of ranges between archives and branch states (issue 18),
 //! checked against one `BTreeMap` per branch and per tag (a protected branch's delete and
-//! restore must be refused and change nothing).
+//! restore must be refused and change nothing). Every value written is unique, so two equal
+//! values are the same write and a value model predicts conflicts.
 //!
 //! Every run prints its seed; `BOUGH_SEED=<seed> cargo nextest run -p bough --test
 //! branch_model` replays one seed (on both backends). `BOUGH_MODEL_OPS` sets the number of
@@ -18,8 +20,8 @@ use std::sync::Arc;
 use bough::io::MemoryStorage;
 use bough::object::{CloudConfig, MemoryObjectStore, ObjectStore, OpendalStore, RetryPolicy};
 use bough::{
-    ArchiveName, Backend, Branch, ErrorKind, ManualClock, Options, ScanOptions, Store,
-    StoreBuilder, WriteBatch,
+    ArchiveName, Backend, Branch, ConflictPolicy, ErrorKind, ManualClock, Options, PickOptions,
+    ScanOptions, StateRef, Store, StoreBuilder, WriteBatch,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -82,6 +84,8 @@ struct World {
     protected: std::collections::BTreeSet<String>,
     log: Rc<RefCell<Vec<String>>>,
     seq: u64,
+    /// Cherry-picks and reverts: (run, that applied keys, that met conflicts).
+    picks: (u64, u64, u64),
 }
 
 impl World {
@@ -142,6 +146,7 @@ impl World {
             protected: Default::default(),
             log,
             seq: 0,
+            picks: (0, 0, 0),
         }
     }
 
@@ -253,7 +258,8 @@ impl World {
             75..=77 => self.new_term(),
             78..=80 => self.compact(),
             81..=82 => self.truncate(),
-            83..=88 => self.gc(),
+            83..=84 => self.gc(),
+            85..=88 => self.pick(),
             89..=91 => self.reopen(),
             92..=97 => self.refused(),
             98..=101 => self.tag_create(),
@@ -487,6 +493,98 @@ impl World {
         self.branch(&name).branch_from_archive(&a, new).unwrap();
         self.models.insert(new.to_string(), state);
         self.archives.insert(new.to_string(), Vec::new());
+    }
+
+    /// One end of a range: an archive (with the state it recorded) or a live branch.
+    fn range_end(&mut self) -> (StateRef, Model) {
+        let archived: Vec<(ArchiveName, Model)> =
+            self.archives.values().flatten().cloned().collect();
+        if !archived.is_empty() && self.rng.chance(60) {
+            let (a, m) = self.rng.pick(&archived).clone();
+            return (StateRef::Archive(a), m);
+        }
+        let name = self.pick_live();
+        let m = self.models[&name].clone();
+        (StateRef::branch(name), m)
+    }
+
+    /// Cherry-pick or revert a range onto a live branch: a key the range changes applies
+    /// where the target holds the range's start, stays where it holds the end, and is a
+    /// conflict otherwise (settled by the policy).
+    fn pick(&mut self) {
+        let (from, mf) = self.range_end();
+        let (to, mt) = self.range_end();
+        let target = self.pick_live();
+        let revert = self.rng.chance(40);
+        let policy = *self.rng.pick(&[
+            ConflictPolicy::Fail,
+            ConflictPolicy::Ours,
+            ConflictPolicy::Theirs,
+        ]);
+        let opts = PickOptions {
+            policy,
+            dry_run: self.rng.chance(15),
+        };
+        let what = if revert { "revert" } else { "cherry-pick" };
+        self.note(format!("{what} {from}..{to} onto {target} {opts:?}"));
+        let p = self.store.partition("t", 0).unwrap();
+        let r = if revert {
+            p.revert(&from, &to, &target, opts)
+        } else {
+            p.cherry_pick(&from, &to, &target, opts)
+        }
+        .unwrap();
+        let (old, new) = if revert { (&mt, &mf) } else { (&mf, &mt) };
+        let t = &self.models[&target];
+        let mut result = t.clone();
+        let (mut applied, mut resolved, mut conflicts) = (0, 0, Vec::new());
+        let keys: std::collections::BTreeSet<&Vec<u8>> = old.keys().chain(new.keys()).collect();
+        for k in keys {
+            let (was, becomes, held) = (old.get(k), new.get(k), t.get(k));
+            if was == becomes || held == becomes {
+                continue;
+            }
+            let take = if held == was {
+                true
+            } else {
+                match policy {
+                    ConflictPolicy::Fail => {
+                        conflicts.push(k.clone());
+                        false
+                    }
+                    ConflictPolicy::Ours => {
+                        resolved += 1;
+                        false
+                    }
+                    _ => {
+                        resolved += 1;
+                        true
+                    }
+                }
+            };
+            if take {
+                applied += 1;
+                match becomes {
+                    Some(v) => result.insert(k.clone(), v.clone()),
+                    None => result.remove(k),
+                };
+            }
+        }
+        let got: Vec<Vec<u8>> = r.conflicts.iter().map(|c| c.key.clone()).collect();
+        assert_eq!(
+            (r.applied, r.resolved, got),
+            (applied, resolved, conflicts.clone()),
+            "{what} {from}..{to} onto {target}"
+        );
+        self.picks.0 += 1;
+        self.picks.1 += u64::from(applied > 0);
+        self.picks.2 += u64::from(!conflicts.is_empty() || resolved > 0);
+        let commits = !opts.dry_run && conflicts.is_empty() && applied > 0;
+        assert_eq!(r.committed, commits, "{what}: committed");
+        if commits {
+            self.models.insert(target.clone(), result);
+        }
+        self.check(&target);
     }
 
     fn new_term(&mut self) {
@@ -752,14 +850,22 @@ fn run_with(backend: Backend, obj: Option<Arc<dyn ObjectStore>>, seed: u64, ops:
             w.archives.values().map(Vec::len).sum::<usize>(),
             w.tags.len(),
             w.protected.len(),
+            w.picks,
         )
     }));
     match result {
-        Ok((branches, archives, tags, protected)) => {
+        Ok((branches, archives, tags, protected, picks)) => {
             eprintln!(
                 "  done: {branches} live branches ({protected} protected), {archives} archives, \
-                 {tags} tags"
+                 {tags} tags; (picks, that applied, that conflicted): {picks:?}"
             );
+            // A run long enough picks ranges that change keys, and some that conflict.
+            if ops >= 400 {
+                assert!(
+                    picks.1 > 0 && picks.2 > 0,
+                    "picks covered too little: {picks:?}"
+                );
+            }
         }
         Err(e) => {
             let log = log.borrow();

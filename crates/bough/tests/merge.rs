@@ -395,19 +395,20 @@ fn regression_deleting_a_branch_unpins_the_merge_bases_naming_it() {
     );
     assert_eq!(all(&main), mm);
 
-    // `feature` again, from `dev`: `main` shares no recorded base with it.
+    // `feature` again, from `dev`: `main` shares no recorded base with it, only the fork
+    // tree (`feature` ← `dev` ← `main`): the merge base is the state of `main` `dev` forked
+    // from, which `dev` records — never the old `feature`'s state.
     let mut md = base.clone();
     scribble(&dev, &mut md, &mut rng, "d", 100, 50, &mut ts);
     let f2 = p.create_branch("feature", "dev").unwrap();
     scribble(&f2, &mut md, &mut rng, "n", 100, 50, &mut ts);
-    let e = p
-        .merge("feature", "main", MergeOptions::default())
-        .unwrap_err();
-    assert_eq!(e.kind(), bough::ErrorKind::InvalidArgument, "{e}");
-    assert_eq!(all(&main), mm, "a refused merge changes nothing");
-    // Through `dev`, the new `feature` reaches `main` with correct bases all the way.
-    p.merge("feature", "dev", MergeOptions::default()).unwrap();
-    p.merge("dev", "main", MergeOptions::default()).unwrap();
+    let r = p.merge("feature", "main", MergeOptions::default()).unwrap();
+    let used = r.base.clone().expect("a base");
+    assert_eq!(
+        (used.branch.as_str(), used.holder.as_str()),
+        ("main", "dev"),
+        "{r:?}"
+    );
     let mut want = mm.clone();
     for (k, v) in &md {
         if base.get(k) != Some(v) {
@@ -631,8 +632,9 @@ fn regression_the_same_overflow_value_on_both_sides_is_no_conflict() {
 }
 
 /// Issue 19 ("Messages that mislead"): after a re-home the merge refusal said "neither was
-/// forked from or merged with the other", which is false for a fork. It now says which fork
-/// it was and what dropped its merge base; two unrelated branches still read as unrelated.
+/// forked from or merged with the other", which is false for a fork. It now names the state
+/// the merge needed and what released it (issue 18: the re-home of the child holding it).
+/// A branch made from an archive of `main` is related to `main`'s children through `main`.
 #[test]
 fn regression_merge_refusal_after_a_rehome_tells_the_truth() {
     let (s, _d) = store();
@@ -642,6 +644,7 @@ fn regression_merge_refusal_after_a_rehome_tells_the_truth() {
     let (mut m, mut ts) = (Model::new(), 0);
     scribble(&main, &mut m, &mut rng, "", 300, 300, &mut ts);
     let feature = p.create_branch("feature", "main").unwrap();
+    let fork = p.describe("feature").unwrap().origin.unwrap().fork_version;
     scribble(&feature, &mut m.clone(), &mut rng, "", 300, 50, &mut ts);
     scribble(&main, &mut m, &mut rng, "", 300, 50, &mut ts);
     feature.rehome().unwrap();
@@ -650,16 +653,29 @@ fn regression_merge_refusal_after_a_rehome_tells_the_truth() {
         .expect_err("the merge base is gone");
     let text = e.to_string();
     assert!(!text.contains("neither was forked"), "{text}");
-    assert!(text.contains("feature was forked from main"), "{text}");
-    assert!(text.contains("re-home"), "{text}");
-    // A root that never shared a state with main (restored from an archive: no parent).
+    assert!(
+        text.contains(&format!(
+            "the state of `main` at version {fork} where `feature` was forked from `main`"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("released by the re-home"), "{text}");
+    // Made from an archive of main taken after the fork: the state both contain is still
+    // main's at the fork, which only feature held.
     let archive = main.archive().unwrap();
     main.branch_from_archive(&archive, "other").unwrap();
     let e = p
         .merge("other", "feature", MergeOptions::default())
-        .expect_err("unrelated");
+        .expect_err("the fork state is gone");
+    let text = e.to_string();
     assert!(
-        e.to_string().contains("neither was forked from the other"),
-        "{e}"
+        text.contains(&format!(
+            "`main` at version {fork} where `feature` and `other` forked"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("re-home (or a restore) of `feature`"),
+        "{text}"
     );
 }

@@ -26,7 +26,16 @@
 //!   not, fast-forward allowed or not — reports what the model predicts (fast-forward or
 //!   not, keys applied, the conflicting keys, conflicts resolved, committed or not), and
 //!   leaves the target exactly at the model's result (unchanged on a dry run or a failed
-//!   merge); a merge without a recorded base is refused;
+//!   merge); the merge base is the model's: the pair's record, else the fork tree's (the
+//!   lowest common ancestor at the version both sides contain, `bough_catalog::lineage`),
+//!   and a merge with neither is refused;
+//! - every rebase (`B` onto `T`: `B`'s changes since the base replayed on `T`, as the merge
+//!   of `T` into `B` with the sides named the other way), cherry-pick (`from..to` onto a
+//!   branch: each changed key applies where the target still holds `from`'s entry, else a
+//!   conflict) and revert (the inverse range) — each policy, dry run or not, between branch
+//!   states and versions a merge base retains — reports and leaves what the model predicts;
+//! - a re-home reports exactly the pairs whose merge base it drops (the model's merge base
+//!   before and after), or, keeping its merge bases, none;
 //! - every branch reads exactly its live model (scan and point reads).
 //!
 //! Seeds are printed; `BOUGH_SEED=<seed> cargo nextest run -p bough --test merge_model`
@@ -126,6 +135,45 @@ fn show(k: &[u8]) -> String {
     String::from_utf8_lossy(k).into_owned()
 }
 
+/// A merge base: when it was recorded, the state, and the version the branch it names had
+/// there (as the store reports it).
+#[derive(Debug, Clone)]
+struct Base {
+    at: u64,
+    state: Model,
+    version: u64,
+}
+
+/// Where a branch came from.
+#[derive(Debug, Clone)]
+struct Fork {
+    parent: String,
+    /// The parent's incarnation at the fork (a deleted and re-created parent is another).
+    parent_inc: u64,
+    fork_version: u64,
+    created_at: u64,
+}
+
+/// One side of a lineage resolution: the child of the common ancestor on its path.
+struct Side {
+    is_end: bool,
+    fork_version: u64,
+    is_fork_state: bool,
+    base: Option<Base>,
+}
+
+impl Side {
+    fn in_history(&self) -> bool {
+        self.base.is_some() && (self.is_end || self.is_fork_state)
+    }
+    fn reach(&self) -> u64 {
+        match &self.base {
+            Some(b) if self.in_history() => b.version,
+            _ => self.fork_version,
+        }
+    }
+}
+
 /// What a merge should report.
 #[derive(Debug, PartialEq, Eq)]
 struct Expect {
@@ -154,6 +202,14 @@ struct Tally {
     names_reused: u64,
     resets: u64,
     rehomes: u64,
+    rehomes_kept: u64,
+    merges_lost: u64,
+    lineage_merges: u64,
+    rebases: u64,
+    picks: u64,
+    reverts: u64,
+    picked_from_versions: u64,
+    pick_conflicts: u64,
 }
 
 impl Tally {
@@ -175,6 +231,14 @@ impl Tally {
         self.names_reused += o.names_reused;
         self.resets += o.resets;
         self.rehomes += o.rehomes;
+        self.rehomes_kept += o.rehomes_kept;
+        self.merges_lost += o.merges_lost;
+        self.lineage_merges += o.lineage_merges;
+        self.rebases += o.rebases;
+        self.picks += o.picks;
+        self.reverts += o.reverts;
+        self.picked_from_versions += o.picked_from_versions;
+        self.pick_conflicts += o.pick_conflicts;
     }
 }
 
@@ -186,8 +250,12 @@ struct World {
     store: Store,
     rng: Rng,
     branches: BTreeMap<String, Model>,
-    /// (holder, other) → (recorded at, the common state).
-    bases: BTreeMap<(String, String), (u64, Model)>,
+    /// (holder, other) → the common state.
+    bases: BTreeMap<(String, String), Base>,
+    /// Each branch's parent (none for `main`).
+    forks: BTreeMap<String, Fork>,
+    /// Per name, the incarnation the live branch of that name is (bumped at each creation).
+    incarnations: BTreeMap<String, u64>,
     /// Names ever deleted (a creation under one of them is a reuse).
     deleted: BTreeSet<String>,
     /// User timestamps: strictly increasing, so every write wins last-writer-wins.
@@ -230,6 +298,8 @@ impl World {
             rng: Rng::new(seed),
             branches,
             bases: BTreeMap::new(),
+            forks: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
             deleted: BTreeSet::new(),
             ts: 0,
             log,
@@ -263,17 +333,111 @@ impl World {
         self.rng.pick(&live).clone()
     }
 
-    /// The base the store picks for `source` into `target`: the newer of the two records,
-    /// the source's on a tie.
-    fn merge_base(&self, source: &str, target: &str) -> Option<&Model> {
+    /// The pair base the store picks for `source` into `target`: the newer of the two
+    /// records, the source's on a tie.
+    fn pair_base(&self, source: &str, target: &str) -> Option<&Base> {
         let t = self.bases.get(&(target.to_string(), source.to_string()));
         let s = self.bases.get(&(source.to_string(), target.to_string()));
         match (t, s) {
-            (Some(a), Some(b)) => Some(if b.0 >= a.0 { &b.1 } else { &a.1 }),
-            (Some(a), None) => Some(&a.1),
-            (None, Some(b)) => Some(&b.1),
+            (Some(a), Some(b)) => Some(if b.at >= a.at { b } else { a }),
+            (Some(a), None) => Some(a),
+            (None, Some(b)) => Some(b),
             (None, None) => None,
         }
+    }
+
+    /// `name` and its ancestors through live parents of the incarnation it forked from.
+    fn chain(&self, name: &str) -> Vec<String> {
+        let mut out = vec![name.to_string()];
+        let mut at = name.to_string();
+        while let Some(f) = self.forks.get(&at) {
+            let live = self.branches.contains_key(&f.parent)
+                && self.incarnations.get(&f.parent).copied().unwrap_or(0) == f.parent_inc;
+            if !live || out.contains(&f.parent) {
+                break;
+            }
+            out.push(f.parent.clone());
+            at = f.parent.clone();
+        }
+        out
+    }
+
+    fn side(&self, end: &str, chain: &[String], l: &str) -> Option<Side> {
+        let pos = chain.iter().position(|x| x == l)?;
+        if pos == 0 {
+            return None;
+        }
+        let hop = chain[pos - 1].clone();
+        let f = &self.forks[&hop];
+        let base = self.bases.get(&(hop.clone(), l.to_string())).cloned();
+        let is_fork_state = base.as_ref().is_some_and(|b| {
+            if f.fork_version != 0 {
+                b.version == f.fork_version
+            } else {
+                b.at == f.created_at
+            }
+        });
+        Some(Side {
+            is_end: hop == end,
+            fork_version: f.fork_version,
+            is_fork_state,
+            base,
+        })
+    }
+
+    /// The merge base the store finds for `source` into `target`: the pair's record, else
+    /// the fork tree's (see `bough_catalog::lineage`); `None` when it must refuse.
+    fn merge_base(&self, source: &str, target: &str) -> Option<Model> {
+        if let Some(b) = self.pair_base(source, target) {
+            return Some(b.state.clone());
+        }
+        let (ct, cs) = (self.chain(target), self.chain(source));
+        let l = ct.iter().find(|x| cs.contains(x))?.clone();
+        let sides = [self.side(target, &ct, &l), self.side(source, &cs, &l)];
+        let reach = |s: &Option<Side>| s.as_ref().map_or(u64::MAX, Side::reach);
+        let reaches = [reach(&sides[1]), reach(&sides[0])];
+        let mut best: Option<&Base> = None;
+        for (side, other_reach) in sides.iter().zip(reaches) {
+            let Some(s) = side else { continue };
+            let Some(b) = &s.base else { continue };
+            if s.in_history()
+                && b.version <= other_reach
+                && best.is_none_or(|x| b.version > x.version)
+            {
+                best = Some(b);
+            }
+        }
+        best.map(|b| b.state.clone())
+    }
+
+    /// A branch's commit version now, as the store reports it.
+    fn version_of(&self, name: &str) -> u64 {
+        self.branch(name).read_view().expect("read view").version()
+    }
+
+    /// Records what a merge into (or reset of) `holder` from `other` leaves as their base.
+    fn record_base(&mut self, holder: &str, other: &str) {
+        let b = Base {
+            at: self.now(),
+            state: self.branches[other].clone(),
+            version: self.version_of(other),
+        };
+        self.bases
+            .insert((holder.to_string(), other.to_string()), b);
+    }
+
+    /// Every pair of live branches a merge base is found for.
+    fn mergeable(&self) -> BTreeSet<(String, String)> {
+        let live = self.live_names();
+        let mut out = BTreeSet::new();
+        for (i, a) in live.iter().enumerate() {
+            for b in &live[i + 1..] {
+                if self.merge_base(b, a).is_some() {
+                    out.insert((a.clone(), b.clone()));
+                }
+            }
+        }
+        out
     }
 
     fn check(&self, name: &str) {
@@ -376,7 +540,10 @@ impl World {
             34..=37 => self.truncate(),
             38..=44 => self.create(),
             45..=48 => self.delete(),
-            49..=68 => self.merge(),
+            49..=60 => self.merge(),
+            61..=63 => self.rebase(),
+            64..=66 => self.pick(false),
+            67..=68 => self.pick(true),
             69..=78 => self.diff(),
             79..=81 => self.reset(),
             82..=84 => self.rehome(),
@@ -481,8 +648,28 @@ impl World {
             self.tally.names_reused += 1;
         }
         let state = self.branches[&parent].clone();
-        self.bases
-            .insert((name.clone(), parent), (self.now(), state.clone()));
+        let fork_version = self
+            .part()
+            .describe(&name)
+            .expect("describe")
+            .origin
+            .expect("origin")
+            .fork_version;
+        let base = Base {
+            at: self.now(),
+            state: state.clone(),
+            version: fork_version,
+        };
+        self.bases.insert((name.clone(), parent.clone()), base);
+        let parent_inc = self.incarnations.get(&parent).copied().unwrap_or(0);
+        *self.incarnations.entry(name.clone()).or_default() += 1;
+        let fork = Fork {
+            parent,
+            parent_inc,
+            fork_version,
+            created_at: self.now(),
+        };
+        self.forks.insert(name.clone(), fork);
         self.branches.insert(name, state);
     }
 
@@ -501,46 +688,87 @@ impl World {
         self.branches.remove(&name);
         // Its own bases go with its manifest; every base naming it is dropped.
         self.bases.retain(|(h, o), _| *h != name && *o != name);
+        self.forks.remove(&name);
         self.deleted.insert(name);
     }
 
-    fn merge(&mut self) {
+    /// A pair of distinct live branches, mostly one a merge base is found for.
+    fn pick_pair(&mut self) -> Option<(String, String)> {
         let live = self.live_names();
         if live.len() < 2 {
-            return;
+            return None;
         }
         let with_base: Vec<(String, String)> = live
             .iter()
             .flat_map(|s| live.iter().map(move |t| (s.clone(), t.clone())))
             .filter(|(s, t)| s != t && self.merge_base(s, t).is_some())
             .collect();
-        let (source, target) = if !with_base.is_empty() && self.rng.chance(0.9) {
-            self.rng.pick(&with_base).clone()
-        } else {
-            let s = self.rng.pick(&live).clone();
-            let t = self.rng.pick(&live).clone();
-            if s == t {
-                return;
-            }
-            (s, t)
-        };
-        let opts = MergeOptions {
+        if !with_base.is_empty() && self.rng.chance(0.9) {
+            return Some(self.rng.pick(&with_base).clone());
+        }
+        let s = self.rng.pick(&live).clone();
+        let t = self.rng.pick(&live).clone();
+        (s != t).then_some((s, t))
+    }
+
+    fn merge_opts(&mut self) -> MergeOptions {
+        MergeOptions {
             policy: *self.rng.pick(&POLICIES),
             dry_run: self.rng.chance(0.2),
             fast_forward: self.rng.chance(0.85),
             count_fast_forward: self.rng.chance(0.5),
+        }
+    }
+
+    fn merge(&mut self) {
+        let Some((source, target)) = self.pick_pair() else {
+            return;
         };
+        let opts = self.merge_opts();
         let now = self.now();
         self.note(format!("merge {source} -> {target} {opts:?} at {now}"));
         let got = self.part().merge(&source, &target, opts);
-        let Some(base) = self.merge_base(&source, &target).cloned() else {
-            let e = got.expect_err("a merge without a recorded base must be refused");
+        self.three_way(&source, &target, got, opts, false);
+    }
+
+    /// Rebase `branch` onto `onto`: predicted as the merge of `onto` into `branch`, the
+    /// policy's sides the other way round.
+    fn rebase(&mut self) {
+        let Some((onto, branch)) = self.pick_pair() else {
+            return;
+        };
+        let opts = self.merge_opts();
+        let now = self.now();
+        self.note(format!("rebase {branch} onto {onto} {opts:?} at {now}"));
+        let got = self.part().rebase(&branch, &onto, opts);
+        if self.three_way(&onto, &branch, got, opts, true) {
+            self.tally.rebases += 1;
+        }
+    }
+
+    /// Checks a merge of `source` into `target` (or, `rebase`, a rebase of `target` onto
+    /// `source`) against the model; returns whether it was not refused.
+    fn three_way(
+        &mut self,
+        source: &str,
+        target: &str,
+        got: bough::Result<bough::MergeReport>,
+        opts: MergeOptions,
+        rebase: bool,
+    ) -> bool {
+        let (source, target) = (source.to_string(), target.to_string());
+        let now = self.now();
+        let Some(base) = self.merge_base(&source, &target) else {
+            let e = got.expect_err("a merge without a merge base must be refused");
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
             self.tally.merges_refused += 1;
             self.check(&target);
-            return;
+            return false;
         };
         let report = got.expect("merge");
+        if self.pair_base(&source, &target).is_none() {
+            self.tally.lineage_merges += 1;
+        }
         let (b, t, s) = (
             visible(&base, now),
             visible(&self.branches[&target], now),
@@ -573,19 +801,25 @@ impl World {
                     if mine == theirs {
                         false
                     } else {
-                        let decision = match opts.policy {
-                            ConflictPolicy::Fail => None,
-                            ConflictPolicy::Ours => Some(false),
-                            ConflictPolicy::Theirs => Some(true),
-                            // The write path's rule: the source arrives at the target and
-                            // wins on a timestamp at least the target's; deletes count.
-                            ConflictPolicy::NewestTimestamp => {
-                                Some(match (stamped(t_full, &t, k), stamped(s_full, &s, k)) {
-                                    (Some(m), Some(th)) => th.ts >= m.ts,
-                                    (None, Some(_)) => true,
-                                    _ => false,
-                                })
+                        let (tm, st) = (stamped(t_full, &t, k), stamped(s_full, &s, k));
+                        // Whether the side that arrives wins by the write path's rule: it
+                        // wins on a timestamp at least the other's; deletes count.
+                        let arrives_wins = |a: Option<&Ent>, on: Option<&Ent>| match (on, a) {
+                            (Some(m), Some(th)) => th.ts >= m.ts,
+                            (None, Some(_)) => true,
+                            _ => false,
+                        };
+                        let decision = match (opts.policy, rebase) {
+                            (ConflictPolicy::Fail, _) => None,
+                            (ConflictPolicy::Ours, false) | (ConflictPolicy::Theirs, true) => {
+                                Some(false)
                             }
+                            (ConflictPolicy::Theirs, false) | (ConflictPolicy::Ours, true) => {
+                                Some(true)
+                            }
+                            (ConflictPolicy::NewestTimestamp, false) => Some(arrives_wins(st, tm)),
+                            // In a rebase the target's own change is what arrives on `source`.
+                            (ConflictPolicy::NewestTimestamp, true) => Some(!arrives_wins(tm, st)),
                         };
                         match decision {
                             Some(d) => {
@@ -619,17 +853,23 @@ impl World {
             resolved: report.resolved,
             committed: report.committed,
         };
-        assert_eq!(seen, want, "merge {source} -> {target} {opts:?}");
+        let what = if rebase { "rebase" } else { "merge" };
+        assert_eq!(seen, want, "{what} {source} -> {target} {opts:?}");
         // The conflicts name each side's visible entry, or its delete's tombstone (none
-        // when absent otherwise: expired, truncated).
+        // when absent otherwise: expired, truncated). A rebase names `source` ours.
         for c in &report.conflicts {
             let want = |e: Option<&Ent>| e.map(|e| (e.ts, e.tomb));
             let got = |e: &Option<bough_tree::page::leaf::Entry>| {
                 e.as_ref().map(|e| (e.timestamp, e.is_tombstone()))
             };
             let (t_full, s_full) = (&self.branches[&target], &self.branches[&source]);
-            assert_eq!(got(&c.ours), want(stamped(t_full, &t, &c.key)), "ours");
-            assert_eq!(got(&c.theirs), want(stamped(s_full, &s, &c.key)), "theirs");
+            let (tw, sw) = (
+                want(stamped(t_full, &t, &c.key)),
+                want(stamped(s_full, &s, &c.key)),
+            );
+            let (ours, theirs) = if rebase { (sw, tw) } else { (tw, sw) };
+            assert_eq!(got(&c.ours), ours, "ours");
+            assert_eq!(got(&c.theirs), theirs, "theirs");
         }
         let pi = POLICIES.iter().position(|p| *p == opts.policy).unwrap_or(0);
         self.tally.conflicts[pi] += (want.conflicts.len() + want.resolved) as u64;
@@ -643,8 +883,134 @@ impl World {
             self.tally.merges_three_way += 1;
         }
         if want.committed {
-            let src = self.branches[&source].clone();
-            self.bases.insert((target.clone(), source), (now, src));
+            self.record_base(&target, &source);
+            self.branches.insert(target.clone(), result);
+        }
+        self.check(&target);
+        true
+    }
+
+    /// One end of a range: a branch's current state, or (sometimes) a version of a branch
+    /// some merge base retains.
+    fn pick_end(&mut self) -> (bough::StateRef, Model) {
+        let retained: Vec<(String, Base)> = self
+            .bases
+            .iter()
+            .filter(|((_, other), _)| self.branches.contains_key(other))
+            .map(|((_, other), b)| (other.clone(), b.clone()))
+            .collect();
+        if !retained.is_empty() && self.rng.chance(0.4) {
+            let (branch, b) = self.rng.pick(&retained).clone();
+            self.tally.picked_from_versions += 1;
+            return (bough::StateRef::version(branch, b.version), b.state);
+        }
+        let name = self.pick_live();
+        let state = self.branches[&name].clone();
+        (bough::StateRef::branch(name), state)
+    }
+
+    /// Cherry-pick (or, `revert`, revert) a range of changes onto a live branch.
+    fn pick(&mut self, revert: bool) {
+        let (from, mf) = self.pick_end();
+        let (to, mt) = self.pick_end();
+        let target = self.pick_live();
+        let opts = bough::PickOptions {
+            policy: *self.rng.pick(&POLICIES),
+            dry_run: self.rng.chance(0.2),
+        };
+        let now = self.now();
+        let what = if revert { "revert" } else { "cherry-pick" };
+        self.note(format!(
+            "{what} {from}..{to} onto {target} {opts:?} at {now}"
+        ));
+        let got = if revert {
+            self.part().revert(&from, &to, &target, opts)
+        } else {
+            self.part().cherry_pick(&from, &to, &target, opts)
+        }
+        .unwrap_or_else(|e| panic!("{what} {from}..{to} onto {target}: {e}"));
+        // A revert is the range from `to` back to `from`.
+        let (old_full, new_full) = if revert { (&mt, &mf) } else { (&mf, &mt) };
+        let (old, new) = (visible(old_full, now), visible(new_full, now));
+        let t_full = &self.branches[&target];
+        let t = visible(t_full, now);
+        let mut want = Expect {
+            fast_forward: false,
+            applied: 0,
+            conflicts: Vec::new(),
+            resolved: 0,
+            committed: false,
+        };
+        let mut result = t_full.clone();
+        let mut sides = Vec::new();
+        for k in changed(&old, &new) {
+            let (was, becomes, held) = (old.get(&k), new.get(&k), t.get(&k));
+            if held == becomes {
+                continue;
+            }
+            let take = if held == was {
+                true
+            } else {
+                let ours = stamped(t_full, &t, &k);
+                let theirs = stamped(new_full, &new, &k);
+                sides.push((k.clone(), ours.cloned(), theirs.cloned()));
+                let decision = match opts.policy {
+                    ConflictPolicy::Fail => None,
+                    ConflictPolicy::Ours => Some(false),
+                    ConflictPolicy::Theirs => Some(true),
+                    ConflictPolicy::NewestTimestamp => Some(match (ours, theirs) {
+                        (Some(m), Some(th)) => th.ts >= m.ts,
+                        (None, Some(_)) => true,
+                        _ => false,
+                    }),
+                };
+                match decision {
+                    Some(d) => {
+                        want.resolved += 1;
+                        d
+                    }
+                    None => {
+                        want.conflicts.push(k.clone());
+                        false
+                    }
+                }
+            };
+            if take {
+                want.applied += 1;
+                match becomes.or_else(|| new_full.get(&k).filter(|e| e.tomb)) {
+                    Some(e) => result.insert(k.clone(), e.clone()),
+                    None => result.remove(&k),
+                };
+            }
+        }
+        want.committed = !opts.dry_run && want.conflicts.is_empty() && want.applied > 0;
+        let seen = Expect {
+            fast_forward: got.fast_forward,
+            applied: got.applied,
+            conflicts: got.conflicts.iter().map(|c| c.key.clone()).collect(),
+            resolved: got.resolved,
+            committed: got.committed,
+        };
+        assert_eq!(seen, want, "{what} {from}..{to} onto {target} {opts:?}");
+        for c in &got.conflicts {
+            let brief = |e: Option<&Ent>| e.map(|e| (e.ts, e.tomb));
+            let entry = |e: &Option<bough_tree::page::leaf::Entry>| {
+                e.as_ref().map(|e| (e.timestamp, e.is_tombstone()))
+            };
+            let (_, ours, theirs) = sides
+                .iter()
+                .find(|(k, _, _)| *k == c.key)
+                .expect("a modelled conflict");
+            assert_eq!(entry(&c.ours), brief(ours.as_ref()), "ours");
+            assert_eq!(entry(&c.theirs), brief(theirs.as_ref()), "theirs");
+        }
+        self.tally.pick_conflicts += (want.conflicts.len() + want.resolved) as u64;
+        if revert {
+            self.tally.reverts += 1;
+        } else {
+            self.tally.picks += 1;
+        }
+        if want.committed {
             self.branches.insert(target.clone(), result);
         }
         self.check(&target);
@@ -718,8 +1084,7 @@ impl World {
         self.note(format!("reset {target} to {to}"));
         self.part().reset_branch(&target, &to).expect("reset");
         let state = self.branches[&to].clone();
-        self.bases
-            .insert((target.clone(), to), (self.now(), state.clone()));
+        self.record_base(&target, &to);
         self.branches.insert(target.clone(), state);
         self.tally.resets += 1;
         self.check(&target);
@@ -727,9 +1092,31 @@ impl World {
 
     fn rehome(&mut self) {
         let name = self.pick_live();
-        self.note(format!("rehome {name}"));
-        self.branch(&name).rehome().expect("rehome");
-        self.bases.retain(|(h, _), _| *h != name);
+        let keep = self.rng.chance(0.3);
+        self.note(format!("rehome {name} (keep merge bases: {keep})"));
+        let before = self.mergeable();
+        let r = self
+            .branch(&name)
+            .rehome_with(bough::RehomeOptions {
+                keep_merge_bases: keep,
+            })
+            .expect("rehome");
+        if keep {
+            self.tally.rehomes_kept += 1;
+        } else {
+            self.bases.retain(|(h, _), _| *h != name);
+        }
+        let lost: Vec<(String, String)> = before.difference(&self.mergeable()).cloned().collect();
+        let reported: Vec<(String, String)> = r
+            .merges_lost
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(
+            reported, lost,
+            "merges the re-home of {name} makes impossible"
+        );
+        self.tally.merges_lost += lost.len() as u64;
         self.tally.rehomes += 1;
         self.check(&name);
     }
@@ -837,6 +1224,15 @@ fn run_all(test: &str, backend: Backend, seeds: &[u64], n: usize) {
         total.names_reused > 0 && total.diff_entries > 0,
         "{total:?}"
     );
+    assert!(
+        total.lineage_merges > 0 && total.rebases > 0 && total.picks > 0 && total.reverts > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.picked_from_versions > 0 && total.pick_conflicts > 0,
+        "{total:?}"
+    );
+    assert!(total.rehomes_kept > 0 && total.merges_lost > 0, "{total:?}");
 }
 
 #[test]

@@ -115,6 +115,23 @@ impl Cursor {
         Ok(c)
     }
 
+    /// For lookups in ascending key order (each `key` at least the previous one): the
+    /// entry for `key` when it lies within the leaf the cursor is on — at or before that
+    /// leaf's last entry — as `Some(entry or None)`, moving the cursor to it; `None` when it
+    /// is past that entry, so the caller seeks anew. Reads no page: a batch of lookups
+    /// reads each leaf once instead of once per key.
+    pub fn get_in_leaf(&mut self, key: &[u8]) -> Option<Option<Entry>> {
+        let last = self.entries.last()?;
+        if key > last.key.as_slice() {
+            return None;
+        }
+        let at = self.pos.min(self.entries.len());
+        let rest = self.entries.get(at..).unwrap_or_default();
+        let i = at + rest.partition_point(|e| e.key.as_slice() < key);
+        self.pos = i;
+        Some(self.entries.get(i).filter(|e| e.key == key).cloned())
+    }
+
     /// The last entry with key ≤ `key` (the floor), or none.
     pub fn floor(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entry>> {
         Self::before(t, root, key, true)

@@ -343,10 +343,19 @@ impl Branch {
     }
 
     /// Copies into the branch's own files every page it borrows from other branches' files
-    /// and forgets its merge bases, so those branches can be deleted and collected.
+    /// and forgets its merge bases, so those branches can be deleted and collected. The
+    /// report names the pairs of branches that can no longer merge because of it
+    /// ([`RehomeReport::merges_lost`]); [`rehome_with`](Self::rehome_with) can keep them.
     pub fn rehome(&self) -> Result<RehomeReport> {
+        self.rehome_with(RehomeOptions::default())
+    }
+
+    /// [`rehome`](Self::rehome) with options: [`RehomeOptions::keep_merge_bases`] keeps the
+    /// merge bases (every merge stays possible; what the states they pin cost is reported
+    /// as [`RehomeReport::kept_bases_bytes`]).
+    pub fn rehome_with(&self, opts: RehomeOptions) -> Result<RehomeReport> {
         let part = self.store.partition_entry(self.partition_dir())?;
-        self.call(|reply| BranchOp::Rehome { part, reply })
+        self.call(|reply| BranchOp::Rehome { part, opts, reply })
     }
 
     /// Compacts the branch's mostly-garbage files now: moves its live pages out of every

@@ -116,6 +116,7 @@ pub(super) enum BranchOp {
     /// Copy into the branch's own files every page it borrows.
     Rehome {
         part: Arc<PartitionEntry>,
+        opts: RehomeOptions,
         reply: Reply<RehomeReport>,
     },
     /// Tag the branch's latest commit as `name` (`tags.rs`).
@@ -142,6 +143,23 @@ pub(super) enum BranchOp {
     DeleteExpired {
         part: Arc<PartitionEntry>,
         reply: Reply<bool>,
+    },
+    /// Rebase this branch onto `onto`'s state `record` (`pin` as for a merge).
+    Rebase {
+        part: Arc<PartitionEntry>,
+        onto: BranchName,
+        record: bough_manifest::Snapshot,
+        pin: Arc<TreeSnapshot>,
+        opts: MergeOptions,
+        reply: Reply<MergeReport>,
+    },
+    /// Cherry-pick (or revert) the range between two states onto this branch.
+    Pick {
+        part: Arc<PartitionEntry>,
+        ends: [pick::End; 2],
+        range: bough_catalog::PickRange,
+        opts: bough_catalog::PickOptions,
+        reply: Reply<MergeReport>,
     },
 }
 

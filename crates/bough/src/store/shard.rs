@@ -150,7 +150,9 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
             pin,
             reply,
         } => answer(reply, label, reset(head, now, &part, &source, &record, pin)),
-        BranchOp::Rehome { part, reply } => answer(reply, label, rehome(head, now, &part)),
+        BranchOp::Rehome { part, opts, reply } => {
+            answer(reply, label, rehome(head, now, &part, opts))
+        }
         BranchOp::CreateTag { part, name, reply } => {
             answer(reply, label, tags::create_tag(head, now, &part, &name));
         }
@@ -176,6 +178,29 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
                 policy::delete_expired(head, now, branch, &part),
             );
         }
+        BranchOp::Rebase {
+            part,
+            onto,
+            record,
+            pin,
+            opts,
+            reply,
+        } => answer(
+            reply,
+            label,
+            pick::rebase(head, now, &part, &onto, &record, pin, opts),
+        ),
+        BranchOp::Pick {
+            part,
+            ends,
+            range,
+            opts,
+            reply,
+        } => answer(
+            reply,
+            label,
+            pick::pick(head, now, &part, ends, range, opts),
+        ),
     }
 }
 

@@ -196,6 +196,11 @@ pub(super) fn reset(
     Ok(())
 }
 
-pub(super) fn rehome(head: &mut Head, now: u64, part: &PartitionEntry) -> Result<RehomeReport> {
-    Ok(part.part.rehome(head, now)?)
+pub(super) fn rehome(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    opts: RehomeOptions,
+) -> Result<RehomeReport> {
+    Ok(part.part.rehome(head, opts, now)?)
 }
