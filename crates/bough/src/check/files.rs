@@ -110,19 +110,35 @@ impl PartitionFiles {
             .collect();
         let mut manifests = Vec::new();
         let mut page_size = None;
+        let mut vanished = Vec::new();
         for (n, k) in &names {
             // A tag is one snapshot record in the manifest format, like an archive.
             if matches!(
                 k,
                 FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
             ) {
-                let r = replay_manifest(storage.as_ref(), &format!("{dir}/{n}"));
+                let path = format!("{dir}/{n}");
+                // Listed, then gone before it was read: a writer removed it (a manifest of
+                // an older term, a pruned archive, a deleted tag). Not damage: it is left
+                // out as if never listed, so a CURRENT_TERM that still names it is reported
+                // as a missing manifest.
+                if let Err(e) = storage.file_len(&path)
+                    && e.kind() == bough_io::ErrorKind::NotFound
+                {
+                    vanished.push(n.clone());
+                    continue;
+                }
+                let r = replay_manifest(storage.as_ref(), &path);
                 if let Ok(s) = &r {
                     page_size.get_or_insert(s.state.page_size);
                 }
                 manifests.push((n.clone(), r));
             }
         }
+        let names: Vec<(String, FileKind)> = names
+            .into_iter()
+            .filter(|(n, _)| !vanished.contains(n))
+            .collect();
         let files = Arc::new(FileTable::new(
             storage.clone(),
             dir.to_string(),
