@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arbitrary::{Arbitrary, Unstructured};
 use bough_io::layout::FRAME_HEADER_LEN;
-use bough_io::{FileSalt, ErrorKind, open_page, seal_page};
+use bough_io::{ErrorKind, FileSalt, open_page, seal_page};
 use bough_manifest::PageAddr;
 use bough_tree::error::{TreeError, TreeResult};
 use bough_tree::mapping::{MappingTable, NodeSource, walk_radix};
