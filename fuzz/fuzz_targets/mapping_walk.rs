@@ -113,7 +113,8 @@ fn build(input: &Input) -> Option<(Pages, PageAddr)> {
                         SlotValue::Raw(r) => *r,
                     };
                 }
-                node.encode()
+                // Hostile on purpose: the walk must refuse what the writer never writes.
+                node.encode_unchecked()
             }
             PageSpec::Bytes(b) => b.clone(),
         };
