@@ -194,23 +194,25 @@ pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
         }
     }
     if stopped {
-        let e = CliError::new(
-            code::CONFLICT,
-            format!(
-                "merge of {} into {} stopped: {}; nothing was changed",
-                a.source,
-                a.target,
-                plural(report.conflicts.len() as u64, "conflict", "conflicts")
-            ),
-        )
-        .hint("settle them with --policy ours|theirs|newest, or change the keys on one side and merge again");
-        if !ctx.json {
-            eprintln!("error: {}", e.message);
-            if let Some(h) = &e.hint {
-                eprintln!("hint: {h}");
-            }
-        }
-        return Ok(code::CONFLICT);
+        return Ok(conflict_stop(
+            ctx,
+            &format!("merge of {} into {}", a.source, a.target),
+            report.conflicts.len(),
+            "settle them with --policy ours|theirs|newest, or change the keys on one side and merge again",
+        ));
     }
     Ok(0)
+}
+
+/// Reports a merge-like command that stopped on conflicts (on stderr unless `--json`, whose
+/// report already lists them) and returns its exit code.
+pub(super) fn conflict_stop(ctx: &Ctx, what: &str, conflicts: usize, hint: &str) -> u8 {
+    if !ctx.json {
+        eprintln!(
+            "error: {what} stopped: {}; nothing was changed",
+            plural(conflicts as u64, "conflict", "conflicts")
+        );
+        eprintln!("hint: {hint}");
+    }
+    code::CONFLICT
 }

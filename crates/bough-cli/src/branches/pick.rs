@@ -4,7 +4,7 @@
 use bough::{Conflict, MergeReport, PickOptions, StateRef};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 
-use super::merge::PolicyArg;
+use super::merge::{PolicyArg, conflict_stop};
 use super::*;
 
 fn policy(p: PolicyArg) -> ConflictPolicy {
@@ -318,23 +318,12 @@ impl Outcome {
             }
         }
         if stopped {
-            let e = CliError::new(
-                code::CONFLICT,
-                format!(
-                    "{} of {} stopped: {}; nothing was changed",
-                    self.cmd,
-                    self.what,
-                    plural(r.conflicts.len() as u64, "conflict", "conflicts")
-                ),
-            )
-            .hint("settle them with --policy ours|theirs|newest");
-            if !ctx.json {
-                eprintln!("error: {}", e.message);
-                if let Some(h) = &e.hint {
-                    eprintln!("hint: {h}");
-                }
-            }
-            return Ok(code::CONFLICT);
+            return Ok(conflict_stop(
+                ctx,
+                &format!("{} of {}", self.cmd, self.what),
+                r.conflicts.len(),
+                "settle them with --policy ours|theirs|newest",
+            ));
         }
         Ok(0)
     }

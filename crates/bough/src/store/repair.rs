@@ -2,8 +2,9 @@
 //! damaged branch comes back from its newest intact archive.
 
 use bough_catalog::Damaged;
+use bough_catalog::error::CatalogResult;
 use bough_names::{ArchiveName, BranchName};
-use bough_tree::head::TreeSnapshot;
+use bough_tree::head::{Head, TreeSnapshot};
 
 use super::{Branch, DiffEntry, PartitionHandle};
 use crate::error::{Error, ErrorKind, Result};
@@ -43,14 +44,24 @@ impl PartitionHandle {
     /// branch (which may be damaged).
     pub fn branch_from_archive(&self, archive: &ArchiveName, name: &str) -> Result<Branch> {
         self.store.check_writable()?;
+        self.branch_from_record(name, |part, bname, now| {
+            part.branch_from_archive(archive, bname, now)
+        })
+    }
+
+    /// Creates branch `name` from a head `create` makes out of a recorded state (an archive,
+    /// a tag), under the catalog lock, and registers it with the store.
+    pub(super) fn branch_from_record(
+        &self,
+        name: &str,
+        create: impl FnOnce(&bough_catalog::Partition, &BranchName, u64) -> CatalogResult<Head>,
+    ) -> Result<Branch> {
         let label = format!("{}@{name}", self.dir);
         let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
         let entry = self.entry()?;
         let head = {
             let _catalog = entry.catalog_change();
-            entry
-                .part
-                .branch_from_archive(archive, &bname, self.store.inner.clock.now_ms())
+            create(&entry.part, &bname, self.store.inner.clock.now_ms())
                 .map_err(|e| Error::from(e).at(&label))?
         };
         let b = self.store.register(head, &self.dir);

@@ -162,22 +162,8 @@ impl PartitionHandle {
     /// Creates branch `name` at the state tag `tag` keeps (what
     /// [`create_branch`](Self::create_branch) does when `from` names a tag).
     pub(super) fn branch_from_tag(&self, tag: &BranchName, name: &str) -> Result<Branch> {
-        let label = format!("{}@{name}", self.dir);
-        let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
-        let entry = self.entry()?;
-        let head = {
-            let _catalog = entry.catalog_change();
-            entry
-                .part
-                .branch_from_tag(tag, &bname, self.store.inner.clock.now_ms())
-                .map_err(|e| Error::from(e).at(&label))?
-        };
-        let b = self.store.register(head, &self.dir);
-        entry.branches.lock().insert(bname, b.clone());
-        self.store.evict_idle_branches();
-        Ok(Branch {
-            store: self.store.clone(),
-            entry: b,
+        self.branch_from_record(name, |part, bname, now| {
+            part.branch_from_tag(tag, bname, now)
         })
     }
 }
