@@ -128,10 +128,42 @@ pub fn encode_merge_bases(bases: &[MergeBase]) -> Result<Vec<u8>, crate::error::
         out.extend_from_slice(b.branch.as_str().as_bytes());
         put_varint(&mut out, b.recorded_at_ms);
         let rec = crate::record::encode_snapshot(&b.state)?;
+        // The record is embedded without its block padding: a manifest's records are
+        // padded so an append never rewrites a block, which means nothing inside another
+        // record, and the padding alone was most of a new branch's manifest (4 KiB).
+        let unpadded = unpadded_len(&rec);
+        let rec = rec.get(..unpadded).unwrap_or(&rec);
         put_varint(&mut out, rec.len() as u64);
-        out.extend_from_slice(&rec);
+        out.extend_from_slice(rec);
     }
     Ok(out)
+}
+
+/// Header plus payload of an encoded record: its length without the block padding.
+fn unpadded_len(rec: &[u8]) -> usize {
+    crate::record::RecordHeader::parse(rec)
+        .map(|h| crate::record::HEADER_LEN + h.payload_len as usize)
+        .filter(|&n| n <= rec.len())
+        .unwrap_or(rec.len())
+}
+
+/// An embedded record as [`decode_record`](crate::record::decode_record) takes it: with its
+/// padding. Stores written before the padding was dropped embed it padded (returned as
+/// is); otherwise exactly header plus payload must be present, so the zeros added are
+/// fewer than one block and never sized from an unchecked length.
+fn repad(rec: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, DecodeReason> {
+    let header = crate::record::RecordHeader::parse(rec).ok_or(DecodeReason::Truncated)?;
+    let padded = header.record_len();
+    if rec.len() as u64 >= padded {
+        return Ok(std::borrow::Cow::Borrowed(rec));
+    }
+    if rec.len() != crate::record::HEADER_LEN + header.payload_len as usize {
+        return Err(DecodeReason::Truncated);
+    }
+    let mut out = rec.to_vec();
+    // padded - rec.len() < BLOCK_SIZE here (record_len rounds header + payload up).
+    out.resize(padded as usize, 0);
+    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// Decodes a `MERGE_BASES` payload.
@@ -148,8 +180,8 @@ pub fn decode_merge_bases(bytes: &[u8]) -> Result<Vec<MergeBase>, DecodeReason> 
             .ok_or(DecodeReason::InvalidBranchName)?;
         let recorded_at_ms = r.varint()?;
         let rec_len = r.varint()?;
-        let rec = r.bytes(rec_len)?;
-        let state = match crate::record::decode_record(rec, 0).map_err(|e| e.reason)? {
+        let rec = repad(r.bytes(rec_len)?)?;
+        let state = match crate::record::decode_record(&rec, 0).map_err(|e| e.reason)? {
             crate::record::Record::Snapshot(s) => s,
             crate::record::Record::Log(_) => {
                 return Err(DecodeReason::UnexpectedRecordKind {

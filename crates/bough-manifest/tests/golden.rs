@@ -188,3 +188,49 @@ fn merge_bases_payload_with_version() {
     );
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
 }
+
+/// Stores written before the embedded record lost its padding still decode (the record is
+/// taken as it is when it is whole), and an embedded record cut inside its payload is
+/// refused rather than padded out.
+#[test]
+fn merge_bases_payload_padded_or_cut() {
+    let mut state = sample_snapshot();
+    set_commit_version(&mut state.extensions, 300);
+    let base = bough_manifest::MergeBase {
+        branch: bough_names::BranchName::main(),
+        recorded_at_ms: 77,
+        state: state.clone(),
+    };
+    let rec = bough_manifest::encode_snapshot(&state).expect("encodes");
+    let embed = |rec: &[u8]| {
+        let mut out = vec![1u8, 4];
+        out.extend_from_slice(b"main");
+        out.push(77);
+        let mut n = rec.len() as u64;
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n > 0 { b | 0x80 } else { b });
+            if n == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(rec);
+        out
+    };
+    assert_eq!(
+        bough_manifest::decode_merge_bases(&embed(&rec)).expect("a padded record decodes"),
+        vec![base.clone()]
+    );
+    let unpadded =
+        bough_manifest::encode_merge_bases(std::slice::from_ref(&base)).expect("encodes");
+    assert!(
+        unpadded.len() < rec.len(),
+        "the embedded record is stored without padding"
+    );
+    let payload_end = bough_manifest::RecordHeader::parse(&rec)
+        .expect("header")
+        .payload_len as usize
+        + 24;
+    assert!(bough_manifest::decode_merge_bases(&embed(&rec[..payload_end - 1])).is_err());
+}
