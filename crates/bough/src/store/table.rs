@@ -77,13 +77,32 @@ impl Table {
         BranchName::new(name)?;
         BranchName::new(from)?;
         let parts = self.partitions()?;
+        let table = self.name();
+        // The table-level check, once, before anything is recorded: every partition is
+        // asked through its catalog, and every refusal is reported.
+        let (mut taken, mut missing) = (Vec::new(), Vec::new());
         for p in &parts {
-            if self.partition(*p)?.branches()?.iter().any(|b| b == name) {
+            let part = self.partition(*p)?;
+            let branches = part.branches()?;
+            if branches.iter().any(|b| b == name) {
+                taken.push(format!("{table}.{p}@{name}: already exists"));
+            }
+            if !branches.iter().any(|b| b == from)
+                && !part.tags()?.iter().any(|t| t.name.as_str() == from)
+            {
+                missing.push(format!("{table}.{p}@{from}: no such branch or tag"));
+            }
+        }
+        for (kind, errs) in [
+            (ErrorKind::AlreadyExists, taken),
+            (ErrorKind::NotFound, missing),
+        ] {
+            if !errs.is_empty() {
                 return Err(Error::new(
-                    ErrorKind::AlreadyExists,
+                    kind,
                     format!(
-                        "branch {name} already exists on partition {p} of table {}",
-                        self.name()
+                        "creating branch {name} on table {table} refused (nothing changed): {}",
+                        errs.join("; ")
                     ),
                 ));
             }
