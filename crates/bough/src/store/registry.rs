@@ -265,16 +265,15 @@ impl Store {
         };
         // Another process on shared object storage may take a number first: creating the
         // intent is a create-if-absent, so the loser takes the next one.
-        let bytes = loop {
+        loop {
             let bytes = intent.encode(seq);
             let name = TableOpName::intent(seq).to_string();
             match self.inner.storage.create_new(&name, &bytes) {
-                Ok(()) => break bytes,
+                Ok(()) => break,
                 Err(bough_io::IoError::AlreadyExists { .. }) => seq += 1,
                 Err(e) => return Err(Error::from(e).at(name)),
             }
-        };
-        drop(bytes);
+        }
         *next = Some(seq + 1);
         let op = Op {
             store: self,
@@ -390,7 +389,9 @@ impl Store {
         // Prune: intent first, synced, then the outcome, so a crash between never leaves an
         // intent without its outcome.
         for (&seq, l) in &listed {
-            if Some(seq) == newest || !(l.outcome || !l.intent) {
+            // Unresolved at listing time (resolved just now, or damaged): kept this time.
+            let unresolved = l.intent && !l.outcome;
+            if Some(seq) == newest || unresolved {
                 continue;
             }
             storage.delete(&TableOpName::intent(seq).to_string())?;
