@@ -362,6 +362,13 @@ impl Store {
                         format!("{name}: at offset 14: an outcome record under an intent's name"),
                     ));
                 }
+                // A damaged intent cannot be finished: it is left (never deleted) for the
+                // operator, `Store::check` reports it, and the partitions, each consistent
+                // on its own, stay usable.
+                Err(e) if e.kind() == ErrorKind::Corruption => {
+                    tracing::error!(error = %e, "cannot finish a table-wide branch operation: its record is damaged");
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             tracing::warn!(seq, table = %intent.table, branch = %intent.branch, kind = ?intent.kind, "finishing an interrupted table-wide branch operation");
