@@ -393,6 +393,7 @@ impl Store {
             }
             op.end(TableOpResult::Applied, refused.join("; "))?;
         }
+        let mut pruned = false;
         // Prune: intent first, synced, then the outcome, so a crash between never leaves an
         // intent without its outcome.
         for (&seq, l) in &listed {
@@ -404,8 +405,13 @@ impl Store {
             storage.delete(&TableOpName::intent(seq).to_string())?;
             storage.sync_dir(ROOT)?;
             storage.delete(&TableOpName::outcome(seq).to_string())?;
+            pruned = true;
         }
-        storage.sync_dir(ROOT)?;
+        // An open with nothing to prune syncs nothing (a store without table-wide
+        // operations opens as before).
+        if pruned {
+            storage.sync_dir(ROOT)?;
+        }
         Ok(())
     }
 
