@@ -75,6 +75,9 @@ pub(crate) fn mark<'a>(
             // Evidence kept for the operator (`bough verify` reports it): no data file, and
             // not GC's to delete.
             FileKind::TornTail(_) => {}
+            // The store's branch registry lives in the store root, never in a partition;
+            // the registry (not GC) removes its records, and only once resolved.
+            FileKind::TableOp(_) => {}
         }
     }
     require_live_manifests(&storage, &dir, &terms, &mut manifests)?;

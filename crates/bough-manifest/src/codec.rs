@@ -50,6 +50,11 @@ impl<'a> Reader<'a> {
             .ok_or(DecodeReason::CountTooLarge(count))
     }
 
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Succeeds only if every byte was consumed.
     pub(crate) fn finish(self) -> Result<(), DecodeReason> {
         match self.buf.len() {

@@ -160,6 +160,8 @@ pub enum DecodeReason {
         /// The one found.
         found: u64,
     },
+    /// A table-op record (the store's branch registry) breaks a rule of its format.
+    InvalidTableOp(&'static str),
     /// A log ends before the version the manifest says it covers.
     LogEndsEarly {
         /// The version the manifest names.
@@ -179,6 +181,7 @@ impl std::fmt::Display for DecodeReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use DecodeReason::*;
         match self {
+            InvalidTableOp(what) => write!(f, "invalid table-op record: {what}"),
             NoSnapshot => f.write_str("no snapshot record (empty or all-zero file)"),
             BadChecksum { stored, computed } => {
                 write!(

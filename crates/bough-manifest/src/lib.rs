@@ -45,6 +45,7 @@ mod record;
 mod replay;
 mod salvage;
 mod staging;
+mod table_op;
 pub mod varint;
 mod version;
 
@@ -77,4 +78,8 @@ pub use record::{
 pub use replay::{ManifestState, Replayed, dropped_tail_finding, replay};
 pub use salvage::{Salvaged, salvage};
 pub use staging::{MAX_STAGING_LEN, STAGING, set_staging, staging_purpose};
+pub use table_op::{
+    MAX_TABLE_OP_BODY, MAX_TABLE_OP_DETAIL, TABLE_OP_HEADER_LEN, TABLE_OP_MAGIC, TABLE_OP_VERSION,
+    TableOpIntent, TableOpKind, TableOpOutcome, TableOpRecord, TableOpResult, decode_table_op,
+};
 pub use version::{VERSION, commit_version, decode_version, encode_version, set_commit_version};

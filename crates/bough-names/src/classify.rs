@@ -11,11 +11,11 @@ use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::BranchName;
 use crate::names::{
     ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
-    TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
+    TableOpName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
 };
 use crate::{
     CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, LOG_PREFIX, MANIFEST_PREFIX,
-    TAG_PREFIX,
+    TABLE_OP_PREFIX, TAG_PREFIX,
 };
 
 /// What a file name in a partition or store directory denotes.
@@ -45,6 +45,9 @@ pub enum FileKind {
     TornTail(TornTailName),
     /// `tag_<name>`: a tag, one snapshot record naming the state it keeps.
     Tag(TagFileName),
+    /// `tableop_<seq>[_end]` (store root): a record of the store's branch registry, the
+    /// intent or the outcome of one table-wide branch operation.
+    TableOp(TableOpName),
     /// Anything else, kept verbatim. Never to be treated as store data.
     Unknown(String),
 }
@@ -62,7 +65,11 @@ impl FileKind {
             FileKind::Version(n) => n.target.branch(),
             FileKind::TornTail(n) => Some(&n.manifest.branch),
             // A tag outlives the branch it was taken from: it belongs to none.
-            FileKind::Tag(_) | FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => None,
+            FileKind::Tag(_)
+            | FileKind::TableOp(_)
+            | FileKind::Lock
+            | FileKind::GcLease
+            | FileKind::Unknown(_) => None,
         }
     }
 
@@ -81,6 +88,7 @@ impl From<TmpTarget> for FileKind {
             TmpTarget::CurrentTerm(n) => FileKind::CurrentTerm(n),
             TmpTarget::TornTail(n) => FileKind::TornTail(n),
             TmpTarget::Tag(n) => FileKind::Tag(n),
+            TmpTarget::TableOp(n) => FileKind::TableOp(n),
         }
     }
 }
@@ -101,6 +109,7 @@ impl fmt::Display for FileKind {
             FileKind::Version(n) => n.fmt(f),
             FileKind::TornTail(n) => n.fmt(f),
             FileKind::Tag(n) => n.fmt(f),
+            FileKind::TableOp(n) => n.fmt(f),
             FileKind::Unknown(s) => f.write_str(s),
         }
     }
@@ -108,8 +117,9 @@ impl fmt::Display for FileKind {
 
 /// Prefixes that claim a name for the store: a name with one of these that
 /// fails to parse is damage or a bug, not a stranger's file.
-const KNOWN_PREFIXES: [&str; 6] = [
+const KNOWN_PREFIXES: [&str; 7] = [
     MANIFEST_PREFIX,
+    TABLE_OP_PREFIX,
     TAG_PREFIX,
     DATA_PREFIX,
     LOG_PREFIX,
@@ -252,6 +262,40 @@ mod tests {
             "tag_Main",
             "tag_v1_",
             "tag_a.b",
+        ] {
+            assert!(!classify(bad).is_known(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn table_op_records_are_an_intent_or_an_outcome() {
+        assert_eq!(
+            known("tableop_0"),
+            FileKind::TableOp(TableOpName::intent(0))
+        );
+        assert_eq!(
+            known("tableop_18446744073709551615_end"),
+            FileKind::TableOp(TableOpName::outcome(u64::MAX))
+        );
+        assert_eq!(classify("tableop_3").branch(), None);
+        assert_eq!(
+            known("tableop_3_end.9.tmp"),
+            FileKind::Tmp(TmpName::new(TableOpName::outcome(3), 9))
+        );
+        assert_eq!(
+            TableOpName::parse("tableop_12"),
+            Ok(TableOpName::intent(12))
+        );
+        for bad in [
+            "tableop_",
+            "tableop_01",
+            "tableop_1_",
+            "tableop_1_ends",
+            "tableop_1_end_end",
+            "tableop_1.v2",
+            "tableop_x",
+            "tableop_18446744073709551616",
+            "TABLEOP_1",
         ] {
             assert!(!classify(bad).is_known(), "{bad}");
         }

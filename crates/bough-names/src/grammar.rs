@@ -19,11 +19,12 @@ use nom::{IResult, Parser};
 use crate::ident::{BranchName, NameError, Shown, TableName, is_all_digits};
 use crate::names::{
     ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
-    TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
+    TableOpName, TableOpPart, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
+    VersionTarget,
 };
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX, TAG_PREFIX,
-    TMP_SUFFIX, TORN_INFIX, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX,
+    TABLE_OP_END_SUFFIX, TABLE_OP_PREFIX, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, VERSION_INFIX,
 };
 
 /// Why a number field was refused.
@@ -67,6 +68,8 @@ pub enum NameKind {
     CurrentTerm,
     /// `tag_<name>`
     Tag,
+    /// `tableop_<seq>[_end]`
+    TableOp,
     /// `<inner>.<nonce>.tmp`
     Tmp,
     /// `<target>.v<version>`
@@ -88,6 +91,7 @@ impl fmt::Display for NameKind {
             NameKind::Log => "log file",
             NameKind::CurrentTerm => "CURRENT_TERM",
             NameKind::Tag => "tag",
+            NameKind::TableOp => "table-wide operation record",
             NameKind::Tmp => "temporary file",
             NameKind::Version => "version",
             NameKind::TornTail => "kept-aside torn tail",
@@ -377,6 +381,26 @@ pub(crate) fn tag_file(i: &str) -> Res<'_, TagFileName> {
         .parse(i)
 }
 
+/// `tableop_<seq>` or `tableop_<seq>_end`: a record of the store's branch registry.
+pub(crate) fn table_op(i: &str) -> Res<'_, TableOpName> {
+    preceded(
+        tag(TABLE_OP_PREFIX),
+        cut((
+            context("sequence number", dec_u64),
+            opt(tag(TABLE_OP_END_SUFFIX)),
+        )),
+    )
+    .map(|(seq, end)| TableOpName {
+        seq,
+        part: if end.is_some() {
+            TableOpPart::Outcome
+        } else {
+            TableOpPart::Intent
+        },
+    })
+    .parse(i)
+}
+
 /// Anything that may be written through a temporary file.
 pub(crate) fn tmp_target(i: &str) -> Res<'_, TmpTarget> {
     alt((
@@ -386,6 +410,7 @@ pub(crate) fn tmp_target(i: &str) -> Res<'_, TmpTarget> {
         manifest_or_archive,
         data.map(TmpTarget::Data),
         current_term.map(TmpTarget::CurrentTerm),
+        table_op.map(TmpTarget::TableOp),
     ))
     .parse(i)
 }
@@ -599,6 +624,20 @@ impl std::str::FromStr for TagFileName {
     type Err = NameParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         TagFileName::parse(s)
+    }
+}
+
+impl TableOpName {
+    /// Parses `tableop_<seq>` or `tableop_<seq>_end`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::TableOp, s, table_op)
+    }
+}
+
+impl std::str::FromStr for TableOpName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TableOpName::parse(s)
     }
 }
 

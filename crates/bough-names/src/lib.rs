@@ -23,7 +23,9 @@
 //! log           = "wal_" log-id "_" branch "_" term
 //! current-term  = "CURRENT_TERM." branch
 //! tag           = "tag_" branch              ; a tag's name follows the branch grammar
-//! tmp           = (manifest | archive | data | current-term | tag) "." nonce ".tmp"
+//! table-op      = "tableop_" number ["_end"]  ; store root: a table-wide branch operation's
+//!                                             ; intent record, or its outcome record
+//! tmp           = (manifest | archive | data | current-term | tag | table-op) "." nonce ".tmp"
 //! lock          = "LOCK"
 //! gc-lease      = "GC_LEASE"                  ; object stores only
 //! version       = (manifest | current-term | gc-lease) ".v" number
@@ -94,7 +96,8 @@ pub use ident::{
 };
 pub use names::{
     ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
-    TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
+    TableOpName, TableOpPart, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
+    VersionTarget,
 };
 
 /// Term of a writer on a branch; grows each time a new writer takes over.
@@ -120,6 +123,11 @@ pub const LOG_PREFIX: &str = "wal_";
 pub const TAG_PREFIX: &str = "tag_";
 /// Prefix of CURRENT_TERM file names.
 pub const CURRENT_TERM_PREFIX: &str = "CURRENT_TERM.";
+/// Prefix of table-wide branch operation records in the store root (`tableop_<seq>`,
+/// `tableop_<seq>_end`).
+pub const TABLE_OP_PREFIX: &str = "tableop_";
+/// What follows the sequence number in the name of a table-wide operation's outcome record.
+pub const TABLE_OP_END_SUFFIX: &str = "_end";
 /// Suffix of temporary file names.
 pub const TMP_SUFFIX: &str = ".tmp";
 /// Name of a partition's garbage-collection lease (object stores only).

@@ -8,7 +8,8 @@ use std::fmt;
 use crate::ident::{BranchName, TableName};
 use crate::{
     CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, LOG_PREFIX, LogId, MANIFEST_PREFIX,
-    PartitionId, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, Term, Timestamp, VERSION_INFIX,
+    PartitionId, TABLE_OP_END_SUFFIX, TABLE_OP_PREFIX, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, Term,
+    Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.
@@ -199,6 +200,56 @@ impl fmt::Display for TagFileName {
     }
 }
 
+/// Which record of a table-wide branch operation a [`TableOpName`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TableOpPart {
+    /// `tableop_<seq>`: what the operation is, written before any partition acts.
+    Intent,
+    /// `tableop_<seq>_end`: how it ended (applied everywhere, or nowhere).
+    Outcome,
+}
+
+/// A record of the store-level branch registry, in the store root: `tableop_<seq>` (the
+/// intent of table-wide operation `seq`) or `tableop_<seq>_end` (its outcome).
+///
+/// Both are created with `create_new` and never rewritten; `seq` grows by one per
+/// operation, so an intent without an outcome is an operation a crash interrupted
+/// (`docs/format.md`, "Table-wide branch operations").
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableOpName {
+    /// The operation's sequence number in the store.
+    pub seq: u64,
+    /// Which of its two records.
+    pub part: TableOpPart,
+}
+
+impl TableOpName {
+    /// The intent record of operation `seq`.
+    pub fn intent(seq: u64) -> Self {
+        TableOpName {
+            seq,
+            part: TableOpPart::Intent,
+        }
+    }
+
+    /// The outcome record of operation `seq`.
+    pub fn outcome(seq: u64) -> Self {
+        TableOpName {
+            seq,
+            part: TableOpPart::Outcome,
+        }
+    }
+}
+
+impl fmt::Display for TableOpName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.part {
+            TableOpPart::Intent => write!(f, "{TABLE_OP_PREFIX}{}", self.seq),
+            TableOpPart::Outcome => write!(f, "{TABLE_OP_PREFIX}{}{TABLE_OP_END_SUFFIX}", self.seq),
+        }
+    }
+}
+
 /// The final name a temporary file is renamed to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TmpTarget {
@@ -214,6 +265,8 @@ pub enum TmpTarget {
     TornTail(TornTailName),
     /// A tag.
     Tag(TagFileName),
+    /// A table-wide branch operation record (store root).
+    TableOp(TableOpName),
 }
 
 impl TmpTarget {
@@ -225,7 +278,7 @@ impl TmpTarget {
             TmpTarget::Data(n) => Some(&n.branch),
             TmpTarget::CurrentTerm(n) => Some(&n.branch),
             TmpTarget::TornTail(n) => Some(&n.manifest.branch),
-            TmpTarget::Tag(_) => None,
+            TmpTarget::Tag(_) | TmpTarget::TableOp(_) => None,
         }
     }
 }
@@ -239,7 +292,14 @@ impl fmt::Display for TmpTarget {
             TmpTarget::CurrentTerm(n) => n.fmt(f),
             TmpTarget::TornTail(n) => n.fmt(f),
             TmpTarget::Tag(n) => n.fmt(f),
+            TmpTarget::TableOp(n) => n.fmt(f),
         }
+    }
+}
+
+impl From<TableOpName> for TmpTarget {
+    fn from(n: TableOpName) -> Self {
+        TmpTarget::TableOp(n)
     }
 }
 

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TagFileName, TmpName, TornTailName, VersionName, VersionTarget,
-    classify,
+    PartitionDir, TableName, TableOpName, TagFileName, TmpName, TornTailName, VersionName,
+    VersionTarget, classify,
 };
 
 fn b(s: &str) -> BranchName {
@@ -45,6 +45,7 @@ fn table(names: &[String]) -> String {
                 t.manifest, t.offset, t.n
             ),
             FileKind::Tag(t) => format!("tag name={}", t.tag),
+            FileKind::TableOp(t) => format!("table-op seq={} part={:?}", t.seq, t.part),
             FileKind::Unknown(u) => format!("unknown {u}"),
         };
         let _ = writeln!(out, "{n:<40} {what}");
@@ -77,6 +78,8 @@ fn every_kind_of_name() {
         TornTailName::new(ManifestName::new(main.clone(), 5), 8192, 0).to_string(),
         TagFileName::new(b("release_v2")).to_string(),
         TmpName::new(TagFileName::new(b("v1")), 9).to_string(),
+        TableOpName::intent(7).to_string(),
+        TableOpName::outcome(7).to_string(),
     ];
     // The partition directory is not a file name: it is checked on its own.
     let dir = &names[0];

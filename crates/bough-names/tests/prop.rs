@@ -3,8 +3,8 @@
 
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
-    VersionTarget, classify, classify_dir, parse_file_name,
+    PartitionDir, TableName, TableOpName, TagFileName, TmpName, TmpTarget, TornTailName,
+    VersionName, VersionTarget, classify, classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -65,6 +65,11 @@ fn target() -> impl Strategy<Value = TmpTarget> {
         (num(), branch(), num()).prop_map(|(f, b, t)| DataFileName::new(f, b, t).into()),
         branch().prop_map(|b| CurrentTermName::new(b).into()),
         branch().prop_map(|b| TagFileName::new(b).into()),
+        (num(), any::<bool>()).prop_map(|(s, end)| if end {
+            TableOpName::outcome(s).into()
+        } else {
+            TableOpName::intent(s).into()
+        }),
         (branch(), num(), num(), num()).prop_map(|(b, t, o, n)| TornTailName::new(
             ManifestName::new(b, t),
             o,
@@ -101,6 +106,7 @@ fn near_grammar() -> impl Strategy<Value = String> {
             "",
             "manifest_",
             "data_",
+            "tableop_",
             "wal_",
             "CURRENT_TERM.",
             "tag_",
@@ -162,6 +168,7 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         LogFileName::parse(s).ok().map(FileKind::Log),
         CurrentTermName::parse(s).ok().map(FileKind::CurrentTerm),
         TmpName::parse(s).ok().map(FileKind::Tmp),
+        TableOpName::parse(s).ok().map(FileKind::TableOp),
         VersionName::parse(s).ok().map(FileKind::Version),
         TornTailName::parse(s).ok().map(FileKind::TornTail),
         TagFileName::parse(s).ok().map(FileKind::Tag),
@@ -193,6 +200,7 @@ proptest! {
             FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),
             FileKind::TornTail(n) => prop_assert_eq!(&TornTailName::parse(&text)?, n),
             FileKind::Tag(n) => prop_assert_eq!(&TagFileName::parse(&text)?, n),
+            FileKind::TableOp(n) => prop_assert_eq!(&TableOpName::parse(&text)?, n),
             FileKind::Lock | FileKind::GcLease | FileKind::Unknown(_) => {}
         }
     }

@@ -19,7 +19,9 @@
 //! 5. unknown and leftover temporary files are warnings; so is a manifest tail that replay
 //!    drops (a torn last append or a damaged last record: the commit it held, if any, is
 //!    not applied) and a torn tail the engine kept aside before appending over it;
-//! 6. optionally ([`CheckOptions::gc`]), GC's dry run sorts every data file into
+//! 6. at the store level, every record of the branch registry (`tableop_<seq>[_end]`)
+//!    decodes, and an interrupted table-wide operation is a warning;
+//! 7. optionally ([`CheckOptions::gc`]), GC's dry run sorts every data file into
 //!    referenced, in flight or collectable.
 //!
 //! Damage is a finding, never a panic and never an error: only failing to list the store
@@ -193,6 +195,19 @@ pub fn check_partition(
 /// Checks every partition of the store `storage` holds.
 pub fn check_storage(storage: &Arc<dyn Storage>, opts: &CheckOptions) -> Result<CheckReport> {
     let mut out = CheckReport::default();
+    let (status, bad) = crate::store::check_table_ops(storage)?;
+    for (file, why) in bad {
+        out.findings.push(Finding {
+            file,
+            problem: Problem::TableOpUnreadable { why },
+        });
+    }
+    for seq in status.unresolved {
+        out.findings.push(Finding {
+            file: bough_names::TableOpName::intent(seq).to_string(),
+            problem: Problem::TableOpUnresolved { seq },
+        });
+    }
     let mut dirs = storage.list_dirs().map_err(Error::from)?;
     dirs.sort();
     for d in dirs {

@@ -54,8 +54,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
 pub use store::{
     Branch, BranchPolicy, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle,
-    RangeIter, ReadView, RepairReport, ScanOptions, ScanPage, StateRef, Store, Table, TagInfo,
-    Value, WriteReport,
+    RangeIter, ReadView, RegistryStatus, RepairReport, ScanOptions, ScanPage, StateRef, Store,
+    Table, TagInfo, Value, WriteReport,
 };
 
 pub use bough_catalog::{

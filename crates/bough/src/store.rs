@@ -44,6 +44,7 @@ mod range;
 mod read_only;
 mod read_view;
 mod readers;
+mod registry;
 mod repair;
 mod request;
 mod results;
@@ -63,6 +64,8 @@ pub use policy::BranchPolicy;
 use policy::PolicyChange;
 pub use range::RangeIter;
 pub use read_view::ReadView;
+pub use registry::RegistryStatus;
+pub(crate) use registry::check_records as check_table_ops;
 use request::*;
 pub use results::{DiffChange, DiffEntry, KeyValue, ScanOptions, ScanPage, Value, WriteReport};
 use shard::*;
@@ -128,6 +131,8 @@ struct Inner {
     cloud: Option<bough_object::CloudStorage>,
     cache: Arc<PageCache>,
     clock: Arc<dyn Clock>,
+    /// The branch registry: table-wide operations in flight.
+    registry: registry::Registry,
     head_cfg: HeadConfig,
     partitions: Mutex<HashMap<String, Arc<PartitionEntry>>>,
     shards: Vec<Mutex<mpsc::Sender<Request>>>,
@@ -208,7 +213,10 @@ impl Store {
                 }
             }
         };
-        Store::start(opts, parts.clock, storage, cloud, lock, false)
+        let store = Store::start(opts, parts.clock, storage, cloud, lock, false)?;
+        // Table-wide operations a crash interrupted are finished before anything else runs.
+        store.resolve_table_ops()?;
+        Ok(store)
     }
 
     /// Starts the store over opened storage: shard threads, and the maintenance thread
@@ -251,6 +259,7 @@ impl Store {
         let inner = Arc::new(Inner {
             cache: Arc::new(PageCache::new(opts.cache_bytes as usize)),
             clock,
+            registry: registry::Registry::default(),
             head_cfg,
             storage,
             cloud,

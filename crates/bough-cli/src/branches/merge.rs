@@ -27,6 +27,11 @@ pub struct MergeArgs {
     /// TABLE.PART (unless SOURCE or TARGET names it).
     #[arg(value_name = "TABLE.PART")]
     partition: Option<String>,
+    /// Merge on every partition of TABLE, all or nothing: a dry run on every partition
+    /// first, nothing changed if any stops on conflicts; recorded in the store's branch
+    /// registry, so a crash midway is finished at the next open.
+    #[arg(long, value_name = "TABLE", conflicts_with = "partition")]
+    all_partitions: Option<String>,
     /// What to do with keys both sides changed differently.
     #[arg(long, value_enum, default_value_t = PolicyArg::Fail)]
     policy: PolicyArg,
@@ -47,6 +52,9 @@ pub struct MergeArgs {
 
 /// `bough merge`; returns the exit code (7 when conflicts stopped it).
 pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
+    if let Some(table) = a.all_partitions.clone() {
+        return merge_table(ctx, &a, &table);
+    }
     let (p, [source, target]) = two_branches(
         "merge",
         [("SOURCE", &a.source), ("TARGET", &a.target)],
@@ -199,6 +207,107 @@ pub fn merge(ctx: &Ctx, mut a: MergeArgs) -> CliResult<u8> {
             &format!("merge of {} into {}", a.source, a.target),
             report.conflicts.len(),
             "settle them with --policy ours|theirs|newest, or change the keys on one side and merge again",
+        ));
+    }
+    Ok(0)
+}
+
+fn policy_of(p: PolicyArg) -> ConflictPolicy {
+    match p {
+        PolicyArg::Fail => ConflictPolicy::Fail,
+        PolicyArg::Ours => ConflictPolicy::Ours,
+        PolicyArg::Theirs => ConflictPolicy::Theirs,
+        PolicyArg::Newest => ConflictPolicy::NewestTimestamp,
+    }
+}
+
+/// `bough merge --all-partitions TABLE SOURCE TARGET` (`Table::merge`).
+fn merge_table(ctx: &Ctx, a: &MergeArgs, table: &str) -> CliResult<u8> {
+    target::branch_name(&a.source, "SOURCE")?;
+    target::branch_name(&a.target, "TARGET")?;
+    if a.source == a.target {
+        return Err(CliError::usage("SOURCE and TARGET are the same branch"));
+    }
+    if a.no_ff || a.count {
+        return Err(CliError::usage(
+            "--no-ff and --count merge one partition (drop --all-partitions)",
+        ));
+    }
+    let policy = policy_of(a.policy);
+    let store = ctx.open(false)?;
+    let t = store.table(table)?;
+    if t.partitions()?.is_empty() {
+        return Err(CliError::not_found(format!(
+            "table `{table}` has no partitions"
+        )));
+    }
+    let reports = if a.dry_run {
+        let opts = MergeOptions {
+            policy,
+            dry_run: true,
+            ..MergeOptions::default()
+        };
+        let mut out = Vec::new();
+        for p in t.partitions()? {
+            out.push((p, t.partition(p)?.merge(&a.source, &a.target, opts)?));
+        }
+        out
+    } else {
+        t.merge(&a.source, &a.target, policy)?
+    };
+    store.close()?;
+    let conflicts: usize = reports.iter().map(|(_, r)| r.conflicts.len()).sum();
+    let stopped = reports.iter().any(|(_, r)| !r.committed) && conflicts > 0;
+    if ctx.json {
+        let parts: Vec<Json> = reports
+            .iter()
+            .map(|(p, r)| {
+                json!({"partition": p, "fast_forward": r.fast_forward, "applied": r.applied,
+                       "resolved": r.resolved, "committed": r.committed,
+                       "conflicts": r.conflicts.len()})
+            })
+            .collect();
+        output::print_json(&json!({
+            "source": a.source, "target": a.target, "table": table, "dry_run": a.dry_run,
+            "partitions": parts,
+        }))?;
+    } else {
+        let verb = if a.dry_run {
+            "would merge"
+        } else if stopped {
+            "did not merge"
+        } else {
+            "merged"
+        };
+        println!(
+            "{verb} {} into {} on {} of table {table}",
+            a.source,
+            a.target,
+            plural(reports.len() as u64, "partition", "partitions")
+        );
+        for (p, r) in &reports {
+            println!(
+                "  {table}.{p}: {}; {} {}",
+                if r.fast_forward {
+                    "fast-forward"
+                } else {
+                    "three-way"
+                },
+                plural(r.applied as u64, "key", "keys"),
+                if r.conflicts.is_empty() {
+                    String::new()
+                } else {
+                    format!("({} conflicts)", r.conflicts.len())
+                }
+            );
+        }
+    }
+    if stopped {
+        return Ok(conflict_stop(
+            ctx,
+            &format!("merge of {} into {} on table {table}", a.source, a.target),
+            conflicts,
+            "settle them with --policy ours|theirs|newest (`bough merge TABLE.PART@SOURCE TARGET` lists them per partition)",
         ));
     }
     Ok(0)

@@ -118,6 +118,51 @@ pub(crate) fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
             json!({"path": path.display().to_string(), "kind": "tmp", "target": t.target.to_string()}),
             code::OK,
         ),
+        FileKind::TableOp(t) => {
+            let bytes = std::fs::read(&path)
+                .map_err(|e| CliError::io(format!("{}: {e}", path.display())))?;
+            let (text, ok) = match bough_manifest::decode_table_op(&bytes, t.seq) {
+                Ok(bough_manifest::TableOpRecord::Intent(i)) => (
+                    format!(
+                        "{base}: table-wide operation {}: {:?} of branch {} on table {} (source {:?}, partitions {:?}, at {})",
+                        t.seq,
+                        i.kind,
+                        i.branch,
+                        i.table,
+                        i.other,
+                        i.partitions,
+                        output::time(i.timestamp)
+                    ),
+                    true,
+                ),
+                Ok(bough_manifest::TableOpRecord::Outcome(o)) => (
+                    format!(
+                        "{base}: outcome of table-wide operation {}: {:?}{}",
+                        t.seq,
+                        o.result,
+                        if o.detail.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", o.detail)
+                        }
+                    ),
+                    true,
+                ),
+                Err(e) => (
+                    format!(
+                        "{base}: branch-registry record {t}, damaged at offset {}: {}",
+                        e.offset, e.reason
+                    ),
+                    false,
+                ),
+            };
+            report(
+                ctx,
+                &text,
+                json!({"path": path.display().to_string(), "kind": "table_op", "seq": t.seq, "ok": ok}),
+                if ok { code::OK } else { code::CORRUPT },
+            )
+        }
         FileKind::Lock => report(
             ctx,
             &format!("{base}: the store lock"),

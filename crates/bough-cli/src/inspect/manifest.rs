@@ -383,6 +383,9 @@ pub(crate) fn not_a_manifest(kind: &FileKind, bytes: &[u8], shown: &str) -> CliR
         ),
         FileKind::Tmp(_) => "a data file being written (a temporary file)".into(),
         FileKind::Lock => "the store lock".into(),
+        FileKind::TableOp(t) => {
+            format!("branch-registry record {t} (`bough inspect {t}` decodes it)")
+        }
         FileKind::GcLease => "a GC lease".into(),
         FileKind::Unknown(_) if data_header => "a data file (by its header)".into(),
         FileKind::Unknown(_) if decode_record(bytes, 0).is_err() => {

@@ -186,6 +186,19 @@ pub enum Problem {
     ObjectStoreObject,
     /// A directory of the store that is not a partition.
     StrayDirectory,
+    /// A record of the store's branch registry that does not decode.
+    TableOpUnreadable {
+        /// Why.
+        why: String,
+    },
+    /// A table-wide branch operation a crash interrupted: its intent has no outcome yet
+    /// (the next writing open finishes it).
+    TableOpUnresolved {
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// A branch-registry record inside a partition directory (they live in the root).
+    TableOpInPartition,
     /// Part of a snapshot could not be read, not because of a page of a data file.
     SnapshotUnreadable {
         /// Who holds the snapshot.
@@ -291,6 +304,7 @@ impl Problem {
             | PagePastEnd { .. }
             | MissingDataFile { .. }
             | GcUnknown
+            | TableOpUnreadable { .. }
             | GcFailed { .. } => Severity::Error,
             DataFileHeader { referenced, .. } => {
                 if *referenced {
@@ -308,6 +322,8 @@ impl Problem {
             | LockFile
             | ObjectStoreObject
             | StrayDirectory
+            | TableOpUnresolved { .. }
+            | TableOpInPartition
             | UnreferencedBadPage { .. }
             | PartialTail { .. } => Severity::Warning,
         }
@@ -382,6 +398,14 @@ impl fmt::Display for Problem {
                 "an object-store object (GC lease or numbered version) in a local directory",
             ),
             StrayDirectory => f.write_str("not a partition directory; ignored by the store"),
+            TableOpUnreadable { why } => write!(f, "branch-registry record unreadable: {why}"),
+            TableOpUnresolved { seq } => write!(
+                f,
+                "table-wide branch operation {seq} was interrupted; the next writing open finishes it"
+            ),
+            TableOpInPartition => {
+                f.write_str("a branch-registry record inside a partition directory; ignored")
+            }
             SnapshotUnreadable {
                 referent,
                 part,

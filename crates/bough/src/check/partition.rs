@@ -161,6 +161,7 @@ fn names(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
             FileKind::Unknown(_) => Problem::UnknownFile,
             FileKind::Log(_) => Problem::LogFile,
             FileKind::Lock => Problem::LockFile,
+            FileKind::TableOp(_) => Problem::TableOpInPartition,
             FileKind::GcLease | FileKind::Version(_) => Problem::ObjectStoreObject,
             FileKind::TornTail(t) => Problem::TornTailKept {
                 manifest: t.manifest.to_string(),

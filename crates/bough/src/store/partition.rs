@@ -59,6 +59,10 @@ impl PartitionHandle {
     /// were queued before it. No data is copied. `from` may name a tag: the branch then
     /// starts at the tag's state, as a child of the branch the tag was taken from.
     pub fn create_branch(&self, name: &str, from: &str) -> Result<Branch> {
+        self.store
+            .inner
+            .registry
+            .check_free(&self.dir.table, name)?;
         match self.resolve_state(from)? {
             Named::Tag(tag) => self.branch_from_tag(&tag, name),
             Named::Branch(_) => self.create_branch_marked(name, from, None),
@@ -106,6 +110,10 @@ impl PartitionHandle {
     /// protection check is skipped, the expiry is checked again in the branch's queue, and
     /// `Ok(false)` says it was extended meanwhile and stays).
     pub(super) fn delete_branch_as(&self, name: &str, expired: bool) -> Result<bool> {
+        self.store
+            .inner
+            .registry
+            .check_free(&self.dir.table, name)?;
         let branch = match self.branch(name) {
             Ok(b) => b,
             // A damaged manifest: no head could open, so no writer runs; delete through the

@@ -1,5 +1,9 @@
 //! [`Table`]: the partitions of one table, and operations over all of them at once (branch
-//! create, delete, archive, truncate).
+//! create, delete, archive and merge, all or nothing through the store's branch registry
+//! (`registry.rs`); truncate).
+
+use bough_catalog::ConflictPolicy;
+use bough_manifest::{TableOpIntent, TableOpKind};
 
 use super::*;
 
@@ -61,67 +65,155 @@ impl Table {
         self.store.partitions_of(self.name())
     }
 
-    /// Creates `name` from `from` on every partition of the table, all or nothing: if any
-    /// partition fails, the branches created so far are deleted again and every
-    /// per-partition error is reported.
+    /// Creates `name` from `from` on every partition of the table, all or nothing, across
+    /// crashes too: the operation is recorded in the store's branch registry before any
+    /// partition acts, and a crash midway is finished at the next open (see
+    /// `docs/format.md`, "Table-wide branch operations"). The name is checked once for the
+    /// table: `AlreadyExists` if a partition has it, and while the create runs a
+    /// per-partition create or delete of it is `Busy`. If a partition refuses (its `from`
+    /// is missing), the branches created so far are deleted again and every partition's
+    /// error is reported.
     pub fn create_branch(&self, name: &str, from: &str) -> Result<()> {
         BranchName::new(name)?;
         BranchName::new(from)?;
-        let table = self.name();
         let parts = self.partitions()?;
-        let mut done = Vec::new();
-        let mut errors = Vec::new();
-        // The kind shared by every failure (`Io` when they differ).
-        let mut kind = None;
+        let table = self.name();
+        // The table-level check, once, before anything is recorded: every partition is
+        // asked through its catalog, and every refusal is reported.
+        let (mut taken, mut missing) = (Vec::new(), Vec::new());
         for p in &parts {
-            match self.partition(*p)?.create_branch(name, from) {
-                Ok(_) => done.push(*p),
-                Err(e) => {
-                    kind = match kind {
-                        None => Some(e.kind()),
-                        Some(k) if k == e.kind() => Some(k),
-                        Some(_) => Some(ErrorKind::Io),
-                    };
-                    errors.push(e.to_string());
-                }
+            let part = self.partition(*p)?;
+            let branches = part.branches()?;
+            if branches.iter().any(|b| b == name) {
+                taken.push(format!("{table}.{p}@{name}: already exists"));
+            }
+            if !branches.iter().any(|b| b == from)
+                && !part.tags()?.iter().any(|t| t.name.as_str() == from)
+            {
+                missing.push(format!("{table}.{p}@{from}: no such branch or tag"));
             }
         }
-        if errors.is_empty() {
-            return Ok(());
-        }
-        for p in done {
-            if let Err(e) = self.partition(p)?.delete_branch(name) {
-                errors.push(format!("rollback: {e}"));
+        for (kind, errs) in [
+            (ErrorKind::AlreadyExists, taken),
+            (ErrorKind::NotFound, missing),
+        ] {
+            if !errs.is_empty() {
+                return Err(Error::new(
+                    kind,
+                    format!(
+                        "creating branch {name} on table {table} refused (nothing changed): {}",
+                        errs.join("; ")
+                    ),
+                ));
             }
         }
-        Err(Error::new(
-            kind.unwrap_or(ErrorKind::Io),
-            format!(
-                "creating branch {name} on table {table} failed: {}",
-                errors.join("; ")
-            ),
-        ))
+        self.run(
+            TableOpKind::Create,
+            name,
+            from,
+            0,
+            parts,
+            ConflictPolicy::Fail,
+        )
+        .map(|_| ())
     }
 
-    /// Deletes `name` on every partition of the table that has it.
+    /// Deletes `name` on every partition of the table that has it, all or nothing across
+    /// crashes (a deletion a crash interrupted is finished at the next open).
     pub fn delete_branch(&self, name: &str) -> Result<()> {
-        for p in self.partitions()? {
-            match self.partition(p)?.delete_branch(name) {
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                other => other?,
-            }
-        }
-        Ok(())
+        BranchName::new(name)?;
+        let parts = self.partitions()?;
+        self.run(
+            TableOpKind::Delete,
+            name,
+            "",
+            0,
+            parts,
+            ConflictPolicy::Fail,
+        )
+        .map(|_| ())
     }
 
     /// Archives `branch` on every partition of the table with one shared timestamp, which
-    /// it returns (each partition's archive is `manifest_<branch>_<term>_<ts>`).
+    /// it returns (each partition's archive is `manifest_<branch>_<term>_<ts>`); all or
+    /// nothing across crashes.
     pub fn archive(&self, branch: &str) -> Result<u64> {
+        BranchName::new(branch)?;
         let ts = self.store.inner.clock.now_ms();
-        for p in self.partitions()? {
-            self.partition(p)?.branch(branch)?.archive_at(ts)?;
+        let parts = self.partitions()?;
+        for p in &parts {
+            // Refused before anything is recorded when a partition lacks the branch.
+            self.partition(*p)?.branch(branch)?;
         }
+        self.run(
+            TableOpKind::Archive,
+            branch,
+            "",
+            ts,
+            parts,
+            ConflictPolicy::Fail,
+        )?;
         Ok(ts)
+    }
+
+    /// Merges `source` into `target` on every partition of the table, all or nothing: a
+    /// dry run on every partition first, and if any reports a conflict `policy` does not
+    /// resolve, nothing is changed and those dry-run reports are returned (none
+    /// `committed`). Otherwise the merge is recorded in the branch registry and runs on
+    /// every partition; a crash midway is finished at the next open (merging again where
+    /// it was done is a no-op unless `source` changed since). Returns each partition's
+    /// report.
+    pub fn merge(
+        &self,
+        source: &str,
+        target: &str,
+        policy: ConflictPolicy,
+    ) -> Result<Vec<(PartitionId, MergeReport)>> {
+        BranchName::new(source)?;
+        BranchName::new(target)?;
+        let parts = self.partitions()?;
+        let mut dry = Vec::new();
+        let opts = MergeOptions {
+            policy,
+            dry_run: true,
+            ..MergeOptions::default()
+        };
+        for p in &parts {
+            dry.push((*p, self.partition(*p)?.merge(source, target, opts)?));
+        }
+        if policy == ConflictPolicy::Fail && dry.iter().any(|(_, r)| !r.conflicts.is_empty()) {
+            return Ok(dry);
+        }
+        self.run(TableOpKind::Merge, target, source, 0, parts, policy)
+    }
+
+    fn run(
+        &self,
+        kind: TableOpKind,
+        branch: &str,
+        other: &str,
+        ts: u64,
+        partitions: Vec<PartitionId>,
+        policy: ConflictPolicy,
+    ) -> Result<Vec<(PartitionId, MergeReport)>> {
+        if partitions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let timestamp = if ts == 0 {
+            self.store.inner.clock.now_ms()
+        } else {
+            ts
+        };
+        let intent = TableOpIntent {
+            kind,
+            table: self.name().to_string(),
+            branch: branch.to_string(),
+            other: other.to_string(),
+            timestamp,
+            policy: 0,
+            partitions,
+        };
+        self.store.table_op(intent, policy)
     }
 
     /// Removes every key of `branch` on every partition of the table; the branch stays, and
