@@ -177,14 +177,12 @@ impl BoughS3 {
             inner,
             c: c.clone(),
         });
+        // Maintenance (expiry, compaction, checkpoints, GC) at its default interval, as a
+        // user runs it; SlateDB's compactor and GC run too.
         let settings = bough::Options::new(cache_dir)
             .cache_bytes(mem_cache.max(1 << 20))
-            .cache_data_pages(true)
-            .maintenance_interval_ms(0)
-            .object(cfg);
-        let store = bough::Store::builder(settings)
-            .object_store(counted)
-            .open()?;
+            .cache_data_pages(true);
+        let store = crate::shim::open_object(settings, cfg, counted)?;
         let main = store.partition("bench", 0)?.branch("main")?;
         Ok(BoughS3 { store, main, c })
     }

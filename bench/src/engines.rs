@@ -6,6 +6,7 @@ use std::ops::Bound;
 use std::path::Path;
 
 use crate::Res;
+use crate::shim;
 
 /// One key-value pair of a batch.
 pub type Pair = (Vec<u8>, Vec<u8>);
@@ -47,10 +48,13 @@ pub trait Engine: Send + Sync {
 pub const ALL: &[&str] = &["bough", "redb", "fjall", "lmdb", "rocksdb"];
 
 /// A human description of the engine, its version and its durability setting.
-pub fn describe(name: &str) -> &'static str {
-    match name {
+pub fn describe(name: &str) -> String {
+    if let Some(rev) = name.strip_prefix("bough@") {
+        return format!("Bough at revision {rev}, with the same settings as `bough`");
+    }
+    let d = match name {
         "bough" => {
-            "Bough (path dependency; always durable: a write returns after its group commit is synced)"
+            "Bough (path dependency; always durable: a write returns after its group commit is synced; maintenance on at its default interval)"
         }
         "redb" => "redb 4.6 (Durability::Immediate)",
         "fjall" => "fjall 3.1 (batch durability PersistMode::SyncAll, no compression)",
@@ -59,6 +63,10 @@ pub fn describe(name: &str) -> &'static str {
             "RocksDB 11.8 via rocksdb 0.25 (WriteOptions sync=true, WAL on, no compression, bloom 10 bits)"
         }
         _ => "unknown",
+    };
+    match shim::revision() {
+        Some(rev) if name == "bough" => format!("{d}; built from revision {rev}"),
+        _ => d.to_string(),
     }
 }
 
@@ -117,14 +125,26 @@ pub struct BoughEngine {
 }
 
 impl BoughEngine {
+    /// Opens the side-by-side engine: every setting at its default except the backend
+    /// (`BOUGH_BENCH_BACKEND`) and the cache budget; maintenance (expiry, compaction,
+    /// mapping checkpoints, GC) runs in the background every `maintenance_interval_ms`
+    /// (default 10 s), as a user runs it.
     pub fn open(dir: &Path, cache: u64) -> Res<Self> {
-        let store = bough::Store::open(
-            bough::Options::new(dir)
-                .backend(local_backend())
-                .cache_bytes(cache.max(1 << 20))
-                .cache_data_pages(true)
-                .maintenance_interval_ms(0),
-        )?;
+        Self::open_with(dir, cache, true)
+    }
+
+    /// `maintenance` false: no background work at all (the Bough-only branch workloads,
+    /// which call `run_maintenance` themselves where they measure the steady state, so a
+    /// background tick cannot land inside one of their timings).
+    pub fn open_with(dir: &Path, cache: u64, maintenance: bool) -> Res<Self> {
+        let mut settings = bough::Options::new(dir)
+            .backend(local_backend())
+            .cache_bytes(cache.max(1 << 20))
+            .cache_data_pages(true);
+        if !maintenance {
+            settings = settings.maintenance_interval_ms(0);
+        }
+        let store = crate::shim::open_local(settings)?;
         let _ = BACKEND_USED.set(store.backend().to_string());
         let part = store.partition("bench", 0)?;
         let main = part.branch("main")?;
@@ -133,6 +153,14 @@ impl BoughEngine {
 }
 
 impl Engine for BoughEngine {
+    /// Bough's deferred work: one maintenance pass now (expiry, compaction of files whose
+    /// garbage passed `compaction_garbage_ratio`, the mapping checkpoint, GC of what is
+    /// unreachable), the work its background ticks would do.
+    fn settle(&self) -> Res<()> {
+        self.store.run_maintenance()?;
+        Ok(())
+    }
+
     fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
         let mut b = bough::WriteBatch::new();
         for (k, v) in pairs {
@@ -168,6 +196,20 @@ impl Engine for BoughEngine {
         Some(s.syncs + s.dir_syncs)
     }
 }
+
+/// Waits until `idle()` held on [`IDLE_POLLS`] polls in a row, 10 ms apart (background
+/// work that one finished job schedules starts within that time), or 10 minutes passed.
+pub fn wait_until_idle(idle: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let mut quiet = 0;
+    while quiet < IDLE_POLLS && std::time::Instant::now() < deadline {
+        quiet = if idle() { quiet + 1 } else { 0 };
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Consecutive idle polls that end [`wait_until_idle`] (30 ms of quiet).
+pub const IDLE_POLLS: u32 = 3;
 
 // ---------------------------------------------------------------------------------------
 // redb
@@ -249,8 +291,11 @@ impl FjallEngine {
 }
 
 impl Engine for FjallEngine {
+    /// The memtable flushed into a table, then every flush and compaction it started
+    /// finished (fjall has no call that waits for compactions: polled until idle).
     fn settle(&self) -> Res<()> {
         self.ks.rotate_memtable_and_wait()?;
+        wait_until_idle(|| self.db.outstanding_flushes() == 0 && self.db.active_compactions() == 0);
         Ok(())
     }
 
@@ -377,8 +422,17 @@ pub mod rocks {
     }
 
     impl Engine for RocksEngine {
+        /// The memtable flushed, then every flush and compaction finished (polled on
+        /// RocksDB's own counters until idle).
         fn settle(&self) -> Res<()> {
             self.db.flush()?;
+            let busy = |p: &str| self.db.property_int_value(p).ok().flatten().unwrap_or(0) > 0;
+            wait_until_idle(|| {
+                !busy("rocksdb.num-running-compactions")
+                    && !busy("rocksdb.num-running-flushes")
+                    && !busy("rocksdb.compaction-pending")
+                    && !busy("rocksdb.mem-table-flush-pending")
+            });
             Ok(())
         }
 

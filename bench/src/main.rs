@@ -8,21 +8,31 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod baseline;
 mod cloud;
 mod device;
 mod engines;
 mod measure;
 mod report;
+mod shim;
+mod targets;
 mod workloads;
 
 /// The error type of the harness: anything printable.
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str = "\
-usage: bough-bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
-                   [--cloud] [--data-dir DIR] [--out DIR] [--no-fio] [--no-branches]
+usage: bough-bench [--smoke | --quick] [--keys N]
+                   [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
+                   [--baseline bough@REV=BINARY]... [--cloud] [--data-dir DIR] [--out DIR]
+                   [--no-fio] [--no-branches] [--label bough@REV]
 
-  --quick        small sizes: finishes in a few minutes
+  --smoke        tiny sizes: proves every row runs (seconds per engine); figures mean nothing
+  --quick        the quick set (1 M keys, larger than every engine's memtable)
+  --keys N       the main data set's key count instead of the mode's
+  --baseline     also run Bough built at another revision (a bough-bench binary xtask built
+                 with --bough-rev), right after `bough`, as engine LABEL
+  --label        (what --baseline passes to that binary) name the `bough` rows LABEL
   --engines      which engines to run (default: every local engine compiled in)
   --cloud        also run the cloud set (bough-s3 and slatedb on the S3 server named by
                  BOUGH_S3_ENDPOINT / BOUGH_S3_BUCKET); without a reachable server its rows
@@ -34,7 +44,10 @@ usage: bough-bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,s
 ";
 
 struct Args {
-    quick: bool,
+    mode: workloads::Mode,
+    keys: Option<u64>,
+    baselines: Vec<baseline::Baseline>,
+    label: Option<String>,
     engines: Vec<String>,
     data_dir: PathBuf,
     out: PathBuf,
@@ -48,7 +61,10 @@ fn parse_args() -> Result<Args, String> {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let target = here.parent().unwrap_or(&here).join("target");
     let mut a = Args {
-        quick: false,
+        mode: workloads::Mode::Full,
+        keys: None,
+        baselines: Vec::new(),
+        label: None,
         engines: engines::ALL
             .iter()
             .filter(|e| engines::available(e))
@@ -63,7 +79,23 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--quick" => a.quick = true,
+            "--quick" => a.mode = workloads::Mode::Quick,
+            "--smoke" => a.mode = workloads::Mode::Smoke,
+            "--keys" => {
+                let n = it.next().ok_or("--keys needs a number")?;
+                let n: u64 = n
+                    .parse()
+                    .map_err(|_| format!("--keys {n:?} is not a number"))?;
+                if n < 10_000 {
+                    return Err("--keys must be at least 10000 (one 10k batch)".into());
+                }
+                a.keys = Some(n);
+            }
+            "--baseline" => {
+                let spec = it.next().ok_or("--baseline needs LABEL=BINARY")?;
+                a.baselines.push(baseline::Baseline::parse(&spec)?);
+            }
+            "--label" => a.label = Some(it.next().ok_or("--label needs a name")?),
             "--no-fio" => a.fio = false,
             "--no-branches" => a.branches = false,
             "--cloud" => {
@@ -139,7 +171,10 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Res<()> {
     let started = now_utc();
     let wall = Instant::now();
-    let sizes = workloads::Sizes::new(args.quick);
+    let mut sizes = workloads::Sizes::new(args.mode);
+    if let Some(k) = args.keys {
+        sizes.keys = k;
+    }
     std::fs::create_dir_all(&args.data_dir)?;
     std::fs::create_dir_all(&args.out)?;
     let (run, skipped): (Vec<String>, Vec<String>) = args
@@ -161,7 +196,11 @@ fn run(args: &Args) -> Res<()> {
 
     let (device, device_error) = if args.fio {
         eprintln!("== device limits (fio)");
-        let (secs, size) = if args.quick { (5, "1G") } else { (15, "4G") };
+        let (secs, size) = match args.mode {
+            workloads::Mode::Smoke => (1, "256M"),
+            workloads::Mode::Quick => (5, "1G"),
+            workloads::Mode::Full => (15, "4G"),
+        };
         match device::measure(&args.data_dir.join("fio"), secs, size) {
             Ok(d) => {
                 eprintln!(
@@ -183,9 +222,35 @@ fn run(args: &Args) -> Res<()> {
     };
 
     let mut results = workloads::Results::default();
+    let shared = baseline::Shared {
+        mode_flag: match args.mode {
+            workloads::Mode::Smoke => Some("--smoke"),
+            workloads::Mode::Quick => Some("--quick"),
+            workloads::Mode::Full => None,
+        },
+        keys: args.keys,
+        branches: args.branches,
+        data_dir: &args.data_dir,
+        out: &args.out,
+    };
+    let mut baselines_done = false;
     for e in &run {
         workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
+        // The baselines right after `bough`: the before/after pair minutes apart.
+        if e == "bough" {
+            for b in &args.baselines {
+                baseline::run(b, &shared, &mut results);
+            }
+            baselines_done = true;
+        }
     }
+    if !baselines_done {
+        for b in &args.baselines {
+            baseline::run(b, &shared, &mut results);
+        }
+    }
+    let mut run = run;
+    run.extend(args.baselines.iter().map(|b| b.label.clone()));
     let cloud_status = if args.cloud.is_empty() {
         report::CloudStatus::NotSelected
     } else {
@@ -219,6 +284,9 @@ fn run(args: &Args) -> Res<()> {
         }
     }
 
+    if let Some(label) = &args.label {
+        baseline::relabel(label, &mut results);
+    }
     let info = report::RunInfo {
         sizes: &sizes,
         engines: &run,
@@ -231,7 +299,7 @@ fn run(args: &Args) -> Res<()> {
         started,
         wall_secs: wall.elapsed().as_secs_f64(),
     };
-    let targets = report::targets(&results, device.as_ref());
+    let targets = targets::targets(&results, device.as_ref(), &sizes);
     let md = report::markdown(&info, &results, &targets);
     let js = report::json(&info, &results, &targets);
     std::fs::write(args.out.join("report.md"), &md)?;

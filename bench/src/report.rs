@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::Res;
 use crate::device::Device;
 use crate::engines;
+use crate::targets::{self, Target};
 use crate::workloads::{Results, Row, Sizes};
 
 /// Everything the report needs to know about the run.
@@ -44,307 +45,6 @@ fn is_cloud(engine: &str) -> bool {
     crate::cloud::CLOUD.contains(&engine)
 }
 
-/// One target of issue 9 and how the run did against it.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub what: String,
-    pub target: String,
-    pub measured: String,
-    /// `PASS`, `MISS` or `NOT MEASURED`.
-    pub status: String,
-    pub detail: String,
-}
-
-fn get<'r>(res: &'r Results, wl: &str, engine: &str) -> Option<&'r Row> {
-    res.find(wl, engine)
-}
-
-/// A ratio target `bough / peer >= want` (or `<=` when `at_most`).
-fn ratio_target(what: String, want: f64, got: Option<(f64, f64)>, why_missing: &str) -> Target {
-    match got {
-        Some((b, p)) if p > 0.0 => {
-            let r = b / p;
-            let pass = r >= want;
-            Target {
-                what,
-                target: format!(">= {want:.2}x"),
-                measured: format!("{r:.2}x ({b:.0} vs {p:.0})"),
-                status: if pass { "PASS" } else { "MISS" }.into(),
-                detail: if pass {
-                    format!("{:.0} % above the target", (r / want - 1.0) * 100.0)
-                } else {
-                    format!(
-                        "short by {:.0} % (needs {:.2}x, has {r:.2}x)",
-                        (1.0 - r / want) * 100.0,
-                        want
-                    )
-                },
-            }
-        }
-        _ => Target {
-            what,
-            target: format!(">= {want:.2}x"),
-            measured: "-".into(),
-            status: "NOT MEASURED".into(),
-            detail: why_missing.into(),
-        },
-    }
-}
-
-fn peer_missing(peer: &str) -> String {
-    if engines::available(peer) {
-        format!("{peer} was not run or failed (see errors)")
-    } else {
-        format!("{peer} is not compiled in (build with --features rocksdb)")
-    }
-}
-
-/// What the measured rows say about why Bough's figure in `wl` trails `peer` (appended
-/// to a MISS): the space, write and sync figures the same run measured.
-fn why(res: &Results, wl: &str, peer: Option<&str>, device: Option<&Device>) -> String {
-    let b = get(res, wl, "bough");
-    let p = peer.and_then(|p| get(res, wl, p));
-    let mut parts = Vec::new();
-    if wl.starts_with("get_cold") {
-        if let (Some(bd), Some(pd)) = (b.and_then(|r| r.disk_bytes), p.and_then(|r| r.disk_bytes)) {
-            parts.push(format!(
-                "Bough's files take {} MiB against {} MiB (maintenance off: no compaction or GC ran), so a read is likelier to miss the OS page cache",
-                mib(bd),
-                mib(pd)
-            ));
-        }
-        if let Some(x) = b.and_then(|r| r.read_4k_per_get) {
-            parts.push(format!("{x:.2} × 4 KiB read from storage per get"));
-        }
-        if peer.is_none() {
-            parts.push(
-                "every get is one synchronous read from one of 32 threads on 2 cores; nothing batches reads across gets".into(),
-            );
-        }
-    } else if wl.starts_with("get_warm") {
-        parts.push(
-            "LMDB reads a memory-mapped page in place; Bough looks up the mapping and the page cache at every level and copies the value out".into(),
-        );
-    } else if wl.starts_with("fill") {
-        if let (Some(bw), Some(pw)) = (b.and_then(|r| r.write_amp), p.and_then(|r| r.write_amp)) {
-            parts.push(format!(
-                "{bw:.1} bytes written per user byte against {pw:.1}: the copy-on-write tree rewrites every leaf a batch touches (and its mapping pages)"
-            ));
-        }
-        if let Some(r) = b {
-            parts.push(format!("batch p50 {:.1} ms", r.p50_us / 1000.0));
-        }
-    } else if wl.starts_with("commit") {
-        if let Some(x) = b.and_then(|r| r.engine_syncs_per_op) {
-            parts.push(format!(
-                "{x:.2} syncs per commit (data file, then manifest: the durability order)"
-            ));
-        }
-        if let Some(d) = device {
-            parts.push(format!(
-                "the device does {:.0} write+fdatasync/s",
-                d.fsync_per_sec
-            ));
-        }
-    }
-    parts.join("; ")
-}
-
-/// Evaluates every target of issue 9 on the results.
-pub fn targets(res: &Results, device: Option<&Device>) -> Vec<Target> {
-    let mut out = targets_measured(res, device);
-    for t in &mut out {
-        if t.status != "MISS" {
-            continue;
-        }
-        let wl = t.what.split(':').next().unwrap_or("").trim().to_string();
-        let peer = ["rocksdb", "lmdb", "redb", "fjall"]
-            .into_iter()
-            .find(|p| t.what.contains(&format!("vs {p}")) || t.what.contains(&format!("({p})")));
-        let w = why(res, &wl, peer.filter(|_| !wl.starts_with("commit")), device);
-        if !w.is_empty() {
-            t.detail = format!("{}; why: {w}", t.detail);
-        }
-    }
-    out
-}
-
-fn targets_measured(res: &Results, device: Option<&Device>) -> Vec<Target> {
-    let mut out = Vec::new();
-    let ops = |wl: &str, e: &str| get(res, wl, e).map(|r| r.ops_per_sec);
-    let pair = |wl: &str, peer: &str| ops(wl, "bough").zip(ops(wl, peer));
-
-    // Cold reads: exactly one device read per get.
-    for wl in ["get_cold_t1", "get_cold_t32"] {
-        let m = get(res, wl, "bough").and_then(|r| r.engine_reads_per_get);
-        out.push(match m {
-            Some(x) => {
-                let pass = (x - 1.0).abs() <= 0.05;
-                Target {
-                    what: format!("{wl}: Bough device reads per get (io_stats)"),
-                    target: "1.00 (within ±5 %)".into(),
-                    measured: format!("{x:.3}"),
-                    status: if pass { "PASS" } else { "MISS" }.into(),
-                    detail: if pass {
-                        String::new()
-                    } else {
-                        format!("off by {:+.1} %", (x - 1.0) * 100.0)
-                    },
-                }
-            }
-            None => Target {
-                what: format!("{wl}: Bough device reads per get (io_stats)"),
-                target: "1.00 (within ±5 %)".into(),
-                measured: "-".into(),
-                status: "NOT MEASURED".into(),
-                detail: "Bough cold gets did not run".into(),
-            },
-        });
-    }
-    out.push(ratio_target(
-        "get_cold_t32: Bough gets/s vs device random 4 KiB read IOPS at QD32 (fio)".into(),
-        0.8,
-        ops("get_cold_t32", "bough").zip(device.map(|d| d.randread_qd32_iops)),
-        "fio did not run",
-    ));
-    for wl in ["get_cold_t1", "get_cold_t32"] {
-        for peer in ["rocksdb", "lmdb"] {
-            out.push(ratio_target(
-                format!("{wl}: Bough vs {peer} (same threads)"),
-                2.0,
-                pair(wl, peer),
-                &peer_missing(peer),
-            ));
-        }
-    }
-    out.push(ratio_target(
-        "get_warm_t1: Bough vs lmdb (data in cache, 1 thread)".into(),
-        0.8,
-        pair("get_warm_t1", "lmdb"),
-        &peer_missing("lmdb"),
-    ));
-    for wl in ["fill_rand_1k", "fill_rand_10k"] {
-        for peer in ["redb", "lmdb"] {
-            out.push(ratio_target(
-                format!("{wl}: Bough vs {peer} (durable batches)"),
-                2.0,
-                pair(wl, peer),
-                &peer_missing(peer),
-            ));
-        }
-    }
-    for peer in ["rocksdb", "fjall"] {
-        out.push(ratio_target(
-            format!("fill_rand_10k: Bough vs {peer} (durable batches)"),
-            1.0,
-            pair("fill_rand_10k", peer),
-            &peer_missing(peer),
-        ));
-    }
-    // Single-key durable commits against the best peer's single-writer rate.
-    let best = ["redb", "fjall", "lmdb", "rocksdb"]
-        .iter()
-        .filter_map(|p| ops("commit_1w", p).map(|v| (*p, v)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    for (wl, want) in [("commit_1w", 1.0), ("commit_8w", 3.0)] {
-        let what = match best {
-            Some((p, _)) => format!("{wl}: Bough vs best peer's 1-writer commits/s ({p})"),
-            None => format!("{wl}: Bough vs best peer's 1-writer commits/s"),
-        };
-        out.push(ratio_target(
-            what,
-            want,
-            ops(wl, "bough").zip(best.map(|b| b.1)),
-            "no peer ran commit_1w",
-        ));
-    }
-    // Branch creation on the largest partition measured.
-    let largest = res
-        .points
-        .iter()
-        .filter(|p| p.series == "bough create_branch")
-        .max_by(|a, b| a.x.total_cmp(&b.x));
-    match largest {
-        Some(p) => {
-            let pass = p.ms <= 5.0;
-            let size = format!("{:.0} MiB partition ({})", p.x / 1048576.0, p.x_label);
-            let caveat = if p.x < 0.9e9 {
-                "; the target is stated for 1 GB: this run's largest partition is smaller (run without --quick for 1 GB)"
-            } else {
-                ""
-            };
-            out.push(Target {
-                what: format!("create_branch on {size}"),
-                target: "<= 5 ms".into(),
-                measured: format!("{:.2} ms", p.ms),
-                status: if pass { "PASS" } else { "MISS" }.into(),
-                detail: if pass {
-                    caveat.trim_start_matches("; ").into()
-                } else {
-                    format!("over by {:.0} %{caveat}", (p.ms / 5.0 - 1.0) * 100.0)
-                },
-            });
-            let ck = res
-                .points
-                .iter()
-                .find(|c| c.series == "rocksdb checkpoint" && c.x_label == p.x_label);
-            let mut t = ratio_target(
-                format!(
-                    "create_branch vs RocksDB checkpoint of the same data ({})",
-                    p.x_label
-                ),
-                10.0,
-                ck.map(|c| (c.ms, p.ms)),
-                &peer_missing("rocksdb"),
-            );
-            if let Some(c) = ck {
-                t.measured = format!(
-                    "{:.1}x faster ({:.2} ms vs {:.2} ms)",
-                    c.ms / p.ms.max(1e-6),
-                    p.ms,
-                    c.ms
-                );
-            }
-            out.push(t);
-        }
-        None => out.push(Target {
-            what: "create_branch on a 1 GB partition".into(),
-            target: "<= 5 ms".into(),
-            measured: "-".into(),
-            status: "NOT MEASURED".into(),
-            detail: "branch workloads did not run".into(),
-        }),
-    }
-    let gc = res
-        .points
-        .iter()
-        .find(|p| p.series == "bough gc" && p.x == 1000.0);
-    out.push(match gc {
-        Some(p) => {
-            let pass = p.ms <= 1000.0;
-            Target {
-                what: "gc with 1,000 branches".into(),
-                target: "<= 1 s".into(),
-                measured: format!("{:.1} ms", p.ms),
-                status: if pass { "PASS" } else { "MISS" }.into(),
-                detail: if pass {
-                    String::new()
-                } else {
-                    format!("over by {:.0} %", (p.ms / 1000.0 - 1.0) * 100.0)
-                },
-            }
-        }
-        None => Target {
-            what: "gc with 1,000 branches".into(),
-            target: "<= 1 s".into(),
-            measured: "-".into(),
-            status: "NOT MEASURED".into(),
-            detail: "gc workload did not run".into(),
-        },
-    });
-    out
-}
-
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
         .unwrap_or_else(|| "-".into())
@@ -358,11 +58,7 @@ fn mib(b: u64) -> String {
 pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
     let s = info.sizes;
     let mut m = String::new();
-    let _ = writeln!(
-        m,
-        "# Bough side-by-side benchmark ({})\n",
-        if s.quick { "--quick" } else { "full" }
-    );
+    let _ = writeln!(m, "# Bough side-by-side benchmark ({})\n", s.mode.name());
     let _ = writeln!(
         m,
         "Started {} · {:.0} s wall · data in `{}` · engines run: {}{}",
@@ -387,11 +83,16 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
     );
     let _ = writeln!(
         m,
-        "\nData set: {} keys × ({} B key + {} B value), random keys unless the workload says `seq`; \
+        "\nData set: {} keys × ({} B key + {} B value) = {:.0} MiB of user data ({:.1}x the largest \
+         engine write buffer, 64 MiB: fjall's memtable, RocksDB's write buffer, Bough's planned \
+         `write_buffer_bytes`), random keys unless the workload says `seq`; \
          cache budget {} MiB while warm, {} MiB for the cold reads. Cold method: {}.\n",
         s.keys,
         crate::measure::KEY_LEN,
         s.value_len,
+        (s.keys * (crate::measure::KEY_LEN + s.value_len) as u64) as f64 / 1048576.0,
+        (s.keys * (crate::measure::KEY_LEN + s.value_len) as u64) as f64
+            / crate::workloads::LARGEST_WRITE_BUFFER as f64,
         s.warm_cache >> 20,
         s.cold_cache >> 20,
         info.cold_method
@@ -399,6 +100,14 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
     let _ = writeln!(m, "Engines:\n");
     for e in info.engines {
         let _ = writeln!(m, "- `{e}`: {}", engines::describe(e));
+        if let Some(rev) = e.strip_prefix("bough@") {
+            let _ = writeln!(
+                m,
+                "  (the same harness built against revision {rev}'s `crates/bough`, \
+                 run as a second process right after `bough` with the same sizes and settings: \
+                 `cargo xtask bench --bough-rev {rev}`)"
+            );
+        }
         if *e == "bough" {
             let _ = writeln!(
                 m,
@@ -413,14 +122,26 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
         }
     }
 
-    let _ = writeln!(m, "\n## Targets (issue 9)\n");
-    let _ = writeln!(m, "| target | wanted | measured | result | detail |");
-    let _ = writeln!(m, "|---|---|---|---|---|");
+    let _ = writeln!(
+        m,
+        "\n## Targets (issues 16 and 17; issue 9's where they did not replace it; issue 15's before/after)\n"
+    );
+    if s.mode == crate::workloads::Mode::Smoke {
+        let _ = writeln!(
+            m,
+            "**Smoke sizes: these statuses only show that each target is computed; the figures mean nothing.**\n"
+        );
+    }
+    let _ = writeln!(
+        m,
+        "| issue | target | wanted | measured | result | detail |"
+    );
+    let _ = writeln!(m, "|---|---|---|---|---|---|");
     for t in tg {
         let _ = writeln!(
             m,
-            "| {} | {} | {} | **{}** | {} |",
-            t.what, t.target, t.measured, t.status, t.detail
+            "| {} | {} | {} | {} | **{}** | {} |",
+            t.issue, t.what, t.target, t.measured, t.status, t.detail
         );
     }
     let pass = tg.iter().filter(|t| t.status == "PASS").count();
@@ -575,6 +296,8 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
         "\n`vs Bough` = Bough's ops/s divided by this engine's (above 1: Bough is faster)."
     );
 
+    before_after_section(&mut m, res);
+
     cloud_section(&mut m, info, res);
 
     let _ = writeln!(m, "\n## Branches, GC, diff and merge\n");
@@ -600,6 +323,32 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
          One run on a shared 2-vCPU VM: compare ratios, expect ±30 % noise between runs."
     );
     m
+}
+
+/// Issue 15's before/after table: each Bough row against the baseline's.
+fn before_after_section(m: &mut String, res: &Results) {
+    let Some(base) = targets::baseline_label(res) else {
+        return;
+    };
+    let _ = writeln!(m, "\n## Before/after: `bough` vs `{base}` (same run)\n");
+    let _ = writeln!(
+        m,
+        "`ratio` = this tree's figure against the baseline's, both as \"higher is better\" \
+         (ops/s; for the branch series the inverse of the ms): below {:.2} is worse than noise.\n",
+        1.0 - targets::NOISE
+    );
+    let _ = writeln!(m, "| row | bough | {base} | ratio | |");
+    let _ = writeln!(m, "|---|---|---|---|---|");
+    for (what, new, old, ratio) in targets::before_after_pairs(res) {
+        let flag = if ratio < 1.0 - targets::NOISE {
+            "**worse**"
+        } else if ratio > 1.0 + targets::NOISE {
+            "better"
+        } else {
+            ""
+        };
+        let _ = writeln!(m, "| {what} | {new:.1} | {old:.1} | {ratio:.2} | {flag} |");
+    }
 }
 
 /// The cloud set's table: Bough in S3 mode against SlateDB, with requests per operation.
@@ -700,7 +449,7 @@ fn cloud_section(m: &mut String, info: &RunInfo<'_>, res: &Results) {
 pub fn json(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> serde_json::Value {
     let s = info.sizes;
     json!({
-        "mode": if s.quick { "quick" } else { "full" },
+        "mode": s.mode.name(),
         "started": info.started,
         "wall_secs": info.wall_secs,
         "engines": info.engines,
@@ -746,7 +495,7 @@ pub fn json(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> serde_json::Val
         })),
         "device_error": info.device_error,
         "targets": tg.iter().map(|t| json!({
-            "what": t.what, "target": t.target, "measured": t.measured,
+            "issue": t.issue, "what": t.what, "target": t.target, "measured": t.measured,
             "status": t.status, "detail": t.detail,
         })).collect::<Vec<_>>(),
         "rows": res.rows.iter().map(Row::to_json).collect::<Vec<_>>(),

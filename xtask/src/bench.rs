@@ -22,9 +22,10 @@ pub const CLOUD_ENGINES: &[&str] = &["bough-s3", "slatedb"];
 const S3_BUCKET: &str = "bough-bench";
 
 const USAGE: &str = "\
-usage: cargo xtask bench [--quick] [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
-                         [--cloud] [--no-fio] [--no-branches] [--data-dir DIR]
-                         [--target-dir DIR]
+usage: cargo xtask bench [--smoke | --quick] [--keys N]
+                         [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
+                         [--bough-rev REV] [--cloud] [--no-fio] [--no-branches]
+                         [--data-dir DIR] [--target-dir DIR]
 
 Builds bench/ in release mode (RocksDB only when it is among the engines: its first build
 compiles RocksDB from source, ~16 min on 2 cores, longer with BOUGH_BENCH_JOBS=1) and runs
@@ -34,6 +35,10 @@ moto is installed (`pip install 'moto[server]'`; BOUGH_S3_ENDPOINT, if set, is u
 instead) and otherwise reports those rows as not measured.
 --target-dir (or BOUGH_BENCH_TARGET_DIR) sets bench/'s target directory (default
 bench/target; CARGO_TARGET_DIR is not used: it usually names the root workspace's).
+--smoke: tiny sizes that prove every row runs; --keys N: the main data set's size.
+--bough-rev REV (repeatable) also builds the harness against Bough at git revision REV
+(exported with `git archive` under the bench target directory) and runs it right after
+`bough` as engine `bough@REV`: the before/after rows in one run.
 The report goes to target/bench-report/.";
 
 /// What one `cargo xtask bench` invocation does.
@@ -47,6 +52,8 @@ pub struct Plan {
     pub target_dir: Option<PathBuf>,
     /// Arguments handed to the harness unchanged.
     pub passthrough: Vec<String>,
+    /// `--bough-rev`: revisions of Bough to run beside this tree's.
+    pub bough_revs: Vec<String>,
 }
 
 impl Plan {
@@ -90,6 +97,7 @@ pub fn plan(args: &[String]) -> Result<Plan, String> {
             .filter(|d| !d.is_empty())
             .map(PathBuf::from),
         passthrough: Vec::new(),
+        bough_revs: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -118,7 +126,20 @@ pub fn plan(args: &[String]) -> Result<Plan, String> {
                 }
                 p.engines = engines;
             }
-            "--no-fio" | "--no-branches" => p.passthrough.push(arg.clone()),
+            "--no-fio" | "--no-branches" | "--smoke" => p.passthrough.push(arg.clone()),
+            "--keys" => {
+                let n = it
+                    .next()
+                    .ok_or_else(|| format!("--keys needs a number\n{USAGE}"))?;
+                p.passthrough.push(arg.clone());
+                p.passthrough.push(n.clone());
+            }
+            "--bough-rev" => {
+                let rev = it
+                    .next()
+                    .ok_or_else(|| format!("--bough-rev needs a git revision\n{USAGE}"))?;
+                p.bough_revs.push(rev.clone());
+            }
             "--cloud" => p.cloud = true,
             "--target-dir" => {
                 let dir = it
@@ -227,9 +248,18 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!("building bench/: {}", outcome.describe()));
     }
 
+    let mut baselines = Vec::new();
+    for rev in &plan.bough_revs {
+        let (label, bin) = crate::bench_rev::build(root, rev, &target, &jobs)?;
+        baselines.push(format!("{label}={}", bin.display()));
+    }
+
     let binary = target.join("release").join("bough-bench");
     let mut run = Command::new(&binary);
     run.current_dir(&dir).args(plan.harness_args());
+    for b in &baselines {
+        run.args(["--baseline", b]);
+    }
     // Kept alive (and stopped when dropped) until the harness is done.
     let _moto = if plan.needs_s3() {
         s3_for_harness(root, &mut run)
@@ -448,6 +478,25 @@ mod tests {
         assert!(p.needs_s3() && !p.needs_rocksdb());
         assert!(!plan(&args(&["--engines", "bough"])).unwrap().needs_s3());
         assert!(plan(&args(&["--target-dir"])).is_err());
+    }
+
+    #[test]
+    fn smoke_keys_and_revisions() {
+        let p = plan(&args(&[
+            "--smoke",
+            "--keys",
+            "20000",
+            "--bough-rev",
+            "8e26e9c",
+        ]))
+        .unwrap();
+        assert_eq!(p.bough_revs, ["8e26e9c"]);
+        assert!(
+            p.harness_args()
+                .ends_with(&args(&["--smoke", "--keys", "20000"]))
+        );
+        assert!(plan(&args(&["--bough-rev"])).is_err());
+        assert!(plan(&args(&["--keys"])).is_err());
     }
 
     #[test]

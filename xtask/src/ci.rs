@@ -109,9 +109,10 @@ fn nextest_available() -> bool {
 /// Runs one stage to `deadline`.
 fn run_stage(root: &Path, name: &str, deadline: Instant) -> Verdict {
     let result = match name {
-        "fmt" => run_cmd(cargo(root, &["fmt", "--all", "--", "--check"]), deadline).and_then(
-            // The fuzz workspace is separate; `--all` would also re-check its path deps.
-            |()| {
+        // The fuzz and bench workspaces are separate; `--all` would also re-check their
+        // path deps.
+        "fmt" => run_cmd(cargo(root, &["fmt", "--all", "--", "--check"]), deadline)
+            .and_then(|()| {
                 run_cmd(
                     cargo(
                         root,
@@ -119,8 +120,22 @@ fn run_stage(root: &Path, name: &str, deadline: Instant) -> Verdict {
                     ),
                     deadline,
                 )
-            },
-        ),
+            })
+            .and_then(|()| {
+                run_cmd(
+                    cargo(
+                        root,
+                        &[
+                            "fmt",
+                            "--manifest-path",
+                            "bench/Cargo.toml",
+                            "--",
+                            "--check",
+                        ],
+                    ),
+                    deadline,
+                )
+            }),
         "clippy" => run_cmd(
             cargo(
                 root,

@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 mod bench;
+mod bench_rev;
 mod ci;
 mod fuzz;
 mod process;
