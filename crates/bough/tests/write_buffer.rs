@@ -19,7 +19,7 @@ fn open(mem: &MemoryStorage, buffer: u64) -> Store {
         .expect("open")
 }
 
-fn keys(it: bough::RangeIter) -> Vec<Vec<u8>> {
+fn keys(it: impl Iterator<Item = bough::Result<bough::KeyValue>>) -> Vec<Vec<u8>> {
     it.map(|kv| kv.expect("entry").key).collect()
 }
 
