@@ -13,7 +13,15 @@ pub type Extensions = Vec<(u64, Vec<u8>)>;
 
 /// Every tag this version understands. Decoding keeps these, skips other even tags and
 /// refuses other odd tags; encoding refuses tags not listed here.
-pub const KNOWN: &[u64] = &[ORIGIN, MERGE_BASES, VERSION, STAGING, INCARNATION, POLICY];
+pub const KNOWN: &[u64] = &[
+    ORIGIN,
+    MERGE_BASES,
+    VERSION,
+    STAGING,
+    INCARNATION,
+    POLICY,
+    crate::log_ref::LOG,
+];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
 pub const ORIGIN: u64 = 1;

@@ -58,7 +58,7 @@ pub use log::{
     LogRecordKind, LogSalt, MAX_LOG_BODY, decode_log_entry, encode_log_entry, log_record_is_intact,
     log_record_len,
 };
-pub use log_ref::{LOG, LogRef, decode_log_refs, encode_log_refs};
+pub use log_ref::{LOG, LogRef, decode_log_refs, encode_log_refs, log_refs};
 pub use log_replay::{LogReplayed, LoggedRecord, replay_log};
 pub use origin::{
     BranchOrigin, MERGE_BASES, MergeBase, ORIGIN, decode_merge_bases, encode_merge_bases,

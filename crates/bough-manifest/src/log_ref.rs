@@ -8,8 +8,11 @@
 //! `until` varint (the last version to read, for a fork's inherited prefix of its parent's
 //! log; 0 = to the end).
 //!
-//! The tag is not yet in [`crate::ext::KNOWN`]: it is listed there when the engine reads
-//! it, so a binary that would ignore the log never accepts a manifest that relies on it.
+//! The tag is in [`crate::ext::KNOWN`]: heads read it at open (replaying the log into the
+//! write buffer) and write it with every manifest record of a buffered head. While `LOG` is
+//! present, a state's commit version is the last reference's `covered` (see
+//! [`crate::ManifestState::version`]): a checkpoint absorbs several logged commits in one
+//! record, so `VERSION` plus the record count no longer says it.
 
 use crate::codec::{Reader, put_varint};
 use crate::error::DecodeReason;
@@ -70,6 +73,11 @@ pub fn encode_log_refs(refs: &[LogRef]) -> Vec<u8> {
         put_varint(&mut out, r.until);
     }
     out
+}
+
+/// The `LOG` references of an extension list (`None` when it has none).
+pub fn log_refs(exts: &[(u64, Vec<u8>)]) -> Result<Option<Vec<LogRef>>, DecodeReason> {
+    crate::ext::get(exts, LOG).map(decode_log_refs).transpose()
 }
 
 /// Decodes a `LOG` payload; refuses a start off a block boundary, an `until` below

@@ -108,6 +108,13 @@ impl ManifestState {
     /// The commit version of this state: the snapshot's `VERSION` (0 when absent) plus the
     /// log records applied since (see `crate::version`). Saturates instead of wrapping.
     pub fn version(&self) -> u64 {
+        // A buffered head's records carry `LOG`, whose `covered` is the state's version (a
+        // checkpoint absorbs many logged commits in one record).
+        if let Ok(Some(refs)) = crate::log_ref::log_refs(&self.extensions)
+            && let Some(last) = refs.last()
+        {
+            return last.covered;
+        }
         // Decoding checked the payload; a state built by hand with a bad one counts as 0.
         let base = crate::version::commit_version(&self.extensions)
             .ok()

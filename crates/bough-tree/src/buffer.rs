@@ -185,8 +185,9 @@ fn merge(older: &Run, newer: &Run) -> Run {
     }
 }
 
-/// Two sorted batches as one, keys present in both composed (`older` first).
-fn merge_muts(older: Vec<Mutation>, newer: Vec<Mutation>) -> Vec<Mutation> {
+/// Two sorted batches as one, keys present in both composed (`older` first): what a
+/// checkpoint that also commits a batch of its own applies.
+pub fn merge_muts(older: Vec<Mutation>, newer: Vec<Mutation>) -> Vec<Mutation> {
     let mut out = Vec::with_capacity(older.len() + newer.len());
     let mut a = older.into_iter().peekable();
     let mut b = newer.into_iter().peekable();
@@ -286,6 +287,16 @@ impl BufferedRead<'_> {
 
     /// A cursor from the first key ≥ `start` (the first key for `None`).
     pub fn seek(&self, start: Option<&[u8]>) -> TreeResult<BufferedCursor<'_>> {
+        Ok(BufferedCursor {
+            read: self,
+            pos: self.seek_owned(start)?,
+        })
+    }
+
+    /// The position of a cursor from the first key ≥ `start`, owning nothing borrowed: a
+    /// caller that keeps a snapshot (and so its buffer) alive advances it with
+    /// [`BufferedPosition::next_entry`] over a fresh [`BufferedRead`] of that snapshot.
+    pub fn seek_owned(&self, start: Option<&[u8]>) -> TreeResult<BufferedPosition> {
         let tree = Cursor::seek(self.tree, self.root, start)?;
         let pos = self
             .buffer
@@ -296,8 +307,7 @@ impl BufferedRead<'_> {
                 Some(k) => r.muts.partition_point(|m| m.key.as_slice() < k),
             })
             .collect();
-        Ok(BufferedCursor {
-            read: self,
+        Ok(BufferedPosition {
             tree,
             tree_head: None,
             tree_done: false,
@@ -337,6 +347,20 @@ fn last_at_or_before<'r>(run: &'r Run, key: &[u8], inclusive: bool) -> Option<&'
 /// A forward cursor over the buffer and the tree merged.
 pub struct BufferedCursor<'a> {
     read: &'a BufferedRead<'a>,
+    pos: BufferedPosition,
+}
+
+impl BufferedCursor<'_> {
+    /// The next entry in key order (tombstones included), as `Cursor::next_entry`.
+    pub fn next_entry(&mut self) -> TreeResult<Option<Entry>> {
+        self.pos.next_entry(self.read)
+    }
+}
+
+/// Where a forward cursor over a buffer and its tree stands (see
+/// [`BufferedRead::seek_owned`]); valid only with reads of the same buffer and tree.
+#[derive(Debug)]
+pub struct BufferedPosition {
     tree: Cursor,
     tree_head: Option<Entry>,
     tree_done: bool,
@@ -344,15 +368,15 @@ pub struct BufferedCursor<'a> {
     pos: Vec<usize>,
 }
 
-impl BufferedCursor<'_> {
+impl BufferedPosition {
     /// The next entry in key order (tombstones included), as `Cursor::next_entry`.
-    pub fn next_entry(&mut self) -> TreeResult<Option<Entry>> {
+    pub fn next_entry(&mut self, read: &BufferedRead<'_>) -> TreeResult<Option<Entry>> {
         loop {
             if self.tree_head.is_none() && !self.tree_done {
-                self.tree_head = self.tree.next_entry(self.read.tree)?;
+                self.tree_head = self.tree.next_entry(read.tree)?;
                 self.tree_done = self.tree_head.is_none();
             }
-            let runs = &self.read.buffer.runs;
+            let runs = &read.buffer.runs;
             let buffered = runs
                 .iter()
                 .zip(&self.pos)
@@ -373,7 +397,7 @@ impl BufferedCursor<'_> {
                 Some(t) if t.key == key => self.tree_head.take(),
                 _ => None,
             };
-            if let Some(e) = self.read.resolve_with(&key, base) {
+            if let Some(e) = read.resolve_with(&key, base) {
                 return Ok(Some(e));
             }
         }

@@ -28,6 +28,7 @@ use crate::page::index::IndexNode;
 use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
+mod buffered;
 mod checkpoint;
 mod commit;
 mod expiry;
@@ -70,6 +71,13 @@ pub struct HeadConfig {
     /// Start a new data file for every transaction, so each file is written (and synced)
     /// exactly once: the object-store backend uploads it as one immutable object.
     pub file_per_commit: bool,
+    /// Bytes of acknowledged writes held in the write buffer before a checkpoint applies
+    /// them to the tree. 0: no log and no buffer — every commit writes its pages and a
+    /// manifest record (two syncs). Above 0: a commit is one log append and one
+    /// `fdatasync` (ARCHITECTURE.md, "Write path").
+    pub write_buffer_bytes: usize,
+    /// Sizes of the write-ahead log files (used when `write_buffer_bytes` > 0).
+    pub log: crate::wal::LogConfig,
 }
 
 impl Default for HeadConfig {
@@ -81,6 +89,8 @@ impl Default for HeadConfig {
             checkpoint_chunks: 128,
             manifest_rewrite_bytes: 16 << 20,
             file_per_commit: false,
+            write_buffer_bytes: 0,
+            log: crate::wal::LogConfig::default(),
         }
     }
 }
@@ -128,6 +138,8 @@ pub struct Head {
     /// A log record was appended since the head opened or last sealed its manifest: a clean
     /// close seals it then, and only then (see [`Head::close_clean`]).
     appended: bool,
+    /// The write-ahead log and write buffer (`head/buffered.rs`).
+    log: buffered::HeadLog,
 }
 
 /// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
@@ -223,11 +235,18 @@ impl Head {
             .dropped_tail
             .and_then(|off| Some((off, bytes.get(usize::try_from(off).ok()?..)?.to_vec())));
         let st = replayed.state;
-        let version_base = bough_manifest::commit_version(&st.extensions)
+        let mut version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| {
                 TreeError::manifest_content(path.clone(), 0, format!("version extension: {e}"))
             })?
             .unwrap_or(0);
+        // The acknowledged commits after the last checkpoint, from the log the manifest
+        // names (reading only: a torn tail is zeroed by the first append, not here).
+        let (log, covered) = buffered::HeadLog::recover(&files, &path, &st.extensions)?;
+        if let Some(c) = covered {
+            // Kept for what reads `version_base` directly; the version is the log's.
+            version_base = c.saturating_sub(st.last_seq);
+        }
         let incarnation = bough_manifest::incarnation(&st.extensions)
             .map_err(|e| {
                 TreeError::manifest_content(path.clone(), 0, format!("incarnation extension: {e}"))
@@ -295,7 +314,10 @@ impl Head {
             mapping: state.mapping.view(),
             ranges: Arc::new(state.ranges.clone()),
             files: files.clone(),
-            version: version_base.saturating_add(st.last_seq),
+            version: log
+                .version
+                .unwrap_or_else(|| version_base.saturating_add(st.last_seq)),
+            buffer: log.buffer.clone(),
         });
         Ok(Head {
             cfg,
@@ -320,6 +342,7 @@ impl Head {
             ranges_pruned: None,
             dropped_tail,
             appended: false,
+            log,
         })
     }
 
@@ -450,7 +473,8 @@ impl Head {
     /// The branch's commit version: one more with every record the head appends, carried
     /// across manifest rewrites, new terms and forks (see `bough_manifest::VERSION`).
     pub fn version(&self) -> u64 {
-        self.version_base.saturating_add(self.seq)
+        self.log_version()
+            .unwrap_or_else(|| self.version_base.saturating_add(self.seq))
     }
 
     /// The manifest file this head appends to.

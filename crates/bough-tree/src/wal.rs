@@ -334,9 +334,16 @@ pub fn recover(
     for r in refs {
         let path = format!("{dir}/{}", r.file);
         let replayed = replay_ref(storage, dir, r)?;
-        let commits = replayed
-            .commits_after(r.covered)
-            .map_err(|e| TreeError::manifest(path.clone(), e))?;
+        // A head's reference starts where its next record goes, so nothing after `start`
+        // is the normal state right after a checkpoint or rotation; records that are there
+        // must continue `covered`.
+        let commits = if replayed.records.is_empty() {
+            Vec::new()
+        } else {
+            replayed
+                .commits_after(r.covered)
+                .map_err(|e| TreeError::manifest(path.clone(), e))?
+        };
         for c in commits {
             if r.until != 0 && c.entry.version > r.until {
                 break;

@@ -36,6 +36,7 @@ fn cfg() -> HeadConfig {
         checkpoint_chunks: 4,
         manifest_rewrite_bytes: 256 * 1024,
         file_per_commit: false,
+        ..HeadConfig::default()
     }
 }
 

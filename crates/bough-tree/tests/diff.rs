@@ -30,6 +30,7 @@ fn cfg() -> HeadConfig {
         checkpoint_chunks: 3,
         manifest_rewrite_bytes: 1 << 20,
         file_per_commit: false,
+        ..HeadConfig::default()
     }
 }
 

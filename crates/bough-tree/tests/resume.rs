@@ -25,6 +25,7 @@ fn cfg() -> HeadConfig {
         checkpoint_chunks: 4,
         manifest_rewrite_bytes: 16 << 20,
         file_per_commit: false,
+        ..HeadConfig::default()
     }
 }
 

@@ -65,6 +65,8 @@ pub(crate) fn head_config(opts: &Options, mut cfg: HeadConfig) -> HeadConfig {
         cfg.checkpoint_chunks = 1;
         cfg.manifest_rewrite_bytes = cfg.manifest_rewrite_bytes.min(CLOUD_MANIFEST_BYTES);
         cfg.preallocate = 0;
+        // Object stores have no appends: no write-ahead log (cloud log objects: later).
+        cfg.write_buffer_bytes = 0;
     }
     cfg
 }

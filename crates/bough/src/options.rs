@@ -96,6 +96,15 @@ pub struct Options {
     pub max_timestamp_skew_ms: u64,
     /// Most write batches coalesced into one commit (at least 1). Default: 1024.
     pub max_group_commit: usize,
+    /// Bytes of acknowledged writes a branch holds in its write buffer before a checkpoint
+    /// applies them to the tree (ARCHITECTURE.md, "Write path"). Above 0, a durable commit
+    /// is one append to the branch's write-ahead log and one `fdatasync`; reads see the
+    /// buffer above the tree, and the buffer is also checkpointed by the maintenance
+    /// timer, at close, and before any other operation on the branch (merge, archive,
+    /// fork, diff, …). 0 turns the log off: every commit writes its pages and a manifest
+    /// record (two syncs). Ignored (0) with `backend = "object"`, which has no appends.
+    /// Default: 0.
+    pub write_buffer_bytes: u64,
     /// Most keys one piece of a truncate removes ([`Branch::truncate`](crate::Branch::truncate),
     /// `drop_table`): each piece is one durable commit, and the branch's other writes are
     /// served between pieces, so no truncate holds the writer longer than a piece takes.
@@ -137,6 +146,7 @@ impl Default for Options {
             tombstone_retention_ms: 24 * 60 * 60 * 1000,
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
+            write_buffer_bytes: 0,
             truncate_piece_keys: 4096,
             max_open_branches: 4096,
             read_threads: 4,
@@ -228,6 +238,11 @@ impl Options {
     /// Sets the background interval (0 = off).
     pub fn maintenance_interval_ms(mut self, ms: u64) -> Self {
         self.maintenance_interval_ms = ms;
+        self
+    }
+    /// Sets the write buffer's size (0: no write-ahead log).
+    pub fn write_buffer_bytes(mut self, n: u64) -> Self {
+        self.write_buffer_bytes = n;
         self
     }
     /// Sets the manifest rewrite threshold.

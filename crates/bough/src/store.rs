@@ -237,6 +237,8 @@ impl Store {
             checkpoint_chunks: opts.checkpoint_chunks,
             manifest_rewrite_bytes: opts.manifest_rewrite_bytes,
             file_per_commit: false,
+            write_buffer_bytes: usize::try_from(opts.write_buffer_bytes).unwrap_or(usize::MAX),
+            log: bough_tree::wal::LogConfig::default(),
         };
         let head_cfg = crate::cloud::head_config(&opts, head_cfg);
         let mut shards = Vec::new();
@@ -499,7 +501,9 @@ impl Store {
                 if head.poisoned().is_some() {
                     p.part.disown(head.branch(), head.term());
                 } else if !self.inner.read_only
-                    && let Err(e) = head.close_clean()
+                    && let Err(e) = head
+                        .checkpoint_buffer(self.inner.clock.now_ms())
+                        .and_then(|()| head.close_clean())
                 {
                     // Closing an idle head is a clean close of it: its manifest is sealed
                     // as at store close. Every acknowledged commit is durable either way.
@@ -599,9 +603,12 @@ impl Inner {
                     continue;
                 };
                 // Every acknowledged commit is durable already; only the seal is missing.
+                // The write buffer is checkpointed first (the next open replays nothing).
                 if !self.read_only
                     && !b.gone.load(Ordering::Acquire)
-                    && let Err(e) = head.close_clean()
+                    && let Err(e) = head
+                        .checkpoint_buffer(self.clock.now_ms())
+                        .and_then(|()| head.close_clean())
                 {
                     tracing::warn!(branch = %b.label, error = %e, "could not seal the manifest at close");
                 }

@@ -115,7 +115,11 @@ impl World {
             (b, _) => Store::builder(Options::new(dir).backend(b)),
         };
         o.clock(Arc::new(clock.clone()))
-            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(64 * 4096))
+            .map_settings(|o| {
+                o.maintenance_interval_ms(0)
+                    .data_file_size(64 * 4096)
+                    .write_buffer_bytes(WRITE_BUFFER.with(|b| b.get()))
+            })
     }
 
     fn new(
@@ -901,6 +905,29 @@ fn ops(default: usize) -> usize {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+thread_local! {
+    /// The write buffer of the stores this thread's worlds open (0: no log).
+    static WRITE_BUFFER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The branch model with a write buffer so small that every operation crosses a
+/// checkpoint boundary, and with one holding many commits (merges, forks, archives, tags,
+/// picks and reopens of buffered branches).
+#[test]
+fn branch_model_buffered() {
+    for (buffer, seeds_n) in [(1u64, 2), (1 << 20, 2)] {
+        WRITE_BUFFER.with(|b| b.set(buffer));
+        for seed in seeds(seeds_n) {
+            eprintln!("write_buffer_bytes {buffer}");
+            run(Backend::Memory, seed, ops(250));
+        }
+    }
+    WRITE_BUFFER.with(|b| b.set(1 << 20));
+    for seed in seeds(1) {
+        run(Backend::Pread, seed, ops(200));
+    }
 }
 
 #[test]

@@ -279,6 +279,7 @@ impl World {
             o.maintenance_interval_ms(0)
                 .data_file_size(64 * 4096)
                 .checkpoint_chunks(4)
+                .write_buffer_bytes(WRITE_BUFFER.with(|b| b.get()))
         })
     }
 
@@ -1233,6 +1234,23 @@ fn run_all(test: &str, backend: Backend, seeds: &[u64], n: usize) {
         "{total:?}"
     );
     assert!(total.rehomes_kept > 0 && total.merges_lost > 0, "{total:?}");
+}
+
+thread_local! {
+    /// The write buffer of the stores this thread's worlds open (0: no log).
+    static WRITE_BUFFER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Merges of buffered branches: a buffer so small that every operation crosses a
+/// checkpoint, and one that holds many commits.
+#[test]
+fn merge_model_buffered() {
+    let test = "merge_model_buffered";
+    for buffer in [1u64, 1 << 20] {
+        WRITE_BUFFER.with(|b| b.set(buffer));
+        eprintln!("write_buffer_bytes {buffer}");
+        run_all(test, Backend::Memory, &common::seeds(test, 2), ops(600));
+    }
 }
 
 #[test]

@@ -497,6 +497,15 @@ impl Run {
                     .cache_data_pages(self.cache_data_pages)
                     .shards(self.shards)
                     .tombstone_retention_ms(RETENTION_MS)
+                    // The buffered variants: a buffer so small that nearly every commit
+                    // crosses a checkpoint, and one that holds many commits across reopens.
+                    .write_buffer_bytes(if self.test.contains("tiny_buffer") {
+                        1
+                    } else if self.test.contains("buffered") {
+                        256 * 1024
+                    } else {
+                        0
+                    })
             })
     }
 
@@ -1476,6 +1485,21 @@ fn model_pread() {
 #[test]
 fn model_io_uring() {
     run_backend("model_io_uring", Backend::IoUring, 2, 15_000);
+}
+
+#[test]
+fn model_memory_tiny_buffer() {
+    run_backend("model_memory_tiny_buffer", Backend::Memory, 2, 10_000);
+}
+
+#[test]
+fn model_memory_buffered() {
+    run_backend("model_memory_buffered", Backend::Memory, 2, 10_000);
+}
+
+#[test]
+fn model_pread_buffered() {
+    run_backend("model_pread_buffered", Backend::Pread, 1, 10_000);
 }
 
 #[test]

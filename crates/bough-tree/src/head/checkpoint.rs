@@ -32,12 +32,15 @@ impl Head {
     pub fn fork_point(&mut self, now_ms: u64) -> TreeResult<ForkPoint> {
         // A new term's manifest replaces this one, which is then deleted: keep the evidence.
         self.keep_tail_aside()?;
+        // The simplest correct rule for now (ARCHITECTURE.md, "Forks"): the fork starts from
+        // a tree holding every buffered write, so it needs nothing of this head's log.
+        self.checkpoint_buffer(now_ms)?;
         if self.state.mapping.current().dirty_chunks() > 0 {
             self.checkpoint(now_ms)?;
         }
-        Ok(ForkPoint {
-            snapshot: self.durable_snapshot(),
-        })
+        let mut snapshot = self.durable_snapshot();
+        bough_manifest::ext::remove(&mut snapshot.extensions, bough_manifest::LOG);
+        Ok(ForkPoint { snapshot })
     }
 
     pub(crate) fn durable_snapshot(&self) -> Snapshot {

@@ -34,6 +34,26 @@ impl Head {
                 what: format!("{}@{}: {what}", self.files.dir(), self.branch),
             }
         })?;
+        if self.takes_buffered(muts) {
+            self.commit_buffered(muts, now_ms)?;
+            return Ok(Applied::default());
+        }
+        self.commit_direct_checked(muts, now_ms)
+    }
+
+    /// Commits a sorted batch of distinct-key mutations through the tree (two syncs),
+    /// checkpointing the write buffer in the same record: for callers that need what the
+    /// batch did ([`Applied`]), which only the tree knows.
+    pub fn commit_direct(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
+        btree::check_batch(muts, self.cfg.page_size).map_err(|what| {
+            TreeError::InvalidArgument {
+                what: format!("{}@{}: {what}", self.files.dir(), self.branch),
+            }
+        })?;
+        self.commit_direct_checked(muts, now_ms)
+    }
+
+    fn commit_direct_checked(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
         let applied = self.commit_inner(muts, false, now_ms, |_, _| Ok(()))?;
         if self.manifest_end > self.cfg.manifest_rewrite_bytes {
             self.rewrite_manifest(now_ms)?;
@@ -52,6 +72,9 @@ impl Head {
         // operation that staged them failed too), never riding along with a later commit.
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
+        // The record also checkpoints the write buffer (its ops first, then `muts`).
+        let absorbed = self.absorb_buffer(muts);
+        let muts = absorbed.as_deref().unwrap_or(muts);
         let mut txn = Txn {
             files: &self.files,
             cfg: &self.cfg,
@@ -179,6 +202,7 @@ impl Head {
             ranges: Arc::new(self.state.ranges.clone()),
             files: self.files.clone(),
             version: self.version(),
+            buffer: self.log.buffer.clone(),
         }));
     }
 
@@ -286,11 +310,18 @@ impl Head {
     /// invariants checked against the head's state, the record encoded, appended and
     /// synced. `what` names it in errors.
     pub(crate) fn append_log(&mut self, log: &LogRecord, what: &str) -> TreeResult<()> {
+        // A head with a log names it, and the version its tree now covers, in every record.
+        let with_ref = self.with_log_ref(log);
+        let log = with_ref.as_ref().unwrap_or(log);
         self.check_log_invariants(log)?;
         let bytes = encode_log(log).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode {what} of {}: {e}", self.manifest_path),
         })?;
-        self.append_manifest(&bytes)
+        self.append_manifest(&bytes)?;
+        if with_ref.is_some() {
+            self.log_record_durable(log);
+        }
+        Ok(())
     }
 
     pub(crate) fn append_manifest(&mut self, bytes: &[u8]) -> TreeResult<()> {

@@ -40,7 +40,7 @@ impl Head {
         let replayed = replay(&bytes).map_err(|e| TreeError::manifest(path.clone(), e))?;
         manifest.sync()?;
         let st = replayed.state;
-        let version_base = bough_manifest::commit_version(&st.extensions)
+        let mut version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| {
                 TreeError::manifest_content(path.clone(), 0, format!("version extension: {e}"))
             })?
@@ -72,6 +72,12 @@ impl Head {
                 mapping.replay_change(id, raw, &fetch)?;
             }
         }
+        // The writer's acknowledged commits after its last checkpoint (a torn tail is read
+        // around, as for the manifest).
+        let (log, covered) = super::buffered::HeadLog::recover(&files, &path, &st.extensions)?;
+        if let Some(c) = covered {
+            version_base = c.saturating_sub(st.last_seq);
+        }
         let state = HeadState {
             root: st.meta.root,
             ttl_root: st.meta.ttl_root,
@@ -87,7 +93,10 @@ impl Head {
             mapping: state.mapping.view(),
             ranges: Arc::new(state.ranges.clone()),
             files: files.clone(),
-            version: version_base.saturating_add(st.last_seq),
+            version: log
+                .version
+                .unwrap_or_else(|| version_base.saturating_add(st.last_seq)),
+            buffer: log.buffer.clone(),
         });
         let incarnation = bough_manifest::incarnation(&st.extensions)
             .map_err(|e| {
@@ -103,6 +112,7 @@ impl Head {
             // Keeping a dropped tail aside is the writer's job: a reader never writes.
             dropped_tail: None,
             appended: false,
+            log,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,

@@ -22,6 +22,10 @@ pub struct TreeSnapshot {
     /// adoption) and never goes back — it is kept in the manifest apart from the log
     /// sequence, so it survives manifest rewrites and new terms (`bough_manifest::VERSION`).
     pub version: u64,
+    /// The acknowledged writes above the tree not yet checkpointed into it (empty for a
+    /// head without a write buffer): every read of this snapshot goes through
+    /// [`TreeSnapshot::buffered`], which sees them.
+    pub buffer: crate::buffer::WriteBuffer,
 }
 
 /// Page lookups shared by snapshots and transactions.
@@ -141,6 +145,18 @@ impl TreeSnapshot {
         }
     }
 
+    /// Reads of this snapshot: the buffer's runs over the tree (just the tree when nothing
+    /// is buffered).
+    pub fn buffered(&self) -> crate::buffer::BufferedRead<'_> {
+        self.buffer.over(self, self.root)
+    }
+
+    /// Whether writes are buffered above the tree (then a reader of the tree alone, such as
+    /// diff, must have the head checkpoint first).
+    pub fn has_buffered(&self) -> bool {
+        !self.buffer.is_empty()
+    }
+
     /// Reads an overflow value.
     pub fn read_overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>> {
         self.fetch().overflow(&self.mapping, first, pages, len)
@@ -194,6 +210,7 @@ impl TreeSnapshot {
                 .ok()
                 .flatten()
                 .unwrap_or(0),
+            buffer: crate::buffer::WriteBuffer::new(),
         })
     }
 }

@@ -49,6 +49,13 @@ impl Branch {
         Ok(())
     }
 
+    /// Applies the branch's write buffer to its tree now (a checkpoint; see
+    /// [`Options::write_buffer_bytes`](crate::Options::write_buffer_bytes)) and writes the
+    /// mapping's dirty chunks; returns when that is durable. Nothing to do without a buffer.
+    pub fn checkpoint_blocking(&self) -> Result<()> {
+        self.call(|reply| BranchOp::CheckpointIfDirty { reply })
+    }
+
     /// Archives the branch's current state as `manifest_<branch>_<term>_<ts>` at the store
     /// clock's time (moved forward past any archive already using that timestamp).
     pub fn archive(&self) -> Result<ArchiveName> {

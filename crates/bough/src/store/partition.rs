@@ -268,7 +268,7 @@ impl PartitionHandle {
     /// The current state of the branch or tag `name`.
     fn state(&self, name: &str) -> Result<Arc<TreeSnapshot>> {
         match self.resolve_state(name)? {
-            Named::Branch(b) => Ok(b.entry.published.load()),
+            Named::Branch(b) => b.tree_state(),
             Named::Tag(tag) => self.tag_snapshot(&tag),
         }
     }
@@ -284,7 +284,7 @@ impl PartitionHandle {
             .map_err(|e| Error::from(e).at(&label))?;
         let sa = TreeSnapshot::from_record(entry.part.files().clone(), &record)
             .map_err(|e| Error::from(e).at(&label))?;
-        let sb = self.branch(branch)?.entry.published.load();
+        let sb = self.branch(branch)?.tree_state()?;
         self.diff_snapshots(&sa, &sb, label)
     }
 

@@ -62,9 +62,9 @@ pub(super) enum End {
 impl PartitionHandle {
     fn pin_end(&self, s: &StateRef) -> Result<End> {
         Ok(match s {
-            StateRef::Branch(b) => End::Pinned(self.branch(b)?.entry.published.load()),
+            StateRef::Branch(b) => End::Pinned(self.branch(b)?.tree_state()?),
             StateRef::Version { branch, version } => {
-                let snap = self.branch(branch)?.entry.published.load();
+                let snap = self.branch(branch)?.tree_state()?;
                 if snap.version == *version {
                     End::Pinned(snap)
                 } else {

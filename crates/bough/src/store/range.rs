@@ -44,6 +44,9 @@ pub struct RangeIter {
     hi: Bound<Vec<u8>>,
     front: Option<btree::Cursor>,
     back: Option<btree::Cursor>,
+    /// The front over a snapshot with buffered writes: the buffer's runs merged with the
+    /// tree (the back then steps with `BufferedRead::before` from its bound).
+    buffered_front: Option<bough_tree::buffer::BufferedPosition>,
     done: bool,
 }
 
@@ -55,6 +58,7 @@ impl RangeIter {
             hi,
             front: None,
             back: None,
+            buffered_front: None,
             done: false,
         }
     }
@@ -67,6 +71,7 @@ impl RangeIter {
             hi: Bound::Unbounded,
             front: None,
             back: None,
+            buffered_front: None,
             done: false,
         }
     }
@@ -82,6 +87,33 @@ impl RangeIter {
         }
         let at = |e: bough_tree::error::TreeError| Error::from(e).at(&view.label);
         let snap = view.snap.as_ref();
+        if snap.has_buffered() {
+            let read = snap.buffered();
+            if self.buffered_front.is_none() {
+                let start = match &self.lo {
+                    Bound::Included(k) | Bound::Excluded(k) => Some(k.as_slice()),
+                    Bound::Unbounded => None,
+                };
+                self.buffered_front = Some(read.seek_owned(start).map_err(at)?);
+            }
+            let Some(pos) = self.buffered_front.as_mut() else {
+                return Ok(None);
+            };
+            while let Some(e) = pos.next_entry(&read).map_err(at)? {
+                if !above(&self.lo, &e.key) {
+                    continue;
+                }
+                if !below(&self.hi, &e.key) {
+                    break;
+                }
+                if view.live(&e) {
+                    self.lo = Bound::Excluded(e.key.clone());
+                    return Ok(Some(e));
+                }
+            }
+            self.done = true;
+            return Ok(None);
+        }
         if self.front.is_none() {
             let start = match &self.lo {
                 Bound::Included(k) | Bound::Excluded(k) => Some(k.as_slice()),
@@ -119,6 +151,30 @@ impl RangeIter {
         }
         let at = |e: bough_tree::error::TreeError| Error::from(e).at(&view.label);
         let snap = view.snap.as_ref();
+        if snap.has_buffered() {
+            // One `before` per step from the bound the back has reached (a descent each;
+            // reverse scans of a buffered branch are the rare case).
+            let read = snap.buffered();
+            loop {
+                let found = match &self.hi {
+                    Bound::Included(k) => read.before(k, true),
+                    Bound::Excluded(k) => read.before(k, false),
+                    // Longer than any key, all 0xff: above every key there is.
+                    Bound::Unbounded => read.before(&vec![0xff; view.max_key + 1], true),
+                }
+                .map_err(at)?;
+                let Some(e) = found else { break };
+                if !above(&self.lo, &e.key) {
+                    break;
+                }
+                self.hi = Bound::Excluded(e.key.clone());
+                if view.live(&e) {
+                    return Ok(Some(e));
+                }
+            }
+            self.done = true;
+            return Ok(None);
+        }
         if self.back.is_none() {
             let (end, inclusive) = match &self.hi {
                 Bound::Included(k) => (Some(k.as_slice()), true),

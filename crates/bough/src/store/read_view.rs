@@ -60,7 +60,11 @@ impl ReadView {
     pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
         let key = key.as_ref();
         check_key(key, self.max_key).map_err(|e| e.at(&self.label))?;
-        let found = btree::get(self.snap.as_ref(), self.snap.root, key)
+        // Through the write buffer: its runs above the tree (just the tree when empty).
+        let found = self
+            .snap
+            .buffered()
+            .get(key)
             .map_err(|e| Error::from(e).at(&self.label))?;
         match found {
             Some(e) if self.live(&e) => Ok(Some(self.value_of(e, false)?)),
@@ -73,9 +77,11 @@ impl ReadView {
         let mut probe = key.as_ref().to_vec();
         let mut inclusive = true;
         loop {
-            let found =
-                btree::Cursor::before(self.snap.as_ref(), self.snap.root, &probe, inclusive)
-                    .map_err(|e| Error::from(e).at(&self.label))?;
+            let found = self
+                .snap
+                .buffered()
+                .before(&probe, inclusive)
+                .map_err(|e| Error::from(e).at(&self.label))?;
             match found {
                 None => return Ok(None),
                 Some(e) if self.live(&e) => {

@@ -171,6 +171,41 @@ pub(super) struct TruncateProgress {
     pub(super) next: Option<Vec<u8>>,
 }
 
+impl BranchOp {
+    /// Whether the operation reads the branch's data (then the write buffer is
+    /// checkpointed before it runs); deleting the branch does not.
+    pub(super) fn reads_data(&self) -> bool {
+        !matches!(self, BranchOp::Delete { .. } | BranchOp::DeleteExpired { .. })
+    }
+
+    /// Answers the operation with `e` without running it.
+    pub(super) fn fail(self, e: Error) {
+        match self {
+            BranchOp::WriteCounted { reply, .. } => reply.send(Err(e)),
+            BranchOp::TruncatePiece { reply, .. } => reply.send(Err(e)),
+            BranchOp::ExpirePiece { reply, .. } => reply.send(Err(e)),
+            BranchOp::Compact { reply, .. } => reply.send(Err(e)),
+            BranchOp::CheckpointIfDirty { reply, .. } => reply.send(Err(e)),
+            BranchOp::Archive { reply, .. } => reply.send(Err(e)),
+            BranchOp::Restore { reply, .. } => reply.send(Err(e)),
+            BranchOp::CreateBranch { reply, .. } => reply.send(Err(e)),
+            BranchOp::Delete { reply, .. } => reply.send(Err(e)),
+            BranchOp::PruneMergeBases { reply, .. } => reply.send(Err(e)),
+            BranchOp::OpenNewTerm { reply, .. } => reply.send(Err(e)),
+            BranchOp::ForkPoint { reply, .. } => reply.send(Err(e)),
+            BranchOp::Merge { reply, .. } => reply.send(Err(e)),
+            BranchOp::Reset { reply, .. } => reply.send(Err(e)),
+            BranchOp::Rehome { reply, .. } => reply.send(Err(e)),
+            BranchOp::CreateTag { reply, .. } => reply.send(Err(e)),
+            BranchOp::SetPolicy { reply, .. } => reply.send(Err(e)),
+            BranchOp::CreateExpiring { reply, .. } => reply.send(Err(e)),
+            BranchOp::DeleteExpired { reply, .. } => reply.send(Err(e)),
+            BranchOp::Rebase { reply, .. } => reply.send(Err(e)),
+            BranchOp::Pick { reply, .. } => reply.send(Err(e)),
+        }
+    }
+}
+
 impl Branch {
     /// Queues `op` (given its reply channel) on the branch's writer, behind every request
     /// queued before it; the receiver resolves to its answer.
@@ -195,5 +230,17 @@ impl Branch {
         self.send(op)?
             .wait()
             .unwrap_or_else(|| Err(Error::closed()))
+    }
+
+    /// The branch's current state with nothing buffered above its tree, for what reads the
+    /// tree alone (diff, cherry-pick ends): a buffered branch checkpoints first.
+    pub(super) fn tree_state(&self) -> Result<Arc<TreeSnapshot>> {
+        let snap = self.entry.published.load();
+        if !snap.has_buffered() {
+            return Ok(snap);
+        }
+        // Served after the buffer is checkpointed, like every request but a write.
+        self.call(|reply| BranchOp::CheckpointIfDirty { reply })?;
+        Ok(self.entry.published.load())
     }
 }

@@ -75,6 +75,15 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
     let head = &mut *head;
     let now = ctx.clock.now_ms();
     let label = &*branch.label;
+    // Everything but a plain commit reads the branch's tree: it checkpoints the write
+    // buffer first (ARCHITECTURE.md, "Everything else sees buffered writes"). A failure
+    // is that operation's failure.
+    if op.reads_data()
+        && let Err(e) = head.checkpoint_buffer(now)
+    {
+        op.fail(Error::from(e).at(label));
+        return;
+    }
     match op {
         BranchOp::WriteCounted { muts, reply } => {
             answer(reply, label, write_counted(head, &muts, now));

@@ -5,7 +5,8 @@ use super::*;
 
 /// Commits `muts` on their own and counts what took effect.
 pub(super) fn write_counted(head: &mut Head, muts: &[Mutation], now: u64) -> Result<WriteReport> {
-    let superseded = head.commit(muts, now)?.superseded;
+    // Through the tree: only it knows which writes lost to newer ones.
+    let superseded = head.commit_direct(muts, now)?.superseded;
     Ok(WriteReport {
         applied: (muts.len() as u64).saturating_sub(superseded),
         superseded,
@@ -71,6 +72,8 @@ fn same_write(now: &Entry, then: &Entry) -> bool {
 /// Writes the mapping's dirty chunks into mapping pages: an idle branch's mapping changes
 /// go there, so creating a branch from it later writes only what changed since.
 pub(super) fn checkpoint_if_dirty(head: &mut Head, now: u64) -> Result<()> {
+    // (The write buffer was checkpointed before this request was served: an idle branch
+    // keeps nothing buffered past a maintenance round.)
     if head.dirty_chunks() > 0 {
         head.checkpoint(now)?;
     }

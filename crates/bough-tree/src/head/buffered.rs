@@ -1,0 +1,296 @@
+//! The buffered head (ARCHITECTURE.md, "Write path"): a commit appends one record to the
+//! branch's write-ahead log, `fdatasync`s it once, and publishes its batch as a write-buffer
+//! run above the tree; a checkpoint later applies the buffer to the tree in one sorted
+//! update, in the same manifest record that moves the `LOG` reference past it.
+//!
+//! Rules this module keeps:
+//! - **Every manifest record of a head with a log absorbs the whole buffer** (it goes
+//!   through [`Head::commit_inner`], which applies the buffered batch first) and carries
+//!   `LOG` = {the file appended to, `start` = where its next record goes, `covered` = the
+//!   version after the record}. So replay after it starts exactly at the first commit the
+//!   tree lacks, and no log file is read across a hole.
+//! - **Versions:** while `LOG` is in force the head keeps its version explicitly
+//!   (`HeadLog::version`): a logged commit is one version, and so is every manifest record
+//!   that changes content (a direct commit, an adoption, a relocation, a mapping
+//!   checkpoint — as without a log); the records that only move the log (a buffer
+//!   checkpoint, naming a new log file) are not, so the version counts commits. At open
+//!   the version is `covered` of the manifest's `LOG` plus the commits replayed.
+//! - **A new log file is named before it is appended to:** it is created (laid out, file
+//!   and directory synced), then a manifest record naming it is synced, then records go in.
+//! - **A failed log write or sync poisons the head**; nothing of that commit is
+//!   acknowledged, and the head never retries.
+
+use super::*;
+use crate::buffer::{WriteBuffer, merge_muts};
+use crate::error::{TreeError, TreeResult};
+use crate::wal::{LogConfig, LogWriter, commit_entry, recover};
+use bough_manifest::{LOG, LogRef, LogReplayed, MAX_LOG_BODY, encode_log_refs, log_refs};
+use bough_names::LogFileName;
+
+/// The log and write buffer of a head.
+#[derive(Debug, Default)]
+pub(crate) struct HeadLog {
+    /// Acknowledged commits not yet in the tree.
+    pub(super) buffer: WriteBuffer,
+    /// How many commits (versions) `buffer` holds.
+    pub(super) buffered: u64,
+    /// The branch's version while `LOG` is in force (buffered commits included); `None`:
+    /// the head never had a log, and its version is `version_base + seq`.
+    pub(super) version: Option<u64>,
+    /// The record being written only checkpoints the buffer or names a log file: it is
+    /// not a version of its own.
+    housekeeping: bool,
+    /// The file appended to (`None` until the first buffered commit of this head).
+    writer: Option<LogWriter>,
+    /// A file created and waiting for the manifest record that names it.
+    next_writer: Option<LogWriter>,
+    /// The reference the manifest holds when this head has no writer yet (replayed at
+    /// open), with the replay of its file (to continue appending to it when it is ours).
+    in_force: Option<(LogRef, LogReplayed)>,
+}
+
+impl HeadLog {
+    /// The reference a record written now carries, the tree then covering `covered`.
+    fn reference(&self, covered: u64) -> Option<LogRef> {
+        if let Some(w) = self.next_writer.as_ref().or(self.writer.as_ref()) {
+            return Some(w.reference(w.offset(), covered));
+        }
+        self.in_force.as_ref().map(|(r, replayed)| LogRef {
+            start: replayed.end_offset.max(r.start),
+            covered,
+            until: 0,
+            ..r.clone()
+        })
+    }
+
+    /// Replays the log the manifest's extensions name (if any) into a buffer. Returns the
+    /// log state and the version the manifest covers (`None`: no `LOG`).
+    pub(super) fn recover(
+        files: &FileTable,
+        manifest: &str,
+        extensions: &bough_manifest::ext::Extensions,
+    ) -> TreeResult<(HeadLog, Option<u64>)> {
+        let refs = log_refs(extensions).map_err(|e| {
+            TreeError::manifest_content(manifest.to_string(), 0, format!("LOG extension: {e}"))
+        })?;
+        let Some(refs) = refs.filter(|r| !r.is_empty()) else {
+            return Ok((HeadLog::default(), None));
+        };
+        let covered = refs.last().map_or(0, |r| r.covered);
+        let (buffer, mut replays) = recover(files.storage().as_ref(), files.dir(), &refs)?;
+        let buffered = buffer
+            .last_version()
+            .map_or(0, |v| v.saturating_sub(covered));
+        let in_force = match (refs.last(), replays.pop()) {
+            (Some(r), Some(replayed)) => Some((r.clone(), replayed)),
+            _ => None,
+        };
+        Ok((
+            HeadLog {
+                buffer,
+                buffered,
+                version: Some(covered.saturating_add(buffered)),
+                housekeeping: false,
+                writer: None,
+                next_writer: None,
+                in_force,
+            },
+            Some(covered),
+        ))
+    }
+}
+
+/// Bytes a commit's log record takes, at most (key, value and a generous per-entry
+/// overhead): a record that might not fit the file is started in a new one.
+fn record_estimate(muts: &[Mutation]) -> u64 {
+    let body: u64 = muts
+        .iter()
+        .map(|m| {
+            let value = match &m.op {
+                Op::Put { value, .. } | Op::Replace { value, .. } => value.len(),
+                Op::Delete { .. } | Op::ForceDelete | Op::ReplaceWithTombstone { .. } => 0,
+            };
+            (m.key.len() + value + 40) as u64
+        })
+        .sum();
+    body + 2 * bough_manifest::LOG_BLOCK as u64
+}
+
+impl Head {
+    /// The log configuration of this head.
+    fn log_cfg(&self) -> LogConfig {
+        self.cfg.log
+    }
+
+    /// Whether `muts` go through the log (a buffered head, a batch a record can hold, no
+    /// extension riding along: those need a manifest record).
+    pub(super) fn takes_buffered(&self, muts: &[Mutation]) -> bool {
+        self.cfg.write_buffer_bytes > 0
+            && !muts.is_empty()
+            && self.pending_ext.is_empty()
+            && record_estimate(muts) <= u64::from(MAX_LOG_BODY).min(self.log_cfg().file_bytes / 2)
+    }
+
+    /// Commits a checked batch through the log: one record, one `fdatasync`, then the run
+    /// is published. Checkpoints when the buffer is over its size (a failure there is
+    /// logged: the commit is durable either way, and the next commit tries again).
+    pub(super) fn commit_buffered(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<()> {
+        self.check_poisoned()?;
+        let est = record_estimate(muts);
+        if self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
+            self.start_log(now_ms)?;
+        }
+        let version = self.version().saturating_add(1);
+        let entry = commit_entry(version, now_ms, muts);
+        let Some(writer) = self.log.writer.as_mut() else {
+            return Err(TreeError::InvalidArgument {
+                what: format!("{}: no log file to append to", self.manifest_path),
+            });
+        };
+        if let Err(e) = writer.append(&entry) {
+            self.poisoned = Some(format!("log append of {} failed: {e}", self.branch));
+            return Err(e);
+        }
+        self.log.buffer.push(version, muts.to_vec());
+        self.log.buffered += 1;
+        self.log.version = Some(version);
+        self.publish();
+        if self.log.buffer.bytes() > self.cfg.write_buffer_bytes
+            && let Err(e) = self.checkpoint_buffer(now_ms)
+        {
+            tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
+        }
+        Ok(())
+    }
+
+    /// Applies the write buffer to the tree (one sorted update, each touched leaf rewritten
+    /// once) in one manifest record that moves the `LOG` reference past it. Nothing to do
+    /// when nothing is buffered.
+    pub fn checkpoint_buffer(&mut self, now_ms: u64) -> TreeResult<()> {
+        if self.log.buffer.is_empty() {
+            return Ok(());
+        }
+        self.housekeeping_record(now_ms)
+    }
+
+    /// Appends a record that absorbs the buffer and names the current log position, and is
+    /// no version of its own.
+    fn housekeeping_record(&mut self, now_ms: u64) -> TreeResult<()> {
+        self.log.housekeeping = true;
+        let r = self.commit_inner(&[], false, now_ms, |_, _| Ok(()));
+        self.log.housekeeping = false;
+        r.map(|_| ())
+    }
+
+    /// Bytes in the write buffer.
+    pub fn buffered_bytes(&self) -> usize {
+        self.log.buffer.bytes()
+    }
+
+    /// Starts appending: continues the manifest's own log file when it is this head's
+    /// (same branch, term and incarnation) and has room, else creates the next file and
+    /// names it in a manifest record (which absorbs the buffer) before any append.
+    fn start_log(&mut self, now_ms: u64) -> TreeResult<()> {
+        let cfg = self.log_cfg();
+        if self.log.writer.is_none()
+            && let Some((r, replayed)) = &self.log.in_force
+            && r.file.branch == self.branch
+            && r.file.term == self.term
+            && r.incarnation == self.incarnation
+            && replayed.end_offset < cfg.file_bytes / 2
+        {
+            let w = LogWriter::resume(
+                self.files.storage().as_ref(),
+                self.files.dir(),
+                r.file.clone(),
+                self.incarnation,
+                cfg,
+                replayed,
+            );
+            match w {
+                Ok(w) => {
+                    self.log.writer = Some(w);
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.poisoned = Some(format!("resuming log {} failed: {e}", r.file));
+                    return Err(e);
+                }
+            }
+        }
+        let name = LogFileName::new(self.next_log_id()?, self.branch.clone(), self.term);
+        let w = LogWriter::create(
+            self.files.storage().as_ref(),
+            self.files.dir(),
+            name,
+            self.incarnation,
+            cfg,
+        )?;
+        if self.log.version.is_none() {
+            // From now on the version is kept explicitly (a head that had no log).
+            self.log.version = Some(self.version());
+        }
+        self.log.next_writer = Some(w);
+        // The record naming the file; `append_log` installs the writer once it is durable.
+        let named = self.housekeeping_record(now_ms);
+        self.log.next_writer = None;
+        named
+    }
+
+    /// A log id above every log file of this (branch, term) in the directory: a name is
+    /// never reused, even for a file a crash left unnamed.
+    fn next_log_id(&self) -> TreeResult<u64> {
+        let mut max = 0;
+        for name in self.files.storage().list(self.files.dir())? {
+            if let bough_names::FileKind::Log(l) = bough_names::classify(&name)
+                && l.branch == self.branch
+                && l.term == self.term
+            {
+                max = max.max(l.log_id);
+            }
+        }
+        Ok(max.saturating_add(1))
+    }
+
+    /// The ops a tree commit applies: the buffer's (frozen, oldest first) composed with
+    /// `muts`, so the record that commits `muts` also checkpoints the buffer.
+    pub(super) fn absorb_buffer(&mut self, muts: &[Mutation]) -> Option<Vec<Mutation>> {
+        let (_, frozen) = self.log.buffer.frozen_batch()?;
+        Some(merge_muts(frozen, muts.to_vec()))
+    }
+
+    /// Adds the `LOG` reference a record appended now must carry (none for a head that
+    /// never had a log).
+    pub(super) fn with_log_ref(&self, log: &LogRecord) -> Option<LogRecord> {
+        let r = self.log.reference(self.version_after_record())?;
+        let mut log = log.clone();
+        bough_manifest::ext::set(&mut log.extensions, LOG, encode_log_refs(&[r]));
+        Some(log)
+    }
+
+    /// After a record carrying `LOG` is durable: the buffer is in the tree (or was
+    /// replaced, for an adoption), the version moves past the record, and a file
+    /// waiting to be named becomes the one appended to.
+    pub(super) fn log_record_durable(&mut self, log: &LogRecord) {
+        if let Some(v) = bough_manifest::ext::get(&log.extensions, LOG) {
+            bough_manifest::ext::set(&mut self.extensions, LOG, v.to_vec());
+        }
+        self.log.version = Some(self.version_after_record());
+        self.log.buffered = 0;
+        self.log.buffer = WriteBuffer::new();
+        if let Some(w) = self.log.next_writer.take() {
+            self.log.writer = Some(w);
+        }
+    }
+
+    /// The version once the record being written is durable.
+    fn version_after_record(&self) -> u64 {
+        let v = self.version();
+        if self.log.housekeeping { v } else { v.saturating_add(1) }
+    }
+
+    /// The version while `LOG` is in force (see the module comment).
+    pub(super) fn log_version(&self) -> Option<u64> {
+        self.log.version
+    }
+}

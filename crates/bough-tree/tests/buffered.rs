@@ -1,0 +1,321 @@
+//! The buffered head: commits through the write-ahead log and write buffer, checkpoints,
+//! recovery at open, one sync per commit, poisoning and power loss at the log tail.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bough_io::memory::{CrashPolicy, MemoryStorage};
+use bough_io::{FaultInjector, FaultOp, RandomCrash, Storage};
+use bough_names::BranchName;
+use bough_tree::btree::{Mutation, Op};
+use bough_tree::cache::PageCache;
+use bough_tree::files::FileTable;
+use bough_tree::head::{Head, HeadConfig, TreeSnapshot};
+use bough_tree::page::leaf::ValueLoc;
+use bough_tree::wal::LogConfig;
+
+fn cfg(buffer: usize) -> HeadConfig {
+    HeadConfig {
+        file_pages: 64,
+        preallocate: 64 * 4096,
+        checkpoint_chunks: 4,
+        manifest_rewrite_bytes: 256 * 1024,
+        write_buffer_bytes: buffer,
+        log: LogConfig {
+            file_bytes: 128 * 1024,
+            layout_bytes: 16 * 1024,
+        },
+        ..HeadConfig::default()
+    }
+}
+
+fn files(storage: &MemoryStorage) -> Arc<FileTable> {
+    let s: Arc<dyn Storage> = Arc::new(storage.clone());
+    let _ = s.create_dir("t.0");
+    Arc::new(FileTable::new(
+        s,
+        "t.0".into(),
+        4096,
+        Arc::new(PageCache::new(1 << 20)),
+        true,
+    ))
+}
+
+fn put(k: &[u8], v: &[u8], ts: u64) -> Mutation {
+    Mutation {
+        key: k.to_vec(),
+        op: Op::Put {
+            value: v.to_vec(),
+            timestamp: ts,
+            expire_at: 0,
+        },
+    }
+}
+
+fn del(k: &[u8], ts: u64) -> Mutation {
+    Mutation {
+        key: k.to_vec(),
+        op: Op::Delete {
+            timestamp: ts,
+            expire_at: 0,
+        },
+    }
+}
+
+/// Every live entry of a snapshot, buffer included, read by a forward scan; checked
+/// against point gets of every key.
+fn read_all(s: &TreeSnapshot) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let r = s.buffered();
+    let mut c = r.seek(None).unwrap();
+    let mut out = BTreeMap::new();
+    while let Some(e) = c.next_entry().unwrap() {
+        let v = match e.value {
+            ValueLoc::Inline(v) => v,
+            ValueLoc::Overflow { first, pages, len } => s.read_overflow(first, pages, len).unwrap(),
+            ValueLoc::Tombstone => continue,
+        };
+        out.insert(e.key, v);
+    }
+    for (k, v) in &out {
+        let got = r.get(k).unwrap().expect("a scanned key gets");
+        match got.value {
+            ValueLoc::Inline(g) => assert_eq!(&g, v),
+            ValueLoc::Overflow { first, pages, len } => {
+                assert_eq!(&s.read_overflow(first, pages, len).unwrap(), v)
+            }
+            ValueLoc::Tombstone => panic!("a scanned key reads as a tombstone"),
+        }
+    }
+    out
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A random sorted batch, applied to `model` too.
+fn random_batch(
+    rng: &mut Rng,
+    ts: u64,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Vec<Mutation> {
+    let mut batch = BTreeMap::new();
+    for _ in 0..(1 + rng.next() % 12) {
+        let k = format!("k{:04}", rng.next() % 300).into_bytes();
+        let m = if rng.next() % 5 == 0 {
+            del(&k, ts)
+        } else {
+            let len = if rng.next() % 17 == 0 { 6000 } else { 1 + (rng.next() % 40) as usize };
+            put(&k, &vec![(ts % 251) as u8; len], ts)
+        };
+        batch.insert(k, m);
+    }
+    for (k, m) in &batch {
+        match &m.op {
+            Op::Put { value, .. } => {
+                model.insert(k.clone(), value.clone());
+            }
+            _ => {
+                model.remove(k);
+            }
+        }
+    }
+    batch.into_values().collect()
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("BOUGH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    eprintln!("seed {s} (replay with BOUGH_SEED={s})");
+    s
+}
+
+/// The model test with a buffer so small that every commit crosses a checkpoint, and with
+/// one large enough that reopening replays many commits: both read like the model, before
+/// and after every reopen.
+#[test]
+fn the_buffered_head_matches_the_model_across_checkpoints_and_reopens() {
+    let seed = seed();
+    for buffer in [1usize, 700, 1 << 30] {
+        let mem = MemoryStorage::new();
+        let main = BranchName::main();
+        let mut head =
+            Head::create(files(&mem), cfg(buffer), main.clone(), 0, None, Vec::new()).unwrap();
+        let mut model = BTreeMap::new();
+        let mut rng = Rng(seed ^ buffer as u64);
+        for ts in 1..=150u64 {
+            let batch = random_batch(&mut rng, ts, &mut model);
+            let before = head.version();
+            head.commit(&batch, ts).unwrap();
+            assert_eq!(head.version(), before + 1, "buffer {buffer} ts {ts}");
+            if ts % 37 == 0 {
+                let version = head.version();
+                drop(head);
+                head = Head::open(files(&mem), cfg(buffer), main.clone(), 0).unwrap();
+                assert_eq!(head.version(), version, "buffer {buffer} ts {ts}: version");
+            }
+            assert_eq!(read_all(&head.snapshot()), model, "buffer {buffer} ts {ts}");
+        }
+        head.checkpoint_buffer(1000).unwrap();
+        assert_eq!(head.buffered_bytes(), 0);
+        assert!(!head.snapshot().has_buffered());
+        assert_eq!(read_all(&head.snapshot()), model, "buffer {buffer} after checkpoint");
+        let version = head.version();
+        drop(head);
+        let head = Head::open(files(&mem), cfg(buffer), main.clone(), 0).unwrap();
+        assert_eq!(head.version(), version);
+        assert_eq!(read_all(&head.snapshot()), model);
+    }
+}
+
+/// Acknowledged commits that no checkpoint reached are all back after a reopen (and a
+/// reader-only open sees them too).
+#[test]
+fn reopening_after_buffered_commits_returns_every_acknowledged_write() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head =
+        Head::create(files(&mem), cfg(1 << 30), main.clone(), 0, None, Vec::new()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..200u64 {
+        let k = format!("key{:03}", i % 120).into_bytes();
+        let v = format!("v{i}").into_bytes();
+        head.commit(&[put(&k, &v, i + 1)], i + 1).unwrap();
+        model.insert(k, v);
+    }
+    // The log rotated (small files) but nothing else was checkpointed.
+    assert!(head.buffered_bytes() > 0);
+    let version = head.version();
+    let (image, _) = mem.crash_image(CrashPolicy::DropAllUnsynced);
+    drop(head);
+    let head = Head::open(files(&image), cfg(1 << 30), main.clone(), 0).unwrap();
+    assert_eq!(head.version(), version);
+    assert_eq!(read_all(&head.snapshot()), model);
+    let ro = Head::open_read_only(files(&image), cfg(1 << 30), main.clone(), 0).unwrap();
+    assert_eq!(read_all(&ro.snapshot()), model);
+    // Unbuffered again: the log is still read, and the next commit checkpoints it.
+    let mut plain = Head::open(files(&image), cfg(0), main.clone(), 0).unwrap();
+    assert_eq!(read_all(&plain.snapshot()), model);
+    plain.commit(&[put(b"zz", b"1", 999)], 999).unwrap();
+    model.insert(b"zz".to_vec(), b"1".to_vec());
+    assert!(!plain.snapshot().has_buffered());
+    drop(plain);
+    let head = Head::open(files(&image), cfg(0), main, 0).unwrap();
+    assert_eq!(read_all(&head.snapshot()), model);
+    assert_eq!(head.version(), version + 1);
+}
+
+/// A durable buffered commit is exactly one `fdatasync` (and no directory sync) once its
+/// log file exists; a batch of the same size through the tree is two.
+#[test]
+fn a_buffered_commit_is_exactly_one_sync() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head =
+        Head::create(files(&mem), cfg(1 << 30), main.clone(), 0, None, Vec::new()).unwrap();
+    head.commit(&[put(b"first", b"x", 1)], 1).unwrap();
+    let mut rotations = 0;
+    for i in 2..300u64 {
+        let before = mem.stats().snapshot();
+        head.commit(&[put(format!("k{i}").as_bytes(), b"value", i)], i)
+            .unwrap();
+        let d = mem.stats().snapshot().since(&before);
+        if d.dir_syncs > 0 {
+            // A rotation: a new file (synced with its directory) and the record naming it.
+            rotations += 1;
+            continue;
+        }
+        assert_eq!(d.syncs, 1, "commit {i}: {d:?}");
+    }
+    assert!(rotations > 0, "the test must cross a log rotation");
+    let mut plain = Head::open(files(&mem), cfg(0), main, 0).unwrap();
+    plain.checkpoint_buffer(1).unwrap();
+    plain.commit(&[put(b"a", b"1", 1000)], 1000).unwrap();
+    let before = mem.stats().snapshot();
+    plain.commit(&[put(b"a", b"2", 1001)], 1001).unwrap();
+    assert_eq!(mem.stats().snapshot().since(&before).syncs, 2);
+}
+
+/// A failed log sync poisons the head: the commit is refused, and so is every later one,
+/// with no sync retried. Power loss then (every tear mode): every acknowledged commit is
+/// back, the refused one is whole or absent, nothing else.
+#[test]
+fn a_failed_log_sync_poisons_and_a_torn_tail_loses_only_the_unacknowledged_commit() {
+    for seed in 0..16u64 {
+        let faults = FaultInjector::new();
+        let mem = MemoryStorage::with_faults(faults.clone());
+        let main = BranchName::main();
+        let mut head =
+            Head::create(files(&mem), cfg(1 << 30), main.clone(), 0, None, Vec::new()).unwrap();
+        let mut model = BTreeMap::new();
+        let acked = 3 + seed % 5;
+        for i in 1..=acked {
+            let k = format!("k{i}").into_bytes();
+            head.commit(&[put(&k, b"v", i)], i).unwrap();
+            model.insert(k, b"v".to_vec());
+        }
+        faults.fail_next(FaultOp::Sync, 5, 1);
+        assert!(head.commit(&[put(b"lost", b"?", 99)], 99).is_err());
+        assert!(head.poisoned().is_some());
+        let syncs = mem.stats().syncs();
+        assert!(head.commit(&[put(b"after", b"no", 100)], 100).is_err());
+        assert_eq!(mem.stats().syncs(), syncs, "nothing retried");
+        let weights = match seed % 4 {
+            0 => RandomCrash::new(seed).weights(0, 0, 1, 0),
+            1 => RandomCrash::new(seed).weights(0, 0, 0, 1),
+            2 => RandomCrash::new(seed).weights(0, 1, 0, 0),
+            _ => RandomCrash::new(seed),
+        };
+        let (image, _) = mem.crash_image(CrashPolicy::Random(weights));
+        drop(head);
+        let mut head = Head::open(files(&image), cfg(1 << 30), main.clone(), 0).unwrap();
+        let got = read_all(&head.snapshot());
+        let mut with_lost = model.clone();
+        with_lost.insert(b"lost".to_vec(), b"?".to_vec());
+        assert!(got == model || got == with_lost, "seed {seed}: {got:?}");
+        // The writer resumes after the tail (zeroing a torn record) and goes on.
+        head.commit(&[put(b"next", b"1", 200)], 200).unwrap();
+        let version = head.version();
+        drop(head);
+        let head = Head::open(files(&image), cfg(1 << 30), main.clone(), 0).unwrap();
+        assert_eq!(head.version(), version, "seed {seed}");
+        let got = read_all(&head.snapshot());
+        assert_eq!(got.get(&b"next"[..]), Some(&b"1".to_vec()), "seed {seed}");
+        for (k, v) in &model {
+            assert_eq!(got.get(k), Some(v), "seed {seed}");
+        }
+    }
+}
+
+/// A fork point holds every buffered write (the parent checkpoints first) and names no
+/// log, so the child needs nothing of the parent's log.
+#[test]
+fn a_fork_point_absorbs_the_buffer() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head =
+        Head::create(files(&mem), cfg(1 << 30), main.clone(), 0, None, Vec::new()).unwrap();
+    for i in 0..20u64 {
+        head.commit(&[put(format!("k{i}").as_bytes(), b"v", i + 1)], i + 1)
+            .unwrap();
+    }
+    let before = read_all(&head.snapshot());
+    let fork = head.fork_point(100).unwrap();
+    assert!(bough_manifest::ext::get(&fork.snapshot.extensions, bough_manifest::LOG).is_none());
+    let dev = BranchName::new("dev").unwrap();
+    let child = Head::create(files(&mem), cfg(1 << 30), dev, 0, Some(&fork), Vec::new()).unwrap();
+    assert_eq!(read_all(&child.snapshot()), before);
+}
