@@ -100,18 +100,18 @@ impl Rng {
 }
 
 /// A random sorted batch, applied to `model` too.
-fn random_batch(
-    rng: &mut Rng,
-    ts: u64,
-    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
-) -> Vec<Mutation> {
+fn random_batch(rng: &mut Rng, ts: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<Mutation> {
     let mut batch = BTreeMap::new();
     for _ in 0..(1 + rng.next() % 12) {
         let k = format!("k{:04}", rng.next() % 300).into_bytes();
-        let m = if rng.next() % 5 == 0 {
+        let m = if rng.next().is_multiple_of(5) {
             del(&k, ts)
         } else {
-            let len = if rng.next() % 17 == 0 { 6000 } else { 1 + (rng.next() % 40) as usize };
+            let len = if rng.next().is_multiple_of(17) {
+                6000
+            } else {
+                1 + (rng.next() % 40) as usize
+            };
             put(&k, &vec![(ts % 251) as u8; len], ts)
         };
         batch.insert(k, m);
@@ -172,7 +172,11 @@ fn the_buffered_head_matches_the_model_across_checkpoints_and_reopens() {
         head.checkpoint_buffer(1000).unwrap();
         assert_eq!(head.buffered_bytes(), 0);
         assert!(!head.snapshot().has_buffered());
-        assert_eq!(read_all(&head.snapshot()), model, "buffer {buffer} after checkpoint");
+        assert_eq!(
+            read_all(&head.snapshot()),
+            model,
+            "buffer {buffer} after checkpoint"
+        );
         let version = head.version();
         drop(head);
         let head = Head::open(files(&mem), cfg(buffer), main.clone(), 0).unwrap();

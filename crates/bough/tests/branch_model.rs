@@ -114,12 +114,11 @@ impl World {
             }
             (b, _) => Store::builder(Options::new(dir).backend(b)),
         };
-        o.clock(Arc::new(clock.clone()))
-            .map_settings(|o| {
-                o.maintenance_interval_ms(0)
-                    .data_file_size(64 * 4096)
-                    .write_buffer_bytes(WRITE_BUFFER.with(|b| b.get()))
-            })
+        o.clock(Arc::new(clock.clone())).map_settings(|o| {
+            o.maintenance_interval_ms(0)
+                .data_file_size(64 * 4096)
+                .write_buffer_bytes(WRITE_BUFFER.with(|b| b.get()))
+        })
     }
 
     fn new(

@@ -105,29 +105,52 @@ fn reads_see_buffered_writes() {
     main.put_blocking("bb", "new").unwrap();
     main.put_blocking("d", "D").unwrap();
     let mut batch = WriteBatch::new();
-    batch.put_with("e", "stale", PutOptions { timestamp: Some(1), ..PutOptions::default() });
+    batch.put_with(
+        "e",
+        "stale",
+        PutOptions {
+            timestamp: Some(1),
+            ..PutOptions::default()
+        },
+    );
     main.write_blocking(batch).unwrap();
-    let ttl = PutOptions { ttl_ms: Some(1), ..PutOptions::default() };
+    let ttl = PutOptions {
+        ttl_ms: Some(1),
+        ..PutOptions::default()
+    };
     let mut batch = WriteBatch::new();
     batch.put_with("f", "short", ttl);
     main.write_blocking(batch).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
     let view = main.read_view().unwrap();
-    assert!(view.get("b").unwrap().is_none(), "a buffered delete hides the tree's entry");
+    assert!(
+        view.get("b").unwrap().is_none(),
+        "a buffered delete hides the tree's entry"
+    );
     assert_eq!(view.get("bb").unwrap().unwrap().value, b"new");
     assert_eq!(view.get("d").unwrap().unwrap().value, b"D");
-    assert_eq!(view.get("e").unwrap().unwrap().value, b"e", "an older timestamp loses");
+    assert_eq!(
+        view.get("e").unwrap().unwrap().value,
+        b"e",
+        "an older timestamp loses"
+    );
     assert!(view.get("f").unwrap().is_none(), "expired");
     assert_eq!(view.floor("bz").unwrap().unwrap().key, b"bb");
     assert_eq!(view.floor("b").unwrap().unwrap().key, b"a");
-    let want: Vec<Vec<u8>> = ["a", "bb", "c", "d", "e"].iter().map(|k| k.as_bytes().to_vec()).collect();
+    let want: Vec<Vec<u8>> = ["a", "bb", "c", "d", "e"]
+        .iter()
+        .map(|k| k.as_bytes().to_vec())
+        .collect();
     assert_eq!(keys(main.iter()), want);
     let mut back = want.clone();
     back.reverse();
     assert_eq!(keys(main.iter().rev()), back);
     assert_eq!(keys(main.range("b".."d")), [b"bb".to_vec(), b"c".to_vec()]);
     let page = view
-        .scan(&ScanOptions { limit: 2, ..ScanOptions::default() })
+        .scan(&ScanOptions {
+            limit: 2,
+            ..ScanOptions::default()
+        })
         .unwrap();
     assert_eq!(page.entries.len(), 2);
     assert_eq!(page.next.as_deref(), Some(&b"c"[..]));
@@ -144,15 +167,25 @@ fn diff_merge_archive_and_fork_see_buffered_writes() {
     dev.put_blocking("d", "dev-only").unwrap();
     // Forking from a buffered parent keeps the parent's buffered write.
     let child = part.create_branch("child", "main").unwrap();
-    assert_eq!(child.get_blocking("m").unwrap().unwrap().value, b"main-only");
+    assert_eq!(
+        child.get_blocking("m").unwrap().unwrap().value,
+        b"main-only"
+    );
     let diff = part.diff("main", "dev").unwrap();
     assert_eq!(diff.len(), 2, "{diff:?}");
     let archive = dev.archive().unwrap();
     dev.put_blocking("later", "x").unwrap();
     let since = part.diff_archive(&archive, "dev").unwrap();
-    assert_eq!(since.len(), 1, "the archive holds the buffered write: {since:?}");
+    assert_eq!(
+        since.len(),
+        1,
+        "the archive holds the buffered write: {since:?}"
+    );
     part.merge("dev", "main", MergeOptions::default()).unwrap();
     for k in ["base", "m", "d", "later"] {
-        assert!(main.get_blocking(k).unwrap().is_some(), "{k} after the merge");
+        assert!(
+            main.get_blocking(k).unwrap().is_some(),
+            "{k} after the merge"
+        );
     }
 }

@@ -286,7 +286,11 @@ impl Head {
     /// The version once the record being written is durable.
     fn version_after_record(&self) -> u64 {
         let v = self.version();
-        if self.log.housekeeping { v } else { v.saturating_add(1) }
+        if self.log.housekeeping {
+            v
+        } else {
+            v.saturating_add(1)
+        }
     }
 
     /// The version while `LOG` is in force (see the module comment).

@@ -175,7 +175,10 @@ impl BranchOp {
     /// Whether the operation reads the branch's data (then the write buffer is
     /// checkpointed before it runs); deleting the branch does not.
     pub(super) fn reads_data(&self) -> bool {
-        !matches!(self, BranchOp::Delete { .. } | BranchOp::DeleteExpired { .. })
+        !matches!(
+            self,
+            BranchOp::Delete { .. } | BranchOp::DeleteExpired { .. }
+        )
     }
 
     /// Answers the operation with `e` without running it.
