@@ -53,7 +53,7 @@ pub use merge::{Conflict, ConflictPolicy, MergeOptions, MergeReport, RehomeOptio
 pub use pick::{PickOptions, PickRange};
 pub use repair::Damaged;
 pub use staging::{STAGING_PREFIXES, is_staging_name};
-pub use tags::TagInfo;
+pub use tags::{NameHolder, TagInfo};
 use terms::TermCache;
 
 /// The incarnation a replayed manifest records (0 if none); `what` names it in errors.
@@ -370,7 +370,7 @@ impl Partition {
                 if let FileKind::CurrentTerm(ct) = classify(&name) {
                     match self.read_current_term(&ct.branch) {
                         Ok(Some(rec)) => {
-                            self.terms.lock().terms.insert(ct.branch, rec);
+                            self.terms.lock().insert(ct.branch, rec);
                         }
                         // Deleted since the listing.
                         Ok(None) => {}
@@ -386,14 +386,7 @@ impl Partition {
             }
             self.terms.lock().complete = true;
         }
-        Ok(self
-            .terms
-            .lock()
-            .terms
-            .iter()
-            .filter(|(_, ct)| !ct.deleted)
-            .map(|(b, _)| b.clone())
-            .collect())
+        Ok(self.terms.lock().live())
     }
 
     /// The manifest name of a branch at a term.

@@ -23,6 +23,16 @@ use super::*;
 use crate::error::{CatalogError, CatalogResult};
 
 /// What `tag list` tells about a tag.
+/// What holds a name in a partition's one name space of branches and tags
+/// ([`Partition::name_holder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameHolder {
+    /// A live branch of that name or of one differing only by case.
+    Branch(BranchName),
+    /// A tag likewise.
+    Tag(BranchName),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagInfo {
     /// The tag.
@@ -134,15 +144,28 @@ impl Partition {
     /// that differs from it only in case (they would alias on a case-insensitive store):
     /// `AlreadyExists` for the same name, `InvalidArgument` for a case fold.
     pub(crate) fn check_name_free(&self, name: &BranchName) -> CatalogResult<()> {
-        let branches = self.branches()?;
+        match self.name_holder(name)? {
+            Some(NameHolder::Branch(b)) => Err(self.name_taken(name, &b, "branch")),
+            Some(NameHolder::Tag(t)) => Err(self.name_taken(name, &t, "tag")),
+            None => Ok(()),
+        }
+    }
+
+    /// The live branch or tag that `name` is or aliases (`bough_names::alias_of`: the same
+    /// name, else one differing only by case), a branch before a tag. One lookup in the
+    /// partition's name index once the branches were listed (the first call lists them;
+    /// every create, delete, term change and repair keeps the index true), so refusing a
+    /// name costs the same with ten branches or a hundred thousand. For callers that check
+    /// a name across partitions before creating it (a table-wide registry).
+    pub fn name_holder(&self, name: &BranchName) -> CatalogResult<Option<NameHolder>> {
+        if !self.terms.lock().complete {
+            self.branches()?;
+        }
+        if let Some(b) = self.terms.lock().live_alias(name) {
+            return Ok(Some(NameHolder::Branch(b)));
+        }
         let tags = self.tags()?;
-        if let Some(b) = bough_names::alias_of(name, &branches) {
-            return Err(self.name_taken(name, b, "branch"));
-        }
-        if let Some(t) = bough_names::alias_of(name, &tags) {
-            return Err(self.name_taken(name, t, "tag"));
-        }
-        Ok(())
+        Ok(bough_names::alias_of(name, &tags).map(|t| NameHolder::Tag(t.clone())))
     }
 
     fn name_taken(&self, name: &BranchName, existing: &BranchName, what: &str) -> CatalogError {

@@ -4,10 +4,62 @@
 use super::*;
 use crate::error::{CatalogError, CatalogResult};
 
+/// The `CURRENT_TERM` records known in memory, and the name index of the live branches.
 #[derive(Debug, Default)]
 pub(crate) struct TermCache {
-    pub(crate) terms: std::collections::BTreeMap<BranchName, CurrentTerm>,
+    terms: std::collections::BTreeMap<BranchName, CurrentTerm>,
+    /// The live branches by [`BranchName::case_fold_key`]: what a new name could alias, so
+    /// checking a name costs one lookup instead of a pass over every branch. Changed only
+    /// with `terms`, so the two always agree.
+    folds: HashMap<String, std::collections::BTreeSet<BranchName>>,
+    /// Every `CURRENT_TERM` of the directory was listed into `terms`.
     pub(crate) complete: bool,
+}
+
+impl TermCache {
+    pub(crate) fn get(&self, branch: &BranchName) -> Option<&CurrentTerm> {
+        self.terms.get(branch)
+    }
+
+    pub(crate) fn insert(&mut self, branch: BranchName, ct: CurrentTerm) {
+        let fold = branch.case_fold_key();
+        if ct.deleted {
+            self.unindex(&fold, &branch);
+        } else {
+            self.folds.entry(fold).or_default().insert(branch.clone());
+        }
+        self.terms.insert(branch, ct);
+    }
+
+    pub(crate) fn remove(&mut self, branch: &BranchName) {
+        self.unindex(&branch.case_fold_key(), branch);
+        self.terms.remove(branch);
+    }
+
+    fn unindex(&mut self, fold: &str, branch: &BranchName) {
+        if let Some(set) = self.folds.get_mut(fold) {
+            set.remove(branch);
+            if set.is_empty() {
+                self.folds.remove(fold);
+            }
+        }
+    }
+
+    /// The live branch `name` would alias (`bough_names::alias_of`, over the only names
+    /// that can: those with its case fold).
+    pub(crate) fn live_alias(&self, name: &BranchName) -> Option<BranchName> {
+        let same_fold = self.folds.get(&name.case_fold_key())?;
+        bough_names::alias_of(name, same_fold).cloned()
+    }
+
+    /// The live branches, in name order.
+    pub(crate) fn live(&self) -> Vec<BranchName> {
+        self.terms
+            .iter()
+            .filter(|(_, ct)| !ct.deleted)
+            .map(|(b, _)| b.clone())
+            .collect()
+    }
 }
 
 impl Partition {
@@ -15,13 +67,13 @@ impl Partition {
     pub fn current_term(&self, branch: &BranchName) -> CatalogResult<Option<CurrentTerm>> {
         {
             let cache = self.terms.lock();
-            if let Some(ct) = cache.terms.get(branch) {
+            if let Some(ct) = cache.get(branch) {
                 return Ok(Some(*ct));
             }
         }
         let ct = self.read_current_term(branch)?;
         if let Some(ct) = ct {
-            self.terms.lock().terms.insert(branch.clone(), ct);
+            self.terms.lock().insert(branch.clone(), ct);
         }
         Ok(ct)
     }
@@ -38,10 +90,10 @@ impl Partition {
         let mut cache = self.terms.lock();
         match ct {
             Some(ct) => {
-                cache.terms.insert(branch.clone(), ct);
+                cache.insert(branch.clone(), ct);
             }
             None => {
-                cache.terms.remove(branch);
+                cache.remove(branch);
             }
         }
         Ok(ct)
@@ -113,7 +165,7 @@ impl Partition {
             incarnation,
         };
         self.storage().write_atomic(&path, &ct.encode())?;
-        self.terms.lock().terms.insert(branch.clone(), ct);
+        self.terms.lock().insert(branch.clone(), ct);
         self.note_term(branch, term);
         Ok(())
     }
@@ -243,14 +295,14 @@ impl Partition {
         let on_storage = self.read_current_term(branch);
         match &on_storage {
             Ok(Some(ct)) => {
-                self.terms.lock().terms.insert(branch.clone(), *ct);
+                self.terms.lock().insert(branch.clone(), *ct);
                 if ct.term == term {
                     // It did move: heads of older terms must stop.
                     self.fence(branch, term);
                 }
             }
             Ok(None) => {
-                self.terms.lock().terms.remove(branch);
+                self.terms.lock().remove(branch);
             }
             Err(_) => {}
         }

@@ -538,3 +538,72 @@ fn current_term_records_where_each_incarnation_began() {
     let again = open(&mem);
     assert_eq!(first(&again), (4, 3, false));
 }
+
+/// Issue 18 §7: the name index answers like a pass over every branch would, through
+/// creates, deletes and re-creates, and is rebuilt from storage at open — so a branch an
+/// operator put back between two opens holds its name again.
+#[test]
+fn name_index_follows_creates_deletes_and_what_storage_holds_at_open() {
+    use bough_catalog::NameHolder;
+    let storage = MemoryStorage::new();
+    let p = open(&storage);
+    let mut main = p.open_head(&bn("main")).unwrap();
+    for n in ["Feat", "other"] {
+        p.create_branch(&mut main, &bn(n), NOW).unwrap();
+    }
+    assert_eq!(
+        p.name_holder(&bn("feat")).unwrap(),
+        Some(NameHolder::Branch(bn("Feat")))
+    );
+    assert_eq!(
+        p.name_holder(&bn("Feat")).unwrap(),
+        Some(NameHolder::Branch(bn("Feat")))
+    );
+    let e = p.create_branch(&mut main, &bn("FEAT"), NOW).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(
+        p.create_branch(&mut main, &bn("Feat"), NOW)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::AlreadyExists
+    );
+    // Deleted, the name and its case folds are free.
+    let old_term = p.live_term(&bn("Feat")).unwrap();
+    let old = storage
+        .read_file(&format!("{}/manifest_Feat_{old_term}", dir()), 1 << 20)
+        .unwrap();
+    let old_ct = storage
+        .read_file(&format!("{}/CURRENT_TERM.Feat", dir()), 4096)
+        .unwrap();
+    p.delete_branch(&bn("Feat")).unwrap();
+    assert_eq!(p.name_holder(&bn("feat")).unwrap(), None);
+    p.create_branch(&mut main, &bn("feat"), NOW).unwrap();
+    assert_eq!(
+        p.name_holder(&bn("FEAT")).unwrap(),
+        Some(NameHolder::Branch(bn("feat")))
+    );
+    p.delete_branch(&bn("feat")).unwrap();
+    drop(main);
+    drop(p);
+    // A hostile operator restores the deleted `Feat` from a backup between two opens: the
+    // index is built from storage at open, so `Feat` holds its name again and `feat` is
+    // refused as its case fold.
+    storage
+        .write_atomic(&format!("{}/manifest_Feat_{old_term}", dir()), &old)
+        .unwrap();
+    storage
+        .write_atomic(&format!("{}/CURRENT_TERM.Feat", dir()), &old_ct)
+        .unwrap();
+    let p = open(&storage);
+    assert_eq!(
+        p.name_holder(&bn("feat")).unwrap(),
+        Some(NameHolder::Branch(bn("Feat")))
+    );
+    let mut main = p.open_head(&bn("main")).unwrap();
+    let e = p.create_branch(&mut main, &bn("feat"), NOW).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(
+        p.name_holder(&bn("other")).unwrap(),
+        Some(NameHolder::Branch(bn("other")))
+    );
+}

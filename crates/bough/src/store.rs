@@ -480,10 +480,14 @@ impl Store {
                 return;
             }
             let mut branches = p.branches.lock();
+            // Only as many as must close: past the limit every creation closes one, and a
+            // pass over every open branch per creation would make creating one cost what
+            // the open branches count.
             let idle: Vec<BranchName> = branches
                 .iter()
                 .filter(|(_, b)| Arc::strong_count(b) == 1 && b.published.live().len() <= 1)
                 .map(|(n, _)| n.clone())
+                .take(open - limit)
                 .collect();
             let mut closed = Vec::new();
             for n in idle {
