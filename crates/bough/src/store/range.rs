@@ -107,7 +107,7 @@ impl RangeIter {
                     break;
                 }
                 if view.live(&e) {
-                    self.lo = Bound::Excluded(e.key.clone());
+                    set_excluded(&mut self.lo, &e.key);
                     return Ok(Some(e));
                 }
             }
@@ -132,7 +132,7 @@ impl RangeIter {
                 break;
             }
             if view.live(&e) {
-                self.lo = Bound::Excluded(e.key.clone());
+                set_excluded(&mut self.lo, &e.key);
                 return Ok(Some(e));
             }
         }
@@ -167,7 +167,7 @@ impl RangeIter {
                 if !above(&self.lo, &e.key) {
                     break;
                 }
-                self.hi = Bound::Excluded(e.key.clone());
+                set_excluded(&mut self.hi, &e.key);
                 if view.live(&e) {
                     return Ok(Some(e));
                 }
@@ -195,7 +195,7 @@ impl RangeIter {
                 break;
             }
             if view.live(&e) {
-                self.hi = Bound::Excluded(e.key.clone());
+                set_excluded(&mut self.hi, &e.key);
                 return Ok(Some(e));
             }
         }
@@ -204,11 +204,12 @@ impl RangeIter {
     }
 
     /// `e` as a key-value pair (reading an overflow value).
-    pub(super) fn pair(&self, e: Entry, keys_only: bool) -> Result<KeyValue> {
+    pub(super) fn pair(&self, mut e: Entry, keys_only: bool) -> Result<KeyValue> {
         let Ok(view) = &self.view else {
             return Err(Error::closed());
         };
-        let key = e.key.clone();
+        // The value is read from the location alone: the key moves, no copy per entry.
+        let key = std::mem::take(&mut e.key);
         Ok(KeyValue {
             key,
             value: view.value_of(e, keys_only)?,
@@ -221,6 +222,20 @@ impl RangeIter {
             self.done = true;
         }
         r.transpose()
+    }
+}
+
+/// Moves a bound just past `key`, reusing the bound's buffer: a scan moves it once per
+/// entry, and a fresh copy of every key was a second allocation per entry.
+fn set_excluded(bound: &mut Bound<Vec<u8>>, key: &[u8]) {
+    match bound {
+        Bound::Included(k) | Bound::Excluded(k) => {
+            let mut k = std::mem::take(k);
+            k.clear();
+            k.extend_from_slice(key);
+            *bound = Bound::Excluded(k);
+        }
+        Bound::Unbounded => *bound = Bound::Excluded(key.to_vec()),
     }
 }
 
