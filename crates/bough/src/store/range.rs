@@ -99,20 +99,11 @@ impl RangeIter {
             let Some(pos) = self.buffered_front.as_mut() else {
                 return Ok(None);
             };
-            while let Some(e) = pos.next_entry(&read).map_err(at)? {
-                if !above(&self.lo, &e.key) {
-                    continue;
-                }
-                if !below(&self.hi, &e.key) {
-                    break;
-                }
-                if view.live(&e) {
-                    set_excluded(&mut self.lo, &e.key);
-                    return Ok(Some(e));
-                }
-            }
-            self.done = true;
-            return Ok(None);
+            let found = next_in_range(&mut self.lo, &self.hi, view, || {
+                pos.next_entry(&read).map_err(at)
+            })?;
+            self.done = found.is_none();
+            return Ok(found);
         }
         if self.front.is_none() {
             let start = match &self.lo {
@@ -124,20 +115,11 @@ impl RangeIter {
         let Some(cursor) = self.front.as_mut() else {
             return Ok(None);
         };
-        while let Some(e) = cursor.next_entry(snap).map_err(at)? {
-            if !above(&self.lo, &e.key) {
-                continue;
-            }
-            if !below(&self.hi, &e.key) {
-                break;
-            }
-            if view.live(&e) {
-                set_excluded(&mut self.lo, &e.key);
-                return Ok(Some(e));
-            }
-        }
-        self.done = true;
-        Ok(None)
+        let found = next_in_range(&mut self.lo, &self.hi, view, || {
+            cursor.next_entry(snap).map_err(at)
+        })?;
+        self.done = found.is_none();
+        Ok(found)
     }
 
     /// The next live entry from the back, its value not read yet.
@@ -223,6 +205,30 @@ impl RangeIter {
         }
         r.transpose()
     }
+}
+
+/// The next live entry inside (`lo`, `hi`) that `next` yields in ascending key order, with
+/// `lo` moved past it; `None` once `next` ends or passes `hi`. The buffered and the tree
+/// cursor both step through this, so the bounds and liveness rule is written once.
+fn next_in_range(
+    lo: &mut Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+    view: &ReadView,
+    mut next: impl FnMut() -> Result<Option<Entry>>,
+) -> Result<Option<Entry>> {
+    while let Some(e) = next()? {
+        if !above(lo, &e.key) {
+            continue;
+        }
+        if !below(hi, &e.key) {
+            break;
+        }
+        if view.live(&e) {
+            set_excluded(lo, &e.key);
+            return Ok(Some(e));
+        }
+    }
+    Ok(None)
 }
 
 /// Moves a bound just past `key`, reusing the bound's buffer: a scan moves it once per
