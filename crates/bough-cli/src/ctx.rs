@@ -50,10 +50,17 @@ impl Ctx {
                 if !text.contains("lock_wait_ms") {
                     o.lock_wait_ms = DEFAULT_LOCK_WAIT_MS;
                 }
+                if !text.contains("write_buffer_bytes") {
+                    o.write_buffer_bytes = 0;
+                }
                 o
             }
+            // A command commits a few times and exits: a write buffer would only add a log
+            // file to create, name and checkpoint at close (more syncs than writing the
+            // pages directly), so the CLI runs without one unless its config asks.
             None => Options::default()
                 .maintenance_interval_ms(0)
+                .write_buffer_bytes(0)
                 .lock_wait_ms(DEFAULT_LOCK_WAIT_MS),
         };
         if let Some(secs) = self.wait {

@@ -40,8 +40,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bough_io::ErrorKind;
-use bough_manifest::{BranchFileMapping, CurrentTerm, PageAddr, merge_bases, replay};
-use bough_names::{BranchName, DataFileName, FileKind, Term, classify};
+use bough_manifest::{BranchFileMapping, CurrentTerm, PageAddr, log_refs, merge_bases, replay};
+use bough_names::{BranchName, DataFileName, FileKind, LogFileName, Term, classify};
 use bough_tree::cache::CachedPage;
 use bough_tree::files::FileTable;
 use bough_tree::head::{MAX_MANIFEST_BYTES, TreeSnapshot};
@@ -78,9 +78,13 @@ pub struct GcReport {
     pub deleted: Vec<(String, u64)>,
     /// Data files kept, with the reason.
     pub kept: Vec<(String, KeepReason)>,
+    /// Deleted write-ahead log files and their sizes (no `LOG` reference named them).
+    pub deleted_logs: Vec<(String, u64)>,
+    /// Log files kept, with the reason.
+    pub kept_logs: Vec<(String, KeepReason)>,
     /// Names GC did not recognise (left alone, with a warning).
     pub unknown: Vec<String>,
-    /// Bytes freed.
+    /// Bytes freed (data and log files).
     pub bytes_freed: u64,
     /// Manifests and archives read.
     pub manifests_read: usize,

@@ -13,6 +13,12 @@ pub(crate) struct Marked<'a> {
     /// Durable high-water mark per live (branch, term): the manifest's own range maximum.
     pub(crate) high_water: BTreeMap<(BranchName, Term), u64>,
     pub(crate) pins: Pins,
+    /// Write-ahead log files listed.
+    pub(crate) logs: Vec<LogFileName>,
+    /// Log files a `LOG` reference names, with the first state found naming each.
+    pub(crate) logs_named: HashMap<String, KeepReason>,
+    /// Highest log id a live (branch, term)'s own manifest names.
+    pub(crate) log_high_water: BTreeMap<(BranchName, Term), u64>,
 }
 
 impl Marked<'_> {
@@ -46,6 +52,7 @@ pub(crate) fn mark<'a>(
     // List first: a file created after this point is not a candidate.
     let names = storage.list(&dir)?;
     let mut data: Vec<DataFileName> = Vec::new();
+    let mut logs: Vec<LogFileName> = Vec::new();
     let mut manifests: Vec<String> = Vec::new();
     let mut terms: HashMap<BranchName, CurrentTerm> = HashMap::new();
     for n in &names {
@@ -65,10 +72,10 @@ pub(crate) fn mark<'a>(
                 terms.insert(ct.branch, rec);
             }
             FileKind::Unknown(u) => report.unknown.push(u),
-            // Write-ahead log files are kept: manifests name the ones they need in the `LOG`
-            // extension, and until GC walks those references nothing proves a log file
-            // unreachable (ARCHITECTURE.md, "Write path").
-            FileKind::Log(_) => {}
+            // Write-ahead log files are referents like data files: kept while a `LOG`
+            // reference of a state GC reads names them, or while their writer may be about
+            // to name them (ARCHITECTURE.md, "Write path", GC).
+            FileKind::Log(l) => logs.push(l),
             // The cloud tier's own objects (its GC lease, numbered versions) never reach a
             // listing of the storage layer; were they found, they would be no data file.
             FileKind::Tmp(_) | FileKind::Lock | FileKind::GcLease | FileKind::Version(_) => {}
@@ -91,6 +98,7 @@ pub(crate) fn mark<'a>(
         track: track.then(Track::default),
     };
     let mut high_water: BTreeMap<(BranchName, Term), u64> = BTreeMap::new();
+    let mut named = NamedLogs::default();
     for m in &manifests {
         let path = format!("{dir}/{m}");
         let bytes = match storage.read_file(&path, MAX_MANIFEST_BYTES) {
@@ -108,6 +116,7 @@ pub(crate) fn mark<'a>(
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
         let kind = classify(m);
+        named.add(&state.extensions, &kind, &path, &why)?;
         // A tag has no owner: deleting the branch it was taken from leaves it (and so every
         // file it holds stays shared, never exclusive to that branch).
         let owner = match &kind {
@@ -137,6 +146,12 @@ pub(crate) fn mark<'a>(
             what: format!("merge bases: {r:?}"),
         })?;
         for b in bases {
+            named.add(
+                &b.state.extensions,
+                &FileKind::Unknown(String::new()),
+                &path,
+                &why,
+            )?;
             walk.begin(Some(Holder {
                 referent: Referent::Pinned(format!("{m} (merge base with {})", b.branch)),
                 owners: owner.iter().chain([&b.branch]).cloned().collect(),
@@ -179,7 +194,50 @@ pub(crate) fn mark<'a>(
         terms,
         high_water,
         pins,
+        logs,
+        logs_named: named.by_name,
+        log_high_water: named.high_water,
     })
+}
+
+/// The log files the states read so far name.
+#[derive(Default)]
+struct NamedLogs {
+    by_name: HashMap<String, KeepReason>,
+    high_water: BTreeMap<(BranchName, Term), u64>,
+}
+
+impl NamedLogs {
+    /// Records the `LOG` references of one state (`kind`: the file holding it; a manifest's
+    /// references to its own (branch, term) also raise that head's log high-water mark).
+    fn add(
+        &mut self,
+        exts: &bough_manifest::ext::Extensions,
+        kind: &FileKind,
+        file: &str,
+        why: &KeepReason,
+    ) -> GcResult<()> {
+        let refs = log_refs(exts).map_err(|r| GcError::State {
+            file: file.to_string(),
+            what: format!("LOG extension: {r:?}"),
+        })?;
+        for r in refs.unwrap_or_default() {
+            if let FileKind::Manifest(mn) = kind
+                && mn.branch == r.file.branch
+                && mn.term == r.file.term
+            {
+                let e = self
+                    .high_water
+                    .entry((mn.branch.clone(), mn.term))
+                    .or_insert(0);
+                *e = (*e).max(r.file.log_id);
+            }
+            self.by_name
+                .entry(r.file.to_string())
+                .or_insert_with(|| why.clone());
+        }
+        Ok(())
+    }
 }
 
 /// GC never frees data of a branch whose state it could not establish: every live

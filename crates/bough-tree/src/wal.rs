@@ -48,6 +48,9 @@ impl Default for LogConfig {
     }
 }
 
+/// Bytes a new log file lays out before its first record (see [`LogWriter::create`]).
+const FIRST_STRETCH: u64 = 32 << 10;
+
 /// Largest log file read back at open (a guard against hostile lengths).
 pub const MAX_LOG_FILE_BYTES: u64 = 1 << 32;
 
@@ -82,7 +85,12 @@ impl LogWriter {
         cfg: LogConfig,
     ) -> TreeResult<LogWriter> {
         let path = format!("{dir}/{name}");
-        let layout = round_up(cfg.layout_bytes.min(cfg.file_bytes), LOG_BLOCK as u64);
+        // A small first stretch: a branch that writes little (agents keep thousands) holds
+        // little; each later stretch doubles the laid-out space up to `layout_bytes`.
+        let layout = round_up(
+            FIRST_STRETCH.min(cfg.layout_bytes).min(cfg.file_bytes),
+            LOG_BLOCK as u64,
+        );
         let file = storage.open(&path, OpenOptions::write_new(layout))?;
         file.write_at(0, &vec![0u8; layout as usize])?;
         file.sync()?;
@@ -138,6 +146,19 @@ impl LogWriter {
         })
     }
 
+    /// Gives back the laid-out space after the last record (at a clean close, when the
+    /// buffer is checkpointed): an idle branch's log then holds only its records. Zeros
+    /// beyond the end are no records, so a crash before or after changes nothing replay
+    /// sees; the size change needs no sync of its own.
+    pub fn trim(&mut self) -> TreeResult<()> {
+        if self.poisoned.is_some() || self.laid_out <= self.offset {
+            return Ok(());
+        }
+        self.file.set_len(self.offset)?;
+        self.laid_out = self.offset;
+        Ok(())
+    }
+
     /// The file this writer appends to.
     pub fn name(&self) -> &LogFileName {
         &self.name
@@ -188,7 +209,13 @@ impl LogWriter {
             self.laid_out
         } else {
             round_up(
-                end.max(self.laid_out + self.cfg.layout_bytes),
+                end.max(
+                    self.laid_out
+                        + self.laid_out.clamp(
+                            LOG_BLOCK as u64,
+                            self.cfg.layout_bytes.max(LOG_BLOCK as u64),
+                        ),
+                ),
                 LOG_BLOCK as u64,
             )
             .min(self.cfg.file_bytes.max(end))

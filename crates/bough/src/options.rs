@@ -103,7 +103,9 @@ pub struct Options {
     /// timer, at close, and before any other operation on the branch (merge, archive,
     /// fork, diff, …). 0 turns the log off: every commit writes its pages and a manifest
     /// record (two syncs). Ignored (0) with `backend = "object"`, which has no appends.
-    /// Default: 0.
+    /// Each branch written to has its own buffer, so the memory it can take is this times
+    /// the branches written between two maintenance ticks. Default: 64 MiB
+    /// ([`DEFAULT_WRITE_BUFFER_BYTES`]).
     pub write_buffer_bytes: u64,
     /// Most keys one piece of a truncate removes ([`Branch::truncate`](crate::Branch::truncate),
     /// `drop_table`): each piece is one durable commit, and the branch's other writes are
@@ -146,7 +148,7 @@ impl Default for Options {
             tombstone_retention_ms: 24 * 60 * 60 * 1000,
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
-            write_buffer_bytes: 0,
+            write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             truncate_piece_keys: 4096,
             max_open_branches: 4096,
             read_threads: 4,
@@ -400,6 +402,11 @@ impl Options {
         bough_tree::btree::max_key_len(self.page_size)
     }
 }
+
+/// The default of [`Options::write_buffer_bytes`]: 64 MiB, large enough that a checkpoint
+/// rewrites each touched leaf once for many commits, small enough to replay in well under
+/// a second at open.
+pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
 
 /// The default of [`Options::max_timestamp_skew_ms`]: one hour.
 pub const DEFAULT_MAX_TIMESTAMP_SKEW_MS: u64 = 60 * 60 * 1000;

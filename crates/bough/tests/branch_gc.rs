@@ -53,8 +53,14 @@ impl Env {
             Backend::Memory => Store::builder(Options::in_memory()).memory(mem.clone()),
             b => Store::builder(Options::new(dir).backend(b)),
         };
-        o.clock(Arc::new(clock.clone()))
-            .map_settings(|o| o.maintenance_interval_ms(0).data_file_size(FILE_SIZE))
+        o.clock(Arc::new(clock.clone())).map_settings(|o| {
+            // These tests pin what each commit writes to the tree's own files (data files,
+            // manifest records): no write buffer. The buffered path: write_buffer.rs, log_files.rs
+            // and the buffered variants of the model tests.
+            o.maintenance_interval_ms(0)
+                .data_file_size(FILE_SIZE)
+                .write_buffer_bytes(0)
+        })
     }
 
     fn reopen(&mut self) {

@@ -66,7 +66,11 @@ fn load(main: &Branch, rng: &mut Rng, model: &mut [Vec<u8>]) {
 }
 
 fn options(dir: &Path) -> Options {
+    // These tests pin what each commit writes to the tree's own files (data files,
+    // manifest records): no write buffer. The buffered path: write_buffer.rs, log_files.rs
+    // and the buffered variants of the model tests.
     Options::new(dir)
+        .write_buffer_bytes(0)
         .backend(Backend::Pread)
         .maintenance_interval_ms(0)
         .data_file_size(FILE)

@@ -47,7 +47,11 @@ fn value(i: usize) -> Vec<u8> {
 }
 
 fn options(dir: &Path) -> Options {
+    // These tests pin what each commit writes to the tree's own files (data files,
+    // manifest records): no write buffer. The buffered path: write_buffer.rs, log_files.rs
+    // and the buffered variants of the model tests.
     Options::new(dir)
+        .write_buffer_bytes(0)
         .backend(Backend::Pread)
         .maintenance_interval_ms(0)
         .data_file_size(16 * 4096 * 4)

@@ -31,6 +31,8 @@ fn store() -> (Store, tempfile::TempDir) {
 fn reopen(dir: tempfile::TempDir) -> (Store, tempfile::TempDir) {
     let s = Store::open(
         Options::new(dir.path())
+            // Bytes written per merge are measured: no write buffer in front of the tree.
+            .write_buffer_bytes(0)
             .backend(Backend::Pread)
             .data_file_size(64 * 4096)
             .maintenance_interval_ms(0),

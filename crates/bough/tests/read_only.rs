@@ -12,7 +12,11 @@ const CHILD_ENV: &str = "BOUGH_READ_ONLY_CHILD";
 const DIR_ENV: &str = "BOUGH_READ_ONLY_DIR";
 
 fn writer_opts(dir: &Path) -> Options {
+    // These tests pin what each commit writes to the tree's own files (data files,
+    // manifest records): no write buffer. The buffered path: write_buffer.rs, log_files.rs
+    // and the buffered variants of the model tests.
     Options::new(dir)
+        .write_buffer_bytes(0)
         .maintenance_interval_ms(0)
         // Small files, so overwrites make whole files garbage that compaction and GC take.
         .data_file_size(64 << 10)

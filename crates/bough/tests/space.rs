@@ -89,6 +89,8 @@ fn deleting_a_branch_frees_exactly_its_exclusive_bytes() {
         let opts = Options::new(dir.path())
             .backend(backend)
             .maintenance_interval_ms(0)
+            // Space is measured in data files: no write buffer in front of them.
+            .write_buffer_bytes(0)
             .data_file_size(SMALL_FILE);
         let store = common::open(&test, opts);
         let p = store.partition("sp", 0).expect("partition");
@@ -187,6 +189,8 @@ fn describe_branches_agrees_with_describe() {
     let opts = Options::new(dir.path())
         .backend(Backend::Pread)
         .maintenance_interval_ms(0)
+        // Space is measured in data files: no write buffer in front of them.
+        .write_buffer_bytes(0)
         .data_file_size(SMALL_FILE);
     let store = common::open("describe_branches", opts);
     let p = store.partition("sp", 0).expect("partition");
@@ -220,6 +224,8 @@ fn a_writer_releases_the_preallocation_of_files_it_stops_writing() {
             Options::new(dir.path())
                 .backend(backend)
                 .maintenance_interval_ms(0)
+                // Space is measured in data files: no write buffer in front of them.
+                .write_buffer_bytes(0)
                 .data_file_size(96 * 4096)
         };
         for round in 0..5u32 {
@@ -269,7 +275,12 @@ fn a_writer_releases_the_preallocation_of_files_it_stops_writing() {
 fn gc_keeps_the_file_the_next_writer_continues() {
     let dir = tempfile::tempdir().expect("tempdir");
     let test = "gc_keeps_the_file_the_next_writer_continues";
-    let opts = || Options::new(dir.path()).maintenance_interval_ms(0);
+    let opts = || {
+        Options::new(dir.path())
+            .maintenance_interval_ms(0)
+            // Space is measured in data files: no write buffer in front of them.
+            .write_buffer_bytes(0)
+    };
     let store = common::open(test, opts());
     put_keys(&store, "main", "a", 0..10);
     store

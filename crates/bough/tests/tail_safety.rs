@@ -20,7 +20,11 @@ use std::path::{Path, PathBuf};
 use bough::{Backend, ErrorKind, Options, ScanOptions, Store, WriteBatch};
 
 fn options(dir: &Path) -> Options {
+    // These tests pin what each commit writes to the tree's own files (manifest
+    // records, sealed at close): no write buffer. The buffered path: write_buffer.rs, log_files.rs
+    // and the buffered variants of the model tests.
     Options::new(dir)
+        .write_buffer_bytes(0)
         .backend(Backend::Pread)
         .maintenance_interval_ms(0)
 }

@@ -54,7 +54,20 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
         };
         // Opening the partition for writing removed what interrupted commands left.
         let staging_removed = part.staging_removed()?;
-        total_files += report.deleted.len();
+        // Data and write-ahead log files are listed together: both are files GC decides on.
+        let deleted_all: Vec<(String, u64)> = report
+            .deleted
+            .iter()
+            .chain(&report.deleted_logs)
+            .cloned()
+            .collect();
+        let kept_all: Vec<(String, KeepReason)> = report
+            .kept
+            .iter()
+            .chain(&report.kept_logs)
+            .cloned()
+            .collect();
+        total_files += deleted_all.len();
         total_bytes += report.bytes_freed;
         let kept_bytes: u64 = report
             .kept
@@ -64,8 +77,8 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
         if ctx.json {
             docs.push(json!({
                 "partition": dir,
-                "deleted": report.deleted.iter().map(|(f, b)| json!({"file": f, "bytes": b})).collect::<Vec<_>>(),
-                "kept": report.kept.iter().map(|(f, why)| {
+                "deleted": deleted_all.iter().map(|(f, b)| json!({"file": f, "bytes": b})).collect::<Vec<_>>(),
+                "kept": kept_all.iter().map(|(f, why)| {
                     let mut m = Map::new();
                     m.insert("file".into(), json!(f));
                     m.insert("bytes".into(), json!(file_size(&root, &dir, f)));
@@ -88,9 +101,9 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
         let verb = if a.dry_run { "would delete" } else { "deleted" };
         out.push_str(&format!(
             "{dir}: {verb} {} ({}), kept {} ({}); read {}, {}\n",
-            plural(report.deleted.len() as u64, "file", "files"),
+            plural(deleted_all.len() as u64, "file", "files"),
             output::size(report.bytes_freed),
-            plural(report.kept.len() as u64, "file", "files"),
+            plural(kept_all.len() as u64, "file", "files"),
             output::size(kept_bytes),
             plural(report.manifests_read as u64, "manifest", "manifests"),
             plural(
@@ -104,7 +117,7 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
         }
         let mut rows: Vec<Vec<String>> = Vec::new();
         let short = if a.dry_run { "delete" } else { "deleted" };
-        let mut deleted = report.deleted.clone();
+        let mut deleted = deleted_all.clone();
         deleted.sort();
         for (f, b) in &deleted {
             rows.push(vec![
@@ -114,7 +127,7 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
                 String::new(),
             ]);
         }
-        let mut kept = report.kept.clone();
+        let mut kept = kept_all.clone();
         kept.sort_by(|x, y| x.0.cmp(&y.0));
         for (f, why) in &kept {
             rows.push(vec![

@@ -42,6 +42,9 @@ pub(crate) struct HeadLog {
     housekeeping: bool,
     /// The file appended to (`None` until the first buffered commit of this head).
     writer: Option<LogWriter>,
+    /// The tree covers every record of `writer`'s file, which is large: the next commit
+    /// starts a new file.
+    rotate: bool,
     /// A file created and waiting for the manifest record that names it.
     next_writer: Option<LogWriter>,
     /// The reference the manifest holds when this head has no writer yet (replayed at
@@ -92,6 +95,7 @@ impl HeadLog {
                 version: Some(covered.saturating_add(buffered)),
                 housekeeping: false,
                 writer: None,
+                rotate: false,
                 next_writer: None,
                 in_force,
             },
@@ -99,6 +103,11 @@ impl HeadLog {
         ))
     }
 }
+
+/// A log file the tree has caught up with is left for a new one once it holds this many
+/// bytes of records: each file then holds about one checkpoint interval of commits, and the
+/// ones behind the tree go at the next GC instead of living until the file fills.
+const ROTATE_AFTER_BYTES: u64 = 1 << 20;
 
 /// Bytes a commit's log record takes, at most (key, value and a generous per-entry
 /// overhead): a record that might not fit the file is started in a new one.
@@ -137,7 +146,7 @@ impl Head {
     pub(super) fn commit_buffered(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<()> {
         self.check_poisoned()?;
         let est = record_estimate(muts);
-        if self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
+        if self.log.rotate || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
             self.start_log(now_ms)?;
         }
         let version = self.version().saturating_add(1);
@@ -182,6 +191,19 @@ impl Head {
         r.map(|_| ())
     }
 
+    /// At a clean close, once the buffer is checkpointed: gives back the log file's
+    /// laid-out space past its last record (a failure only costs that space).
+    pub(super) fn trim_log(&mut self) {
+        if !self.log.buffer.is_empty() {
+            return;
+        }
+        if let Some(w) = self.log.writer.as_mut()
+            && let Err(e) = w.trim()
+        {
+            tracing::warn!(log = %w.name(), error = %e, "could not trim the log file at close");
+        }
+    }
+
     /// Bytes in the write buffer.
     pub fn buffered_bytes(&self) -> usize {
         self.log.buffer.bytes()
@@ -197,7 +219,7 @@ impl Head {
             && r.file.branch == self.branch
             && r.file.term == self.term
             && r.incarnation == self.incarnation
-            && replayed.end_offset < cfg.file_bytes / 2
+            && replayed.end_offset < (cfg.file_bytes / 2).min(ROTATE_AFTER_BYTES)
         {
             let w = LogWriter::resume(
                 self.files.storage().as_ref(),
@@ -281,6 +303,13 @@ impl Head {
         if let Some(w) = self.log.next_writer.take() {
             self.log.writer = Some(w);
         }
+        // The tree now holds every record of the file: once it is large, the next commit
+        // starts a new one, and GC can delete this one when nothing names it any more.
+        self.log.rotate = self
+            .log
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.offset() >= ROTATE_AFTER_BYTES);
     }
 
     /// The version once the record being written is durable.

@@ -178,8 +178,15 @@ pub enum Problem {
     TempFile,
     /// A file name Bough does not write.
     UnknownFile,
-    /// A write-ahead log file (this version neither writes nor reads them).
-    LogFile,
+    /// A write-ahead log file a live branch's manifest names (`LOG`) that is missing, does
+    /// not replay (a damaged record before an intact one, a version gap), or whose versions
+    /// do not continue the manifest's: acknowledged commits in it are unreadable.
+    LogUnreadable {
+        /// The manifest naming it.
+        manifest: String,
+        /// What failed.
+        why: String,
+    },
     /// A `LOCK` file inside a partition directory.
     LockFile,
     /// An object-store object (GC lease, numbered version) in a local directory.
@@ -303,6 +310,7 @@ impl Problem {
             | BadPageRead { .. }
             | PagePastEnd { .. }
             | MissingDataFile { .. }
+            | LogUnreadable { .. }
             | GcUnknown
             | TableOpUnreadable { .. }
             | GcFailed { .. } => Severity::Error,
@@ -318,7 +326,6 @@ impl Problem {
             | StagingBranch { .. }
             | TempFile
             | UnknownFile
-            | LogFile
             | LockFile
             | ObjectStoreObject
             | StrayDirectory
@@ -390,9 +397,12 @@ impl fmt::Display for Problem {
                 "leftover temporary file of an interrupted write (the next open removes it)",
             ),
             UnknownFile => f.write_str("not a Bough file name; ignored by the store"),
-            LogFile => f.write_str(
-                "a write-ahead log file; this version does not write or read log files (kept)",
-            ),
+            LogUnreadable { manifest, why } => {
+                write!(
+                    f,
+                    "the write-ahead log {manifest} names does not replay: {why}"
+                )
+            }
             LockFile => f.write_str("a LOCK file inside a partition directory"),
             ObjectStoreObject => f.write_str(
                 "an object-store object (GC lease or numbered version) in a local directory",

@@ -90,6 +90,7 @@ pub(super) fn run(
             }
         }
     }
+    logs(&mut run, storage.as_ref(), &pf);
     let (held, errors) = pf.held();
     for (file, why) in errors {
         run.add(file, Problem::MergeBasesUnreadable { why });
@@ -122,6 +123,39 @@ pub(super) fn run(
         gc(&mut run, &pf);
     }
     Ok(run.r)
+}
+
+/// Every write-ahead log a manifest names replays, and its versions continue the manifest's
+/// (the replay an open does, without opening): a branch whose acknowledged commits are in a
+/// log it cannot read is an error, named by the log file.
+fn logs(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
+    for (name, res) in &pf.manifests {
+        let Ok(r) = res else { continue };
+        let refs = match bough_manifest::log_refs(&r.state.extensions) {
+            Ok(Some(refs)) if !refs.is_empty() => refs,
+            Ok(_) => continue,
+            Err(e) => {
+                run.add(
+                    name,
+                    Problem::LogUnreadable {
+                        manifest: name.clone(),
+                        why: format!("its LOG extension does not decode: {e:?}"),
+                    },
+                );
+                continue;
+            }
+        };
+        if let Err(e) = bough_tree::wal::recover(storage, &pf.dir, &refs) {
+            let file = refs.last().map_or(name.clone(), |r| r.file.to_string());
+            run.add(
+                file,
+                Problem::LogUnreadable {
+                    manifest: name.clone(),
+                    why: e.to_string(),
+                },
+            );
+        }
+    }
 }
 
 /// The directory listing: `CURRENT_TERM` records, live branches' manifests, stray files.
@@ -159,7 +193,8 @@ fn names(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
             }
             FileKind::Tmp(_) => Problem::TempFile,
             FileKind::Unknown(_) => Problem::UnknownFile,
-            FileKind::Log(_) => Problem::LogFile,
+            // Checked through the manifests that name them (`logs`); GC removes the others.
+            FileKind::Log(_) => continue,
             FileKind::Lock => Problem::LockFile,
             FileKind::TableOp(_) => Problem::TableOpInPartition,
             FileKind::GcLease | FileKind::Version(_) => Problem::ObjectStoreObject,
