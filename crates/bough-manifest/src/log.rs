@@ -292,8 +292,12 @@ fn put_mutation(out: &mut Vec<u8>, m: &LogMutation) {
 }
 
 /// Whether a record at `offset` is *intact*: header present with the magic, a body length
-/// within the maximum, its padded extent within `bytes`, and a matching checksum. Intact
-/// says nothing about the version, the padding's bytes or whether the body decodes.
+/// within the maximum, its padded extent within `bytes` and zero past the body, and a
+/// matching checksum. Intact says nothing about the version or whether the body decodes.
+///
+/// The padding is part of it because an unsynced append's padding may land on bytes the
+/// laying out had not yet made durable zeros: such a record is torn, like one whose body
+/// did not land (and with every append synced, a damaged padding is damage like any other).
 pub fn log_record_is_intact(bytes: &[u8], offset: u64, salt: LogSalt) -> bool {
     frame(bytes, offset, salt).is_ok()
 }
@@ -322,6 +326,12 @@ fn frame(bytes: &[u8], offset: u64, salt: LogSalt) -> Result<(LogHeader, &[u8]),
             stored: h.checksum,
             computed,
         });
+    }
+    let padding = rest
+        .get(end..log_record_len(h.body_len as usize))
+        .ok_or(DecodeReason::Truncated)?;
+    if padding.iter().any(|&b| b != 0) {
+        return Err(DecodeReason::NonZeroPadding);
     }
     let record = rest.get(..end).ok_or(DecodeReason::Truncated)?;
     Ok((h, record))
@@ -357,15 +367,8 @@ pub fn decode_log_record(
     if h.flags != 0 {
         return Err(at(DecodeReason::UnknownFlags(u32::from(h.flags))));
     }
+    // `frame` checked the record, its padding included.
     let padded = log_record_len(h.body_len as usize);
-    // `frame` checked the record; the padding must be present and zero.
-    let start = offset as usize;
-    let padding = bytes
-        .get(start + record.len()..start + padded)
-        .ok_or(at(DecodeReason::Truncated))?;
-    if padding.iter().any(|&b| b != 0) {
-        return Err(at(DecodeReason::NonZeroPadding));
-    }
     let body = record.get(LOG_HEADER_LEN..).unwrap_or_default();
     let (entry, synced) = decode_body(kind, h.version, offset, body).map_err(at)?;
     Ok((entry, synced, padded))
