@@ -51,7 +51,7 @@ pub use batch::{PutOptions, WriteBatch, show_key};
 pub use builder::StoreBuilder;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
-pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, MAX_VALUE_LEN, Options};
+pub use options::{Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, Durability, MAX_VALUE_LEN, Options};
 pub use store::{
     Branch, BranchPolicy, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle,
     RangeIter, ReadView, RegistryStatus, RepairReport, ScanOptions, ScanPage, StateRef, Store,
