@@ -327,7 +327,10 @@ mod tests {
     }
     /// A file of `entries`, record `i` written while the file was durable only below
     /// `synced(i, its offset)`, plus one block of preallocation.
-    fn file_unsynced(entries: &[LogEntry], synced: impl Fn(usize, u64) -> u64) -> (Vec<u8>, Vec<u64>) {
+    fn file_unsynced(
+        entries: &[LogEntry],
+        synced: impl Fn(usize, u64) -> u64,
+    ) -> (Vec<u8>, Vec<u64>) {
         let mut out = Vec::new();
         let mut offsets = Vec::new();
         for (i, e) in entries.iter().enumerate() {
@@ -385,7 +388,10 @@ mod tests {
         assert!(matches!(e.reason, DecodeReason::BadChecksum { .. }), "{e}");
         // Unsynced records, then a synced (version-1) one: damage before it is corruption.
         let (mut bytes, offsets) =
-            file_unsynced(&entries, |i, at| if i == 3 || i == 0 { at } else { offsets_of(1) });
+            file_unsynced(
+                &entries,
+                |i, at| if i == 3 || i == 0 { at } else { offsets_of(1) },
+            );
         bytes[offsets[1] as usize + 30] ^= 1;
         let e = replay_log(&bytes, salt(), 0).expect_err("record 3 was written durable");
         assert_eq!(e.offset, offsets[1]);

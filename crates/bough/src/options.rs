@@ -497,7 +497,11 @@ mod tests {
         assert_eq!(Options::default().durability, Durability::Sync);
         let o = Options::from_toml_str("path = \"/x\"\ndurability = \"buffered\"\n").unwrap();
         assert_eq!(o.durability, Durability::Buffered);
-        assert!(o.to_toml_string().unwrap().contains("durability = \"buffered\""));
+        assert!(
+            o.to_toml_string()
+                .unwrap()
+                .contains("durability = \"buffered\"")
+        );
         let e = Options::from_toml_str("path = \"/x\"\ndurability = \"never\"\n").unwrap_err();
         assert!(e.to_string().contains("durability"), "{e}");
     }

@@ -48,7 +48,11 @@ fn a_buffered_commit_syncs_nothing_and_a_sync_call_once() {
     main.put_blocking("warm", "v").unwrap();
     main.sync_blocking().unwrap();
     let per_commit: Vec<u64> = (0..50)
-        .map(|i| syncs_of(&store, || main.put_blocking(format!("k{i:03}"), "v").unwrap()))
+        .map(|i| {
+            syncs_of(&store, || {
+                main.put_blocking(format!("k{i:03}"), "v").unwrap()
+            })
+        })
         .collect();
     assert!(per_commit.iter().all(|&s| s == 0), "{per_commit:?}");
     assert_eq!(syncs_of(&store, || main.sync_blocking().unwrap()), 1);
@@ -60,8 +64,12 @@ fn a_buffered_commit_syncs_nothing_and_a_sync_call_once() {
     // A batch asking for `Sync` is one sync (covering the buffered ones before it).
     main.put_blocking("b1", "v").unwrap();
     let synced = syncs_of(&store, || {
-        main.write_blocking(WriteBatch::new().put("b2", "v").durability(Durability::Sync))
-            .unwrap()
+        main.write_blocking(
+            WriteBatch::new()
+                .put("b2", "v")
+                .durability(Durability::Sync),
+        )
+        .unwrap()
     });
     assert_eq!(synced, 1);
     assert_eq!(syncs_of(&store, || main.sync_blocking().unwrap()), 0);
@@ -79,13 +87,14 @@ fn a_buffered_commit_syncs_nothing_and_a_sync_call_once() {
     let store = open(&MemoryStorage::new(), Durability::Sync);
     let main = store.partition("t", 0).unwrap().branch("main").unwrap();
     main.put_blocking("warm", "v").unwrap();
-    assert_eq!(
-        syncs_of(&store, || main.put_blocking("a", "v").unwrap()),
-        1
-    );
+    assert_eq!(syncs_of(&store, || main.put_blocking("a", "v").unwrap()), 1);
     let buffered = syncs_of(&store, || {
-        main.write_blocking(WriteBatch::new().put("b", "v").durability(Durability::Buffered))
-            .unwrap()
+        main.write_blocking(
+            WriteBatch::new()
+                .put("b", "v")
+                .durability(Durability::Buffered),
+        )
+        .unwrap()
     });
     assert_eq!(buffered, 0);
     assert_eq!(syncs_of(&store, || main.sync_blocking().unwrap()), 1);
@@ -175,7 +184,11 @@ fn run(seed: u64) {
     let mut rng = Rng::new(seed);
     let mem = MemoryStorage::new();
     // A small buffer in some runs: checkpoints happen on their own.
-    let buffer = if seed % 3 == 0 { 24 << 10 } else { 64 << 20 };
+    let buffer = if seed.is_multiple_of(3) {
+        24 << 10
+    } else {
+        64 << 20
+    };
     let open_with = |mem: &MemoryStorage| {
         Store::builder(opts(Durability::Buffered, buffer))
             .memory(mem.clone())
@@ -318,9 +331,16 @@ fn every_write_acknowledged_before_a_sync_survives_a_power_loss() {
         for (k, val) in &want {
             assert_eq!(got.get(k), Some(val), "seed {seed}: {k}");
         }
-        assert_eq!(got.len(), want.len() + after, "seed {seed}: a prefix of the later writes");
+        assert_eq!(
+            got.len(),
+            want.len() + after,
+            "seed {seed}: a prefix of the later writes"
+        );
         for i in 0..after {
-            assert!(got.contains_key(&format!("after{i}")), "seed {seed}: after{i}");
+            assert!(
+                got.contains_key(&format!("after{i}")),
+                "seed {seed}: after{i}"
+            );
         }
     }
 }

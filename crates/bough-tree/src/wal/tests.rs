@@ -285,14 +285,21 @@ fn power_loss_among_unsynced_appends_loses_only_unsynced_commits() {
         let replayed = replay_ref(&image, DIR, &r)
             .unwrap_or_else(|e| panic!("seed {seed}: unsynced loss read as damage: {e}"));
         let got: Vec<u64> = replayed.records.iter().map(|c| c.entry.version).collect();
-        assert!(got.len() as u64 >= durable, "seed {seed}: lost a synced commit: {got:?}");
-        assert_eq!(got, (1..=got.len() as u64).collect::<Vec<_>>(), "seed {seed}");
+        assert!(
+            got.len() as u64 >= durable,
+            "seed {seed}: lost a synced commit: {got:?}"
+        );
+        assert_eq!(
+            got,
+            (1..=got.len() as u64).collect::<Vec<_>>(),
+            "seed {seed}"
+        );
         for c in &replayed.records {
             let want = commit_entry(c.entry.version, c.entry.clock_ms, &batch(c.entry.version));
             assert_eq!(c.entry.mutations, want.mutations, "seed {seed}");
         }
-        let mut w2 = LogWriter::resume(&image, DIR, name(1), INCARNATION, cfg(), &replayed)
-            .expect("resume");
+        let mut w2 =
+            LogWriter::resume(&image, DIR, name(1), INCARNATION, cfg(), &replayed).expect("resume");
         let next = got.len() as u64 + 1;
         w2.append_unsynced(&commit_entry(next, 0, &batch(next)))
             .expect("append after resume");
