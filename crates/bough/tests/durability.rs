@@ -445,3 +445,40 @@ fn a_failed_sync_poisons_the_branch_and_is_never_retried() {
     let main = store.partition("t", 0).unwrap().branch("main").unwrap();
     assert_eq!(main.get_blocking("a").unwrap().unwrap().value, b"1");
 }
+
+/// The other sync points: a fork (any branch operation that reads the branch), the
+/// maintenance tick, and a clean close each leave every buffered write acknowledged before
+/// them durable, with no `sync()` call.
+#[test]
+fn forks_maintenance_and_close_sync_the_log() {
+    type Point = fn(&Store, &bough::Branch);
+    let points: [(&str, Point); 4] = [
+        ("fork", |store, _| {
+            store
+                .partition("t", 0)
+                .unwrap()
+                .create_branch("dev", "main")
+                .unwrap();
+        }),
+        ("archive", |_, main| {
+            main.archive().unwrap();
+        }),
+        ("maintenance", |store, _| store.run_maintenance().unwrap()),
+        ("close", |store, _| store.close().unwrap()),
+    ];
+    for (what, point) in points {
+        let mem = MemoryStorage::new();
+        let store = open(&mem, Durability::Buffered);
+        let main = store.partition("t", 0).unwrap().branch("main").unwrap();
+        for i in 0..20 {
+            main.put_blocking(format!("k{i:02}"), "v").unwrap();
+        }
+        point(&store, &main);
+        let (image, _) = mem.crash_image(CrashPolicy::DropAllUnsynced);
+        drop(main);
+        drop(store);
+        let store = open(&image, Durability::Buffered);
+        let main = store.partition("t", 0).unwrap().branch("main").unwrap();
+        assert_eq!(content(&main).unwrap().len(), 20, "{what}");
+    }
+}
