@@ -7,12 +7,15 @@
 //! (truncated, zero-extended, bits flipped), and replay must either fail or return a prefix
 //! of the records ending at that prefix's offset. A pure truncation (with zero fill, as a
 //! preallocated file leaves it) has exactly one right answer: the records wholly kept.
+//! Records past the first `synced` are written as buffered durability writes them (version
+//! 2, durable only below the last synced one); a power loss that does anything to each of
+//! those alone (`LoseUnsynced`) must replay without error, keeping every synced record.
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
 use bough_manifest::{
     BranchName, LOG_BLOCK, LOG_HEADER_LEN, LogEntry, LogMutation, LogOp, LogRecordKind, LogSalt,
-    decode_log_entry, encode_log_entry, replay_log,
+    decode_log_entry, decode_log_record, encode_log_record, replay_log,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -40,12 +43,17 @@ enum Damage {
     ZeroExtend(u8),
     Flip(Vec<(u32, u8)>),
     TruncateAndFlip(u32, Vec<(u32, u8)>),
+    /// Per unsynced record: 0 kept, 1 zeroed, 2 its second half zeroed, 3 a byte of its
+    /// header or body changed (at the position given).
+    LoseUnsynced(Vec<(u8, u16)>),
 }
 
 #[derive(Debug, Arbitrary)]
 struct Input {
     first_version: u32,
     incarnation: u64,
+    /// How many of the records were synced (the rest were appended without a sync).
+    synced: u8,
     records: Vec<RecordPlan>,
     damage: Damage,
 }
@@ -66,10 +74,11 @@ fn salt(incarnation: u64) -> LogSalt {
 fn raw(data: &[u8]) {
     let s = salt(0);
     let _ = decode_log_entry(data, 0, s);
+    let _ = decode_log_record(data, 0, s);
     if let Ok(r) = replay_log(data, s, 0) {
         for rec in &r.records {
-            let again =
-                encode_log_entry(&rec.entry, s, rec.offset).expect("a decoded record encodes");
+            let again = encode_log_record(&rec.entry, s, rec.offset, rec.synced)
+                .expect("a decoded record encodes");
             let at = rec.offset as usize;
             assert_eq!(
                 &data[at..at + again.len()],
@@ -149,10 +158,13 @@ fn build(input: &Input) -> Vec<LogEntry> {
 fn check(input: Input) {
     let s = salt(input.incarnation);
     let entries = build(&input);
+    let synced = usize::from(input.synced).min(entries.len());
     let mut image = Vec::new();
     let mut offsets = vec![0u64];
-    for e in &entries {
-        image.extend(encode_log_entry(e, s, image.len() as u64).expect("valid record encodes"));
+    for (i, e) in entries.iter().enumerate() {
+        let at = image.len() as u64;
+        let durable = if i < synced { at } else { offsets[synced] };
+        image.extend(encode_log_record(e, s, at, durable).expect("valid record encodes"));
         offsets.push(image.len() as u64);
     }
     let whole = replay_log(&image, s, 0).expect("an intact log replays");
@@ -183,6 +195,28 @@ fn check(input: Input) {
         Damage::TruncateAndFlip(len, flips) => {
             damaged.truncate(*len as usize % (image.len() + 1));
             flip(&mut damaged, flips);
+        }
+        Damage::LoseUnsynced(fates) => {
+            for (i, &(fate, pos)) in (synced..entries.len()).zip(fates.iter().cycle()) {
+                let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
+                let body = u32::from_le_bytes(
+                    image[start + 16..start + 20].try_into().expect("4 bytes"),
+                ) as usize;
+                match fate % 4 {
+                    0 => {}
+                    1 => damaged[start..end].fill(0),
+                    2 => damaged[(start + end) / 2..end].fill(0),
+                    _ => damaged[start + usize::from(pos) % (LOG_HEADER_LEN + body)] ^= 0xa5,
+                }
+            }
+            let r = replay_log(&damaged, s, 0).expect("lost unsynced records are no corruption");
+            let n = r.records.len();
+            assert!(n >= synced && n <= entries.len(), "{n} records, {synced} synced");
+            for (rec, want) in r.records.iter().zip(&entries) {
+                assert_eq!(&rec.entry, want, "replay returned a record that was not written");
+            }
+            assert_eq!(r.end_offset, offsets[n]);
+            return;
         }
     }
     match replay_log(&damaged, s, 0) {

@@ -162,6 +162,8 @@ pub enum DecodeReason {
     },
     /// A table-op record (the store's branch registry) breaks a rule of its format.
     InvalidTableOp(&'static str),
+    /// A version-2 log record's `synced` offset is not a block boundary below the record.
+    InvalidSynced(u64),
     /// A log ends before the version the manifest says it covers.
     LogEndsEarly {
         /// The version the manifest names.
@@ -244,6 +246,10 @@ impl std::fmt::Display for DecodeReason {
             LogVersionGap { expected, found } => {
                 write!(f, "log version gap: expected {expected}, found {found}")
             }
+            InvalidSynced(at) => write!(
+                f,
+                "synced offset {at} is not a block boundary below the log record"
+            ),
             LogEndsEarly { needed, last } => write!(
                 f,
                 "the log ends at version {last}, before version {needed} the manifest covers"
@@ -287,6 +293,8 @@ pub enum EncodeError {
     /// A batch the log reader would refuse (empty key, keys out of order, a close record
     /// with mutations).
     InvalidBatch(&'static str),
+    /// A log record's `synced` offset is not a block boundary at or below the record's.
+    InvalidSynced(u64),
 }
 
 impl std::fmt::Display for EncodeError {
@@ -306,6 +314,10 @@ impl std::fmt::Display for EncodeError {
             InvalidSeq => f.write_str("log sequence number 0"),
             MisalignedOffset(o) => write!(f, "log record offset {o} is not a block boundary"),
             InvalidBatch(why) => write!(f, "invalid batch: {why}"),
+            InvalidSynced(at) => write!(
+                f,
+                "synced offset {at} is not a block boundary at or below the log record"
+            ),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Write-ahead log records: one group commit of a branch, appended to its log file
-//! (`wal_<log_id>_<branch>_<term>`) and acknowledged after one `fdatasync`.
+//! (`wal_<log_id>_<branch>_<term>`) and acknowledged after one `fdatasync` — or, for a
+//! buffered-durability commit, once written to the OS (then the record says how far the
+//! file was durable when it was written: version 2, below).
 //!
 //! A record starts on a [`LOG_BLOCK`] boundary and is zero-padded to the next one, so an
 //! append only writes blocks no acknowledged record uses. Its checksum is salted with the
@@ -21,14 +23,20 @@ use bough_names::BranchName;
 pub const LOG_BLOCK: usize = 4096;
 /// Magic bytes at offset 8 of every log record.
 pub const LOG_MAGIC: [u8; 4] = *b"BWAL";
-/// Format version of log records.
-pub const LOG_VERSION: u16 = 1;
+/// Newest format version of log records. Version 1: written with every byte before the
+/// record durable. Version 2 (buffered durability): the body also carries `synced`, the
+/// offset below which the file was durable when the record was written (below the record's
+/// own offset), so replay can tell a lost unsynced record from damage (`replay_log`).
+pub const LOG_VERSION: u16 = 2;
+/// The version of a record written with every byte before it durable (what every writer
+/// wrote before version 2 existed; a writer still does whenever `synced` is its offset).
+pub const LOG_VERSION_SYNCED: u16 = 1;
 /// Bytes of the fixed record header.
 pub const LOG_HEADER_LEN: usize = 20;
 /// Largest body a record may claim. A batch larger than this does not go through the log
 /// (the writer commits it to the tree directly).
 pub const MAX_LOG_BODY: u32 = 64 << 20;
-/// Bytes of the fixed part of a body (version, clock).
+/// Bytes of the fixed part of a body (version, clock; version 2 adds `synced`).
 const BODY_FIXED: usize = 16;
 /// Smallest encoding of a mutation: op, key length, one key byte (ForceDelete).
 const MIN_MUTATION_LEN: usize = 3;
@@ -176,7 +184,8 @@ fn record_checksum(salt: LogSalt, offset: u64, covered: &[u8]) -> u64 {
 }
 
 /// Encodes `entry` as the record at `offset` (a multiple of [`LOG_BLOCK`]) of the file
-/// salted with `salt`, padding included.
+/// salted with `salt`, padding included, written with every byte before it durable
+/// (version 1: [`encode_log_record`] with `synced = offset`).
 ///
 /// Refused as the reader would refuse it: an offset off a block boundary, a close record
 /// with mutations, an empty key, keys not strictly increasing, a body above
@@ -186,9 +195,30 @@ pub fn encode_log_entry(
     salt: LogSalt,
     offset: u64,
 ) -> Result<Vec<u8>, EncodeError> {
+    encode_log_record(entry, salt, offset, offset)
+}
+
+/// Encodes `entry` as the record at `offset`, written while the file was durable only below
+/// `synced` (a block boundary, at most `offset`). `synced == offset` is a version-1 record,
+/// byte for byte what [`encode_log_entry`] writes; below it, a version-2 record carrying
+/// `synced`.
+pub fn encode_log_record(
+    entry: &LogEntry,
+    salt: LogSalt,
+    offset: u64,
+    synced: u64,
+) -> Result<Vec<u8>, EncodeError> {
     if !offset.is_multiple_of(LOG_BLOCK as u64) {
         return Err(EncodeError::MisalignedOffset(offset));
     }
+    if synced > offset || !synced.is_multiple_of(LOG_BLOCK as u64) {
+        return Err(EncodeError::InvalidSynced(synced));
+    }
+    let version = if synced == offset {
+        LOG_VERSION_SYNCED
+    } else {
+        LOG_VERSION
+    };
     if entry.kind == LogRecordKind::Close && !entry.mutations.is_empty() {
         return Err(EncodeError::InvalidBatch(
             "a close record holds no mutations",
@@ -203,6 +233,9 @@ pub fn encode_log_entry(
     let mut out = vec![0u8; LOG_HEADER_LEN];
     out.extend_from_slice(&entry.version.to_le_bytes());
     out.extend_from_slice(&entry.clock_ms.to_le_bytes());
+    if version == LOG_VERSION {
+        out.extend_from_slice(&synced.to_le_bytes());
+    }
     put_varint(&mut out, entry.mutations.len() as u64);
     for m in &entry.mutations {
         put_mutation(&mut out, m);
@@ -214,7 +247,7 @@ pub fn encode_log_entry(
         .ok_or(EncodeError::PayloadTooLarge(body_len))?;
     // `out` starts with LOG_HEADER_LEN zero bytes reserved for the header.
     put_at(&mut out, 8, &LOG_MAGIC);
-    put_at(&mut out, 12, &LOG_VERSION.to_le_bytes());
+    put_at(&mut out, 12, &version.to_le_bytes());
     put_at(&mut out, 14, &[entry.kind.byte(), 0]);
     put_at(&mut out, 16, &body_len.to_le_bytes());
     let sum = record_checksum(salt, offset, out.get(8..).unwrap_or_default());
@@ -259,8 +292,12 @@ fn put_mutation(out: &mut Vec<u8>, m: &LogMutation) {
 }
 
 /// Whether a record at `offset` is *intact*: header present with the magic, a body length
-/// within the maximum, its padded extent within `bytes`, and a matching checksum. Intact
-/// says nothing about the version, the padding's bytes or whether the body decodes.
+/// within the maximum, its padded extent within `bytes` and zero past the body, and a
+/// matching checksum. Intact says nothing about the version or whether the body decodes.
+///
+/// The padding is part of it because an unsynced append's padding may land on bytes the
+/// laying out had not yet made durable zeros: such a record is torn, like one whose body
+/// did not land (and with every append synced, a damaged padding is damage like any other).
 pub fn log_record_is_intact(bytes: &[u8], offset: u64, salt: LogSalt) -> bool {
     frame(bytes, offset, salt).is_ok()
 }
@@ -290,6 +327,12 @@ fn frame(bytes: &[u8], offset: u64, salt: LogSalt) -> Result<(LogHeader, &[u8]),
             computed,
         });
     }
+    let padding = rest
+        .get(end..log_record_len(h.body_len as usize))
+        .ok_or(DecodeReason::Truncated)?;
+    if padding.iter().any(|&b| b != 0) {
+        return Err(DecodeReason::NonZeroPadding);
+    }
     let record = rest.get(..end).ok_or(DecodeReason::Truncated)?;
     Ok((h, record))
 }
@@ -301,12 +344,22 @@ pub fn decode_log_entry(
     offset: u64,
     salt: LogSalt,
 ) -> Result<(LogEntry, usize), DecodeError> {
+    decode_log_record(bytes, offset, salt).map(|(entry, _, padded)| (entry, padded))
+}
+
+/// [`decode_log_entry`], also returning the record's `synced` offset: below it the file
+/// was durable when the record was written (a version-1 record: its own offset).
+pub fn decode_log_record(
+    bytes: &[u8],
+    offset: u64,
+    salt: LogSalt,
+) -> Result<(LogEntry, u64, usize), DecodeError> {
     let at = |reason| DecodeError::new(offset, reason);
     if !offset.is_multiple_of(LOG_BLOCK as u64) {
         return Err(at(DecodeReason::MisalignedOffset));
     }
     let (h, record) = frame(bytes, offset, salt).map_err(at)?;
-    if h.version != LOG_VERSION {
+    if h.version != LOG_VERSION && h.version != LOG_VERSION_SYNCED {
         return Err(at(DecodeReason::UnsupportedVersion(u32::from(h.version))));
     }
     let kind =
@@ -314,25 +367,33 @@ pub fn decode_log_entry(
     if h.flags != 0 {
         return Err(at(DecodeReason::UnknownFlags(u32::from(h.flags))));
     }
+    // `frame` checked the record, its padding included.
     let padded = log_record_len(h.body_len as usize);
-    // `frame` checked the record; the padding must be present and zero.
-    let start = offset as usize;
-    let padding = bytes
-        .get(start + record.len()..start + padded)
-        .ok_or(at(DecodeReason::Truncated))?;
-    if padding.iter().any(|&b| b != 0) {
-        return Err(at(DecodeReason::NonZeroPadding));
-    }
     let body = record.get(LOG_HEADER_LEN..).unwrap_or_default();
-    let entry = decode_body(kind, body).map_err(at)?;
-    Ok((entry, padded))
+    let (entry, synced) = decode_body(kind, h.version, offset, body).map_err(at)?;
+    Ok((entry, synced, padded))
 }
 
-fn decode_body(kind: LogRecordKind, body: &[u8]) -> Result<LogEntry, DecodeReason> {
+fn decode_body(
+    kind: LogRecordKind,
+    format: u16,
+    offset: u64,
+    body: &[u8],
+) -> Result<(LogEntry, u64), DecodeReason> {
     let mut r = Reader::new(body);
     let fixed = r.bytes(BODY_FIXED as u64)?;
     let version = le_u64(fixed, 0);
     let clock_ms = le_u64(fixed, 8);
+    let synced = if format == LOG_VERSION {
+        let synced = le_u64(r.bytes(8)?, 0);
+        // Version 2 exists only for `synced` below the record: one record, one encoding.
+        if synced >= offset || !synced.is_multiple_of(LOG_BLOCK as u64) {
+            return Err(DecodeReason::InvalidSynced(synced));
+        }
+        synced
+    } else {
+        offset
+    };
     let count = r.count(MIN_MUTATION_LEN)?;
     if kind == LogRecordKind::Close && count != 0 {
         return Err(DecodeReason::InvalidBatch(
@@ -348,12 +409,13 @@ fn decode_body(kind: LogRecordKind, body: &[u8]) -> Result<LogEntry, DecodeReaso
         mutations.push(m);
     }
     r.finish()?;
-    Ok(LogEntry {
+    let entry = LogEntry {
         kind,
         version,
         clock_ms,
         mutations,
-    })
+    };
+    Ok((entry, synced))
 }
 
 fn decode_mutation(r: &mut Reader<'_>) -> Result<LogMutation, DecodeReason> {
@@ -518,5 +580,95 @@ mod tests {
         // Misaligned offsets and offsets past the end.
         assert!(decode_log_entry(&bytes, 1, salt()).is_err());
         assert!(decode_log_entry(&bytes, u64::MAX - 4095, salt()).is_err());
+    }
+    /// Re-seals a record's checksum after a test edited its bytes, so the decoder (not the
+    /// checksum) must refuse the edit.
+    fn reseal(bytes: &mut [u8], offset: u64) {
+        let body_len = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")) as usize;
+        let sum = record_checksum(salt(), offset, &bytes[8..LOG_HEADER_LEN + body_len]);
+        bytes[..8].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    #[test]
+    fn a_record_written_unsynced_carries_synced_and_round_trips() {
+        let at = 3 * LOG_BLOCK as u64;
+        let e = entry();
+        // `synced` equal to the offset is the version-1 record, byte for byte.
+        assert_eq!(
+            encode_log_record(&e, salt(), at, at),
+            encode_log_entry(&e, salt(), at)
+        );
+        let mut file = vec![0u8; at as usize];
+        let rec = encode_log_record(&e, salt(), at, LOG_BLOCK as u64).expect("encodes");
+        assert_eq!(u16::from_le_bytes([rec[12], rec[13]]), LOG_VERSION);
+        file.extend_from_slice(&rec);
+        assert_eq!(
+            decode_log_record(&file, at, salt()),
+            Ok((e.clone(), LOG_BLOCK as u64, LOG_BLOCK))
+        );
+        assert_eq!(decode_log_entry(&file, at, salt()), Ok((e, LOG_BLOCK)));
+        let v1 = encode_log_entry(&entry(), salt(), 0).expect("encodes");
+        assert_eq!(
+            decode_log_record(&v1, 0, salt()).map(|(_, synced, _)| synced),
+            Ok(0)
+        );
+    }
+
+    #[test]
+    fn the_encoder_refuses_a_synced_offset_past_the_record_or_off_a_boundary() {
+        let at = 2 * LOG_BLOCK as u64;
+        for synced in [at + LOG_BLOCK as u64, 100, at - 1] {
+            assert_eq!(
+                encode_log_record(&entry(), salt(), at, synced),
+                Err(EncodeError::InvalidSynced(synced))
+            );
+        }
+    }
+
+    /// Hostile version-2 records whose checksum matches: a `synced` at or past the record
+    /// (one record would have two encodings, or claim bytes after it durable), off a block
+    /// boundary, or missing (the body ends first); and a version no reader knows.
+    #[test]
+    fn hostile_synced_offsets_are_refused() {
+        let at = LOG_BLOCK as u64;
+        let mut file = vec![0u8; LOG_BLOCK];
+        file.extend(encode_log_record(&entry(), salt(), at, 0).expect("encodes"));
+        let synced_at = LOG_BLOCK + LOG_HEADER_LEN + BODY_FIXED;
+        for bad in [at, at + LOG_BLOCK as u64, 17, u64::MAX] {
+            let mut f = file.clone();
+            f[synced_at..synced_at + 8].copy_from_slice(&bad.to_le_bytes());
+            reseal(&mut f[LOG_BLOCK..], at);
+            assert_eq!(
+                decode_log_record(&f, at, salt()).map_err(|e| e.reason),
+                Err(DecodeReason::InvalidSynced(bad)),
+                "synced {bad}"
+            );
+        }
+        // A version-1 header over a version-2 body: the extra 8 bytes misparse, and the
+        // body no longer ends where it should (or the count is refused).
+        let mut f = file.clone();
+        f[LOG_BLOCK + 12..LOG_BLOCK + 14].copy_from_slice(&LOG_VERSION_SYNCED.to_le_bytes());
+        reseal(&mut f[LOG_BLOCK..], at);
+        assert!(decode_log_record(&f, at, salt()).is_err());
+        // A version-2 header over a body too short to hold `synced`.
+        let close = LogEntry {
+            kind: LogRecordKind::Close,
+            version: 1,
+            clock_ms: 0,
+            mutations: Vec::new(),
+        };
+        let mut f = vec![0u8; LOG_BLOCK];
+        f.extend(encode_log_entry(&close, salt(), at).expect("encodes"));
+        f[LOG_BLOCK + 12..LOG_BLOCK + 14].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        reseal(&mut f[LOG_BLOCK..], at);
+        assert!(decode_log_record(&f, at, salt()).is_err());
+        // Version 3 is refused even with a matching checksum.
+        let mut f = file.clone();
+        f[LOG_BLOCK + 12..LOG_BLOCK + 14].copy_from_slice(&3u16.to_le_bytes());
+        reseal(&mut f[LOG_BLOCK..], at);
+        assert_eq!(
+            decode_log_record(&f, at, salt()).map_err(|e| e.reason),
+            Err(DecodeReason::UnsupportedVersion(3))
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! Replaying a write-ahead log file: its records in order, and the rule that tells a torn
-//! last append (an unacknowledged commit) from damage (`docs/format.md`, "Log replay").
+//! last append (an unacknowledged commit) or lost unsynced appends (never promised durable)
+//! from damage (`docs/format.md`, "Log replay").
 
 use crate::error::{DecodeError, DecodeReason};
 use crate::log::{
-    LOG_BLOCK, LogEntry, LogRecordKind, LogSalt, decode_log_entry, log_record_is_intact,
+    LOG_BLOCK, LogEntry, LogRecordKind, LogSalt, decode_log_entry, decode_log_record,
+    log_record_is_intact,
 };
 
 /// One record found by [`replay_log`], with where it starts.
@@ -12,6 +14,9 @@ pub struct LoggedRecord {
     /// Byte offset of the record in the file.
     pub offset: u64,
     pub entry: LogEntry,
+    /// Below this offset the file was durable when the record was written (`offset` for a
+    /// version-1 record).
+    pub synced: u64,
 }
 
 /// The outcome of [`replay_log`].
@@ -22,8 +27,12 @@ pub struct LogReplayed {
     /// Where the next record goes: just past the last intact record.
     pub end_offset: u64,
     /// `Some(end_offset)` when non-zero bytes lie at or after `end_offset`: a torn last
-    /// append (never acknowledged) was dropped. The writer zeroes them before appending.
+    /// append (never acknowledged), or unsynced appends a power loss damaged or lost, was
+    /// dropped. The writer zeroes them before appending.
     pub dropped_tail: Option<u64>,
+    /// Intact records after `end_offset` that were dropped with it: written while the file
+    /// was durable only below `end_offset`, so never promised durable (0 for a torn tail).
+    pub dropped_records: usize,
 }
 
 impl LogReplayed {
@@ -85,9 +94,12 @@ impl LogReplayed {
 ///   previous version + 1 (the first record any version), a close record the previous
 ///   version itself. Anything else about it is an error naming its offset, and so is a
 ///   record whose checksum matches but whose version is unknown.
-/// - The first boundary without an intact record (zeros, end of data, torn or damaged
-///   bytes) ends the log, but only if no later block boundary starts an intact record. If
-///   one does, the damaged record was not the last append, and the error names it.
+/// - The first boundary `D` without an intact record (zeros, end of data, torn or damaged
+///   bytes) ends the log, but only if every later block boundary that starts an intact
+///   record starts one written while the file was durable only below `D` (its `synced` ≤
+///   `D`): those were unsynced appends a power loss may reorder, and they are dropped. If
+///   any later intact record says the file was durable past `D`, the record at `D` was
+///   damaged after it was durable, and the error names it.
 pub fn replay_log(bytes: &[u8], salt: LogSalt, start: u64) -> Result<LogReplayed, DecodeError> {
     if !start.is_multiple_of(LOG_BLOCK as u64) {
         return Err(DecodeError::new(start, DecodeReason::MisalignedOffset));
@@ -97,21 +109,35 @@ pub fn replay_log(bytes: &[u8], salt: LogSalt, start: u64) -> Result<LogReplayed
     let mut offset = start;
     loop {
         if offset < len && log_record_is_intact(bytes, offset, salt) {
-            let (entry, padded) = decode_log_entry(bytes, offset, salt)?;
+            let (entry, synced, padded) = decode_log_record(bytes, offset, salt)?;
             check_version(records.last().map(|r| &r.entry), &entry)
                 .map_err(|reason| DecodeError::new(offset, reason))?;
-            records.push(LoggedRecord { offset, entry });
+            records.push(LoggedRecord {
+                offset,
+                entry,
+                synced,
+            });
             offset += padded as u64;
             continue;
         }
-        // Not intact: the end, unless an intact record follows (then this was damage).
+        // Not intact: the end, unless an intact record follows that was written after this
+        // one was durable (then this was damage). An intact record that does not decode
+        // counts as such proof, as before version 2.
         let mut later = offset.saturating_add(LOG_BLOCK as u64);
+        let mut dropped_records = 0;
         while later < len {
             if log_record_is_intact(bytes, later, salt) {
-                let reason = decode_log_entry(bytes, offset, salt)
-                    .err()
-                    .map_or(DecodeReason::Truncated, |e| e.reason);
-                return Err(DecodeError::new(offset, reason));
+                match decode_log_record(bytes, later, salt) {
+                    // Every boundary is checked, inside such a record's extent too (as
+                    // before version 2): a hostile extent hides no proof of damage.
+                    Ok((_, synced, _)) if synced <= offset => dropped_records += 1,
+                    _ => {
+                        let reason = decode_log_entry(bytes, offset, salt)
+                            .err()
+                            .map_or(DecodeReason::Truncated, |e| e.reason);
+                        return Err(DecodeError::new(offset, reason));
+                    }
+                }
             }
             later += LOG_BLOCK as u64;
         }
@@ -124,6 +150,7 @@ pub fn replay_log(bytes: &[u8], salt: LogSalt, start: u64) -> Result<LogReplayed
             records,
             end_offset: offset,
             dropped_tail,
+            dropped_records,
         });
     }
 }
@@ -149,7 +176,7 @@ fn check_version(prev: Option<&LogEntry>, next: &LogEntry) -> Result<(), DecodeR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::{LogMutation, LogOp, encode_log_entry};
+    use crate::log::{LogMutation, LogOp, encode_log_entry, encode_log_record};
     use bough_names::BranchName;
 
     fn salt() -> LogSalt {
@@ -297,5 +324,76 @@ mod tests {
         let r = replay_log(&bytes, other, 0).expect("foreign bytes end the log");
         assert!(r.records.is_empty());
         assert_eq!(r.dropped_tail, Some(0));
+    }
+    /// A file of `entries`, record `i` written while the file was durable only below
+    /// `synced(i, its offset)`, plus one block of preallocation.
+    fn file_unsynced(
+        entries: &[LogEntry],
+        synced: impl Fn(usize, u64) -> u64,
+    ) -> (Vec<u8>, Vec<u64>) {
+        let mut out = Vec::new();
+        let mut offsets = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            let at = out.len() as u64;
+            offsets.push(at);
+            out.extend(encode_log_record(e, salt(), at, synced(i, at)).expect("encodes"));
+        }
+        out.resize(out.len() + LOG_BLOCK, 0);
+        (out, offsets)
+    }
+
+    /// Records 1.. appended without a sync (the file durable only below record 1): a power
+    /// loss that damages record 1 and keeps record 2 loses both, never promised durable.
+    #[test]
+    fn damage_before_intact_unsynced_records_is_their_loss() {
+        let entries = [commit(1, 1), commit(2, 1), commit(3, 1), commit(4, 1)];
+        let (mut bytes, offsets) =
+            file_unsynced(&entries, |i, at| if i == 0 { at } else { offsets_of(1) });
+        for b in &mut bytes[offsets[1] as usize..offsets[2] as usize] {
+            *b = 0;
+        }
+        let r = replay_log(&bytes, salt(), 0).expect("unsynced records lost, not corruption");
+        assert_eq!(r.records.len(), 1);
+        assert_eq!(r.end_offset, offsets[1]);
+        assert_eq!(r.dropped_tail, Some(offsets[1]));
+        assert_eq!(r.dropped_records, 2);
+        assert_eq!(r.records[0].synced, 0);
+        // A bit flipped in record 2 instead: records 2 and 3 survive only up to it.
+        let (mut bytes, offsets) =
+            file_unsynced(&entries, |i, at| if i == 0 { at } else { offsets_of(1) });
+        bytes[offsets[2] as usize + 30] ^= 1;
+        let r = replay_log(&bytes, salt(), 0).expect("lost, not corruption");
+        assert_eq!(r.records.len(), 2);
+        assert_eq!(r.records[1].synced, offsets[1]);
+        assert_eq!(r.dropped_records, 1);
+    }
+
+    /// The offset of record `i` in a file of one-block records.
+    fn offsets_of(i: u64) -> u64 {
+        i * LOG_BLOCK as u64
+    }
+
+    /// Damage to a record the file was durable past when a later intact record was written
+    /// stays corruption: a version-2 record whose `synced` lies above the damage, or a
+    /// version-1 record (durable through its own offset) anywhere after it.
+    #[test]
+    fn damage_to_a_synced_record_before_an_intact_one_stays_corruption() {
+        let entries = [commit(1, 1), commit(2, 1), commit(3, 1), commit(4, 1)];
+        // Records 0 and 1 synced; 2 and 3 written with the file durable below record 2.
+        let (mut bytes, offsets) =
+            file_unsynced(&entries, |i, at| if i < 2 { at } else { offsets_of(2) });
+        bytes[offsets[1] as usize + 30] ^= 1;
+        let e = replay_log(&bytes, salt(), 0).expect_err("record 1 was durable");
+        assert_eq!(e.offset, offsets[1]);
+        assert!(matches!(e.reason, DecodeReason::BadChecksum { .. }), "{e}");
+        // Unsynced records, then a synced (version-1) one: damage before it is corruption.
+        let (mut bytes, offsets) =
+            file_unsynced(
+                &entries,
+                |i, at| if i == 3 || i == 0 { at } else { offsets_of(1) },
+            );
+        bytes[offsets[1] as usize + 30] ^= 1;
+        let e = replay_log(&bytes, salt(), 0).expect_err("record 3 was written durable");
+        assert_eq!(e.offset, offsets[1]);
     }
 }

@@ -5,7 +5,8 @@ mod common;
 
 use bough_manifest::{
     BranchName, LOG_BLOCK, LOG_HEADER_LEN, LogEntry, LogMutation, LogOp, LogRecordKind, LogRef,
-    LogSalt, decode_log_entry, encode_log_entry, encode_log_refs,
+    LogSalt, decode_log_entry, decode_log_record, encode_log_entry, encode_log_record,
+    encode_log_refs,
 };
 use bough_names::LogFileName;
 use common::hex_dump;
@@ -87,6 +88,21 @@ fn log_commit_record_at_second_block() {
     assert_ne!(first[..8], second[..8]);
     assert_eq!(first[8..], second[8..]);
     insta::assert_snapshot!(hex_log_record(&second));
+}
+
+/// A commit written while the file was durable only below block 1 (buffered durability):
+/// version 2, its body carrying `synced` = 4096 after the clock.
+#[test]
+fn log_unsynced_commit_record() {
+    let at = 3 * LOG_BLOCK as u64;
+    let bytes = encode_log_record(&sample_commit(), salt(), at, LOG_BLOCK as u64).expect("encodes");
+    let mut file = vec![0u8; at as usize];
+    file.extend_from_slice(&bytes);
+    assert_eq!(
+        decode_log_record(&file, at, salt()),
+        Ok((sample_commit(), LOG_BLOCK as u64, LOG_BLOCK))
+    );
+    insta::assert_snapshot!(hex_log_record(&bytes));
 }
 
 #[test]

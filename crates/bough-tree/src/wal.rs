@@ -11,11 +11,18 @@
 //!   may be acknowledged. Records land in laid-out space, so the sync carries no size
 //!   change; when the laid-out space runs out, the next stretch is zeroed in the same write
 //!   batch as the record (one sync still, which then also carries the size).
+//! - **Unsynced append** (buffered durability): the record is written and not synced; the
+//!   writer remembers where the durable part of the file ends (`synced`) and every record
+//!   written while bytes before it wait for a sync carries that offset (format version 2),
+//!   so replay tells unsynced records a power loss damaged out of order from damage.
+//!   [`LogWriter::sync`] makes all of them durable with one `fdatasync`.
 //! - **A failed write or sync poisons the writer**: it refuses every later append, and the
 //!   record is not acknowledged. It is never retried (the page cache may have dropped the
 //!   bytes while reporting success for the retry).
-//! - **Resume:** after replay, bytes of a torn last record (never acknowledged) are zeroed
-//!   and synced before the next append, so no byte of it can later pass for a record.
+//! - **Resume:** after replay, bytes of a torn last record (never acknowledged) or of lost
+//!   unsynced records are zeroed and synced before the next append, so no byte of them can
+//!   later pass for a record; records replayed past the manifest's position (maybe only in
+//!   the page cache of a process that crashed) are synced, so `synced` starts exact.
 
 use crate::error::{TreeError, TreeResult};
 use std::sync::Arc;
@@ -23,7 +30,7 @@ use std::sync::Arc;
 use bough_io::{OpenOptions, Storage, StorageFile};
 use bough_manifest::{
     LOG_BLOCK, LogEntry, LogMutation, LogOp, LogRecordKind, LogRef, LogReplayed, LogSalt,
-    encode_log_entry, replay_log,
+    encode_log_record, replay_log,
 };
 use bough_names::LogFileName;
 
@@ -64,8 +71,11 @@ pub struct LogWriter {
     cfg: LogConfig,
     /// Where the next record goes.
     offset: u64,
-    /// Bytes of the file written with zeros (or records) and synced: appends below this
-    /// change no metadata.
+    /// Below this offset every byte of the file is durable; `offset` when no record waits
+    /// for a sync.
+    synced: u64,
+    /// Bytes of the file written with zeros (or records): appends below this change no
+    /// metadata (the size an unsynced append set goes out with the next sync).
     laid_out: u64,
     poisoned: Option<String>,
 }
@@ -103,13 +113,15 @@ impl LogWriter {
             file,
             cfg,
             offset: 0,
+            synced: 0,
             laid_out: layout,
             poisoned: None,
         })
     }
 
     /// Reopens log file `name` after `replayed` (its replay) to append after its last
-    /// intact record. A dropped torn tail is zeroed and synced first.
+    /// intact record. A dropped tail is zeroed and synced first; records replayed are
+    /// synced (one `fdatasync`), since a crashed writer may have left them unsynced.
     pub fn resume(
         storage: &dyn Storage,
         dir: &str,
@@ -128,9 +140,12 @@ impl LogWriter {
         )?;
         let len = file.len()?;
         let offset = replayed.end_offset;
-        if replayed.dropped_tail.is_some() && len > offset {
+        let zero = replayed.dropped_tail.is_some() && len > offset;
+        if zero {
             // Zero rather than truncate: the file stays laid out.
             file.write_at(offset, &vec![0u8; (len - offset) as usize])?;
+        }
+        if zero || !replayed.records.is_empty() {
             file.sync()?;
         }
         let salt = LogSalt::new(name.log_id, &name.branch, name.term, incarnation);
@@ -141,6 +156,7 @@ impl LogWriter {
             file,
             cfg,
             offset,
+            synced: offset,
             laid_out: len,
             poisoned: None,
         })
@@ -192,18 +208,58 @@ impl LogWriter {
         self.offset.saturating_add(record_len) <= self.cfg.file_bytes
     }
 
-    /// Appends one record and makes it durable with one `fdatasync`. Returns the record's
-    /// offset. On any failure the writer is poisoned and the record must not be
-    /// acknowledged.
+    /// Whether records were written that no sync has made durable yet.
+    pub fn unsynced(&self) -> bool {
+        self.synced < self.offset
+    }
+
+    /// Appends one record and makes it (and every record before it) durable with one
+    /// `fdatasync`. Returns the record's offset. On any failure the writer is poisoned and
+    /// the record must not be acknowledged.
     pub fn append(&mut self, entry: &LogEntry) -> TreeResult<u64> {
+        self.append_as(entry, true)
+    }
+
+    /// Writes one record without syncing it (buffered durability): it is durable after the
+    /// next [`sync`](Self::sync) or synced [`append`](Self::append). Returns its offset. A
+    /// failed write poisons the writer.
+    pub fn append_unsynced(&mut self, entry: &LogEntry) -> TreeResult<u64> {
+        self.append_as(entry, false)
+    }
+
+    /// Makes every record written so far durable with one `fdatasync`; nothing when none
+    /// waits for one. A failure poisons the writer, and is never retried (the page cache
+    /// may have dropped the bytes while a retry reported success).
+    pub fn sync(&mut self) -> TreeResult<()> {
+        if let Some(why) = &self.poisoned {
+            return Err(TreeError::Poisoned { cause: why.clone() });
+        }
+        if !self.unsynced() {
+            return Ok(());
+        }
+        match self.file.sync() {
+            Ok(()) => {
+                self.synced = self.offset;
+                Ok(())
+            }
+            Err(e) => {
+                self.poisoned = Some(format!("log sync of {} failed: {e}", self.name));
+                Err(e.into())
+            }
+        }
+    }
+
+    fn append_as(&mut self, entry: &LogEntry, sync: bool) -> TreeResult<u64> {
         if let Some(why) = &self.poisoned {
             return Err(TreeError::Poisoned { cause: why.clone() });
         }
         let at = self.offset;
-        let rec =
-            encode_log_entry(entry, self.salt, at).map_err(|e| TreeError::InvalidArgument {
+        // Written while bytes before it may not be durable: it says how far they are.
+        let rec = encode_log_record(entry, self.salt, at, self.synced).map_err(|e| {
+            TreeError::InvalidArgument {
                 what: format!("cannot encode a log record for {}: {e}", self.name),
-            })?;
+            }
+        })?;
         let end = at + rec.len() as u64;
         let laid_out = if end <= self.laid_out {
             self.laid_out
@@ -227,11 +283,14 @@ impl LogWriter {
             let zeros = vec![0u8; (laid_out - end) as usize];
             self.file.write_batch(&[(at, &rec), (end, &zeros)])
         }
-        .and_then(|()| self.file.sync());
+        .and_then(|()| if sync { self.file.sync() } else { Ok(()) });
         match result {
             Ok(()) => {
                 self.offset = end;
                 self.laid_out = laid_out;
+                if sync {
+                    self.synced = end;
+                }
                 Ok(at)
             }
             Err(e) => {
@@ -342,7 +401,11 @@ pub fn replay_ref(storage: &dyn Storage, dir: &str, r: &LogRef) -> TreeResult<Lo
     let replayed =
         replay_log(&bytes, r.salt(), r.start).map_err(|e| TreeError::manifest(path.clone(), e))?;
     if let Some(off) = replayed.dropped_tail {
-        tracing::warn!(log = %path, offset = off, "dropped a torn last log record (never acknowledged)");
+        if replayed.dropped_records > 0 {
+            tracing::warn!(log = %path, offset = off, records = replayed.dropped_records, "dropped log records written without a sync and damaged or lost by a power loss (never promised durable)");
+        } else {
+            tracing::warn!(log = %path, offset = off, "dropped a torn last log record (never acknowledged)");
+        }
     }
     Ok(replayed)
 }

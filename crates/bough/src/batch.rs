@@ -8,6 +8,7 @@
 use bough_tree::btree::{Mutation, Op};
 
 use crate::error::{Error, Result};
+use crate::options::Durability;
 
 /// Per-put options: a user timestamp (last writer wins by it) and an expiry.
 ///
@@ -64,6 +65,8 @@ enum BatchOp {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     ops: Vec<(Vec<u8>, BatchOp)>,
+    /// This batch's durability; `None`: the store's ([`Options::durability`](crate::Options::durability)).
+    durability: Option<Durability>,
 }
 
 /// Takes the batch out of a chain of calls (`WriteBatch::new().put(..).delete(..)`), leaving
@@ -118,6 +121,24 @@ impl WriteBatch {
             },
         ));
         self
+    }
+
+    /// Sets when this batch is acknowledged, overriding the store's
+    /// [`Options::durability`](crate::Options::durability): `Sync` waits for its log
+    /// record's `fdatasync` (which also makes every earlier buffered write of the branch
+    /// durable), `Buffered` does not. Only for writes through the write buffer; batches
+    /// committed through the tree (the buffer off, a batch too large for a log record,
+    /// [`Branch::write_counted_blocking`](crate::Branch::write_counted_blocking)) are
+    /// always acknowledged durable. Batches grouped into one commit are synced if any of
+    /// them asks for `Sync`.
+    pub fn durability(&mut self, d: Durability) -> &mut Self {
+        self.durability = Some(d);
+        self
+    }
+
+    /// The durability this batch asked for, if it did.
+    pub(crate) fn durability_choice(&self) -> Option<Durability> {
+        self.durability
     }
 
     /// Number of operations.

@@ -27,6 +27,54 @@ pub enum Backend {
     Object,
 }
 
+/// When a write is acknowledged ([`Options::durability`], or per batch with
+/// [`WriteBatch::durability`](crate::WriteBatch::durability)). Applies to writes that go
+/// through the write buffer (`write_buffer_bytes` > 0); with the buffer off every commit
+/// writes its pages and a manifest record and is acknowledged once they are durable,
+/// whatever this says.
+///
+/// With `Buffered`, a write is acknowledged once it is in the buffer and its log record is
+/// written to the OS, before the `fdatasync` — for a user with a log of their own in front
+/// of Bough, who replays that after a power loss. Such writes may then be lost (never a
+/// wrong value: the branch comes back at an earlier version, no later one acknowledged
+/// before a sync), but everything acknowledged before a successful
+/// [`Branch::sync`](crate::Branch::sync) or [`Store::sync`](crate::Store::sync) is durable.
+/// The log is also synced before every checkpoint, before a branch operation (fork,
+/// archive, merge, …) reads the branch, by the maintenance timer, and at close.
+///
+/// ```
+/// use bough::{Durability, Options, Store, WriteBatch};
+///
+/// let store = Store::open(
+///     Options::in_memory()
+///         .write_buffer_bytes(64 << 20)
+///         .durability(Durability::Buffered),
+/// )?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?; // acknowledged before its log record is synced
+/// main.put_blocking("b", "2")?;
+/// main.sync_blocking()?; // both durable now
+/// // One batch can ask for the other choice.
+/// main.write_blocking(WriteBatch::new().put("c", "3").durability(Durability::Sync))?;
+/// assert_eq!(
+///     Options::from_toml_str("backend = \"memory\"\ndurability = \"buffered\"\n")?.durability,
+///     Durability::Buffered
+/// );
+/// # Ok::<(), bough::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Durability {
+    /// A write is acknowledged once it is durable (one `fdatasync` per group commit with
+    /// the buffer on).
+    #[default]
+    Sync,
+    /// A write is acknowledged once its log record is written, before it is synced;
+    /// `sync()` makes everything acknowledged before it durable.
+    Buffered,
+}
+
 /// How the store is configured: settings only, plain data that serializes (TOML is the file
 /// format). Build with [`Options::new`] / [`Options::in_memory`] and the setters, or load
 /// with [`Options::from_toml_file`]; [`Options::validate`] runs on open. Components (a
@@ -107,6 +155,11 @@ pub struct Options {
     /// the branches written between two maintenance ticks. Default: 64 MiB
     /// ([`DEFAULT_WRITE_BUFFER_BYTES`]).
     pub write_buffer_bytes: u64,
+    /// When writes through the write buffer are acknowledged: `sync` (durable first) or
+    /// `buffered` (before the log's `fdatasync`; see [`Durability`]). A
+    /// [`WriteBatch::durability`](crate::WriteBatch::durability) overrides it per batch.
+    /// No effect while `write_buffer_bytes` is 0. Default: `sync`.
+    pub durability: Durability,
     /// Most keys one piece of a truncate removes ([`Branch::truncate`](crate::Branch::truncate),
     /// `drop_table`): each piece is one durable commit, and the branch's other writes are
     /// served between pieces, so no truncate holds the writer longer than a piece takes.
@@ -149,6 +202,7 @@ impl Default for Options {
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
+            durability: Durability::Sync,
             truncate_piece_keys: 4096,
             max_open_branches: 4096,
             read_threads: 4,
@@ -245,6 +299,11 @@ impl Options {
     /// Sets the write buffer's size (0: no write-ahead log).
     pub fn write_buffer_bytes(mut self, n: u64) -> Self {
         self.write_buffer_bytes = n;
+        self
+    }
+    /// Sets when buffered writes are acknowledged (see [`Durability`]).
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
         self
     }
     /// Sets the manifest rewrite threshold.
@@ -442,5 +501,15 @@ mod tests {
         assert_eq!(Options::default().max_timestamp_skew_ms, 3_600_000);
         let e = Options::default().validate().unwrap_err();
         assert!(e.to_string().contains("path"), "{e}");
+        assert_eq!(Options::default().durability, Durability::Sync);
+        let o = Options::from_toml_str("path = \"/x\"\ndurability = \"buffered\"\n").unwrap();
+        assert_eq!(o.durability, Durability::Buffered);
+        assert!(
+            o.to_toml_string()
+                .unwrap()
+                .contains("durability = \"buffered\"")
+        );
+        let e = Options::from_toml_str("path = \"/x\"\ndurability = \"never\"\n").unwrap_err();
+        assert!(e.to_string().contains("durability"), "{e}");
     }
 }

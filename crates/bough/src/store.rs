@@ -30,11 +30,12 @@ use crate::builder::{Components, StoreBuilder};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::oneshot;
-use crate::options::{Backend, Options};
+use crate::options::{Backend, Durability, Options};
 pub use repair::RepairReport;
 
 mod branch;
 mod check;
+mod durability;
 mod gc;
 mod maintenance;
 mod partition;
@@ -74,8 +75,9 @@ use tags::Named;
 pub use tags::TagInfo;
 use writer_ops::*;
 
-/// A batch waiting in a group commit, with its waiter.
-type Pending = (Vec<Mutation>, Reply<()>);
+/// A batch waiting in a group commit: its mutations, whether it waits for its log
+/// record's sync (`Durability::Sync`), and its waiter.
+type Pending = (Vec<Mutation>, bool, Reply<()>);
 
 #[derive(Debug)]
 pub(crate) struct BranchEntry {

@@ -17,8 +17,14 @@
 //!   the version is `covered` of the manifest's `LOG` plus the commits replayed.
 //! - **A new log file is named before it is appended to:** it is created (laid out, file
 //!   and directory synced), then a manifest record naming it is synced, then records go in.
+//! - **Buffered durability** ([`Head::commit_unsynced`]): the record is written, not
+//!   synced, and the commit acknowledged; the log is synced (one `fdatasync` for every
+//!   record so far) by [`Head::sync_log`], before every manifest record and manifest
+//!   rewrite (so before every checkpoint, the record naming a new log file, and a clean
+//!   close), and by the synced commits after it.
 //! - **A failed log write or sync poisons the head**; nothing of that commit is
-//!   acknowledged, and the head never retries.
+//!   acknowledged (a failed [`Head::sync_log`] fails the sync), and the head never
+//!   retries.
 
 use super::*;
 use crate::buffer::{WriteBuffer, merge_muts};
@@ -140,10 +146,16 @@ impl Head {
             && record_estimate(muts) <= u64::from(MAX_LOG_BODY).min(self.log_cfg().file_bytes / 2)
     }
 
-    /// Commits a checked batch through the log: one record, one `fdatasync`, then the run
-    /// is published. Checkpoints when the buffer is over its size (a failure there is
-    /// logged: the commit is durable either way, and the next commit tries again).
-    pub(super) fn commit_buffered(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<()> {
+    /// Commits a checked batch through the log: one record, one `fdatasync` (none when not
+    /// `sync`), then the run is published. Checkpoints when the buffer is over its size (a
+    /// failure there is logged: the commit is acknowledged either way, and the next commit
+    /// tries again).
+    pub(super) fn commit_buffered(
+        &mut self,
+        muts: &[Mutation],
+        now_ms: u64,
+        sync: bool,
+    ) -> TreeResult<()> {
         self.check_poisoned()?;
         let est = record_estimate(muts);
         if self.log.rotate || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
@@ -156,7 +168,12 @@ impl Head {
                 what: format!("{}: no log file to append to", self.manifest_path),
             });
         };
-        if let Err(e) = writer.append(&entry) {
+        let appended = if sync {
+            writer.append(&entry)
+        } else {
+            writer.append_unsynced(&entry)
+        };
+        if let Err(e) = appended {
             self.poisoned = Some(format!("log append of {} failed: {e}", self.branch));
             return Err(e);
         }
@@ -177,9 +194,45 @@ impl Head {
     /// when nothing is buffered.
     pub fn checkpoint_buffer(&mut self, now_ms: u64) -> TreeResult<()> {
         if self.log.buffer.is_empty() {
-            return Ok(());
+            // (Nothing can wait for a sync then: emptying the buffer took a manifest record,
+            // and the log was synced before it. Cheap to make sure.)
+            return self.sync_log_writer();
         }
+        // Synced first, not only before the record: if the checkpoint fails (a full disk),
+        // what was acknowledged is durable all the same (a close relies on this).
+        self.sync_log_writer()?;
         self.housekeeping_record(now_ms)
+    }
+
+    /// Makes every commit acknowledged so far durable: one `fdatasync` of the log when
+    /// buffered-durability records wait for one, nothing otherwise. A head that has not
+    /// appended since it opened but replayed commits from its log (which a crashed process
+    /// may have left in the page cache only) checkpoints them instead. A failed sync
+    /// poisons the head: it is never retried, and this and every later sync fail.
+    pub fn sync_log(&mut self, now_ms: u64) -> TreeResult<()> {
+        self.check_poisoned()?;
+        if self.log.writer.is_none() && !self.log.buffer.is_empty() {
+            return self.checkpoint_buffer(now_ms);
+        }
+        self.sync_log_writer()
+    }
+
+    /// Whether commits were acknowledged whose log records no sync has covered yet.
+    pub fn log_unsynced(&self) -> bool {
+        self.log.writer.as_ref().is_some_and(LogWriter::unsynced)
+    }
+
+    /// Syncs the file appended to if records wait for it (before any manifest record: the
+    /// manifest never names a log position the log is not durable up to).
+    pub(super) fn sync_log_writer(&mut self) -> TreeResult<()> {
+        let Some(w) = self.log.writer.as_mut().filter(|w| w.unsynced()) else {
+            return Ok(());
+        };
+        if let Err(e) = w.sync() {
+            self.poisoned = Some(format!("log sync of {} failed: {e}", self.branch));
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Appends a record that absorbs the buffer and names the current log position, and is

@@ -111,6 +111,8 @@ impl Head {
     /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
     /// version and sequence the snapshot carries.
     pub(crate) fn replace_manifest(&mut self, bytes: &[u8]) -> TreeResult<()> {
+        // As for an appended record: the log is durable up to what the manifest names.
+        self.sync_log_writer()?;
         if let Err(e) = self
             .files
             .storage()

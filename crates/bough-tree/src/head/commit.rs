@@ -27,15 +27,29 @@ impl Head {
         }
     }
 
-    /// Commits a sorted batch of distinct-key mutations atomically.
+    /// Commits a sorted batch of distinct-key mutations atomically; returns once it is
+    /// durable.
     pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
+        self.commit_as(muts, now_ms, true)
+    }
+
+    /// [`commit`](Self::commit) with buffered durability: a batch that goes through the
+    /// write buffer's log returns once its record is written, before it is synced (durable
+    /// after [`sync_log`](Self::sync_log), the next manifest record or a synced commit). A
+    /// batch that does not (no buffer, or one too large for a log record) commits durably
+    /// as [`commit`](Self::commit) does.
+    pub fn commit_unsynced(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
+        self.commit_as(muts, now_ms, false)
+    }
+
+    fn commit_as(&mut self, muts: &[Mutation], now_ms: u64, sync: bool) -> TreeResult<Applied> {
         btree::check_batch(muts, self.cfg.page_size).map_err(|what| {
             TreeError::InvalidArgument {
                 what: format!("{}@{}: {what}", self.files.dir(), self.branch),
             }
         })?;
         if self.takes_buffered(muts) {
-            self.commit_buffered(muts, now_ms)?;
+            self.commit_buffered(muts, now_ms, sync)?;
             return Ok(Applied::default());
         }
         self.commit_direct_checked(muts, now_ms)
@@ -325,6 +339,8 @@ impl Head {
     }
 
     pub(crate) fn append_manifest(&mut self, bytes: &[u8]) -> TreeResult<()> {
+        // A manifest record never names (or checkpoints past) log records still unsynced.
+        self.sync_log_writer()?;
         self.keep_tail_aside()?;
         self.manifest.write_at(self.manifest_end, bytes)?;
         if let Err(e) = self.manifest.sync() {

@@ -56,6 +56,40 @@ impl Branch {
         self.call(|reply| BranchOp::CheckpointIfDirty { reply })
     }
 
+    /// Returns once every write acknowledged on this branch before the call is durable —
+    /// with [`Durability::Buffered`](crate::Durability::Buffered), one `fdatasync` of the
+    /// branch's log covering all of them; nothing to do (no sync) when none waits for one,
+    /// as always with `Durability::Sync` or the write buffer off. A failed sync is returned
+    /// and poisons the branch's writer: it is never retried, so this and later writes and
+    /// syncs fail until the store is reopened (the writes it did not cover may be lost).
+    /// Queued behind the branch's earlier requests; awaits without blocking the executor.
+    ///
+    /// ```
+    /// use bough::{Durability, Options, Store};
+    ///
+    /// let opts = Options::in_memory().write_buffer_bytes(1 << 20).durability(Durability::Buffered);
+    /// let store = Store::open(opts)?;
+    /// let main = store.partition("t", 0)?.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// main.sync_blocking()?; // "k" is durable
+    /// store.sync_blocking()?; // every branch of the store
+    /// # Ok::<(), bough::Error>(())
+    /// ```
+    pub fn sync(&self) -> impl std::future::Future<Output = Result<()>> + use<> {
+        let rx = self.send(|reply| BranchOp::Sync { reply });
+        async move {
+            match rx {
+                Ok(rx) => rx.await.unwrap_or_else(|| Err(Error::closed())),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Blocking [`sync`](Self::sync).
+    pub fn sync_blocking(&self) -> Result<()> {
+        self.call(|reply| BranchOp::Sync { reply })
+    }
+
     /// Archives the branch's current state as `manifest_<branch>_<term>_<ts>` at the store
     /// clock's time (moved forward past any archive already using that timestamp).
     pub fn archive(&self) -> Result<ArchiveName> {
@@ -284,12 +318,16 @@ impl Branch {
     }
 
     pub(super) fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+        let durability = batch
+            .durability_choice()
+            .unwrap_or(self.store.inner.opts.durability);
         let muts = self.mutations(batch)?;
         let (tx, rx) = oneshot::channel();
         self.store.submit(
             Request::Write {
                 branch: self.entry.clone(),
                 muts,
+                sync: durability != Durability::Buffered,
                 reply: tx,
             },
             self.entry.shard,

@@ -13,10 +13,13 @@ pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 
 /// What a shard thread is asked to do.
 pub(super) enum Request {
-    /// Commit a batch, grouped with the other batches of the branch queued with it.
+    /// Commit a batch, grouped with the other batches of the branch queued with it;
+    /// `sync`: acknowledged once durable (else once its log record is written, see
+    /// `Durability::Buffered`).
     Write {
         branch: Arc<BranchEntry>,
         muts: Vec<Mutation>,
+        sync: bool,
         reply: Reply<()>,
     },
     /// Any other operation of one branch. The branch's pending group commits first, so
@@ -55,6 +58,9 @@ pub(super) enum BranchOp {
     },
     /// Write the mapping's dirty chunks into mapping pages, if there are any.
     CheckpointIfDirty { reply: Reply<()> },
+    /// Make every write acknowledged before it durable (one sync of the branch's log, if
+    /// anything waits for one).
+    Sync { reply: Reply<()> },
     /// Archive the branch's state at timestamp `ts`.
     Archive {
         part: Arc<PartitionEntry>,
@@ -173,11 +179,12 @@ pub(super) struct TruncateProgress {
 
 impl BranchOp {
     /// Whether the operation reads the branch's data (then the write buffer is
-    /// checkpointed before it runs); deleting the branch does not.
+    /// checkpointed before it runs); deleting the branch does not, and a sync only syncs
+    /// (a checkpoint would cost it a tree update and two more syncs).
     pub(super) fn reads_data(&self) -> bool {
         !matches!(
             self,
-            BranchOp::Delete { .. } | BranchOp::DeleteExpired { .. }
+            BranchOp::Delete { .. } | BranchOp::DeleteExpired { .. } | BranchOp::Sync { .. }
         )
     }
 
@@ -189,6 +196,7 @@ impl BranchOp {
             BranchOp::ExpirePiece { reply, .. } => reply.send(Err(e)),
             BranchOp::Compact { reply, .. } => reply.send(Err(e)),
             BranchOp::CheckpointIfDirty { reply, .. } => reply.send(Err(e)),
+            BranchOp::Sync { reply } => reply.send(Err(e)),
             BranchOp::Archive { reply, .. } => reply.send(Err(e)),
             BranchOp::Restore { reply, .. } => reply.send(Err(e)),
             BranchOp::CreateBranch { reply, .. } => reply.send(Err(e)),

@@ -41,10 +41,11 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
                 Request::Write {
                     branch,
                     muts,
+                    sync,
                     reply,
                 } => match groups.iter_mut().find(|(b, _)| Arc::ptr_eq(b, &branch)) {
-                    Some((_, g)) => g.push((muts, reply)),
-                    None => groups.push((branch, vec![(muts, reply)])),
+                    Some((_, g)) => g.push((muts, sync, reply)),
+                    None => groups.push((branch, vec![(muts, sync, reply)])),
                 },
                 Request::Branch { branch, op } => {
                     if let Some(pos) = groups.iter().position(|(b, _)| Arc::ptr_eq(b, &branch)) {
@@ -109,6 +110,7 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
         BranchOp::CheckpointIfDirty { reply } => {
             answer(reply, label, checkpoint_if_dirty(head, now));
         }
+        BranchOp::Sync { reply } => answer(reply, label, head.sync_log(now).map_err(Error::from)),
         BranchOp::Archive { part, ts, reply } => {
             answer(reply, label, archive(head, now, &part, ts));
         }
@@ -217,20 +219,22 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
 /// for a key written by two of them, last-writer-wins by timestamp decides
 /// (`bough_tree::lww`), and a tie goes to the later batch, exactly as if they had been committed one after the other. (A delete
 /// leaves a tombstone, so a delete followed by an older put resolves the same way merged as
-/// committed in turn: the delete wins.)
+/// committed in turn: the delete wins.) The group is one record: synced if any batch in it
+/// waits for durability.
 pub(super) fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dyn Clock) {
+    let sync = group.iter().any(|(_, sync, _)| *sync);
     if group.len() == 1 {
         let mut replies = Vec::with_capacity(1);
-        let muts = group.into_iter().next().map_or(Vec::new(), |(m, r)| {
+        let muts = group.into_iter().next().map_or(Vec::new(), |(m, _, r)| {
             replies.push(r);
             m
         });
-        commit_merged(branch, &muts, replies, clock);
+        commit_merged(branch, &muts, sync, replies, clock);
         return;
     }
     let mut replies = Vec::with_capacity(group.len());
     let mut merged: BTreeMap<Vec<u8>, Op> = BTreeMap::new();
-    for (muts, reply) in group {
+    for (muts, _, reply) in group {
         replies.push(reply);
         for m in muts {
             // Later batches compose over earlier ones by the one last-writer-wins rule.
@@ -245,20 +249,26 @@ pub(super) fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dy
         .into_iter()
         .map(|(key, op)| Mutation { key, op })
         .collect();
-    commit_merged(branch, &run, replies, clock);
+    commit_merged(branch, &run, sync, replies, clock);
 }
 
-/// Commits merged batches and answers each of their waiters.
+/// Commits merged batches (durably if `sync`, else acknowledged once the log record is
+/// written) and answers each of their waiters.
 pub(super) fn commit_merged(
     branch: &BranchEntry,
     muts: &[Mutation],
+    sync: bool,
     replies: Vec<oneshot::Sender<Result<()>>>,
     clock: &dyn Clock,
 ) {
-    let result = branch
-        .head
-        .lock()
-        .commit(muts, clock.now_ms())
+    let mut head = branch.head.lock();
+    let committed = if sync {
+        head.commit(muts, clock.now_ms())
+    } else {
+        head.commit_unsynced(muts, clock.now_ms())
+    };
+    drop(head);
+    let result = committed
         .map(|_| ())
         .map_err(|e| Error::from(e).at(&branch.label));
     match result {
