@@ -15,6 +15,7 @@ use crate::workload::{BranchView, FamilyView, Op, State, TABLE, key, value};
 /// workload runs GC and compaction itself).
 pub fn tune(opts: Options) -> Options {
     opts.page_size(PAGE_SIZE)
+        .write_buffer_bytes(write_buffer_bytes())
         .data_file_size(16 * u64::from(PAGE_SIZE))
         .manifest_rewrite_bytes(64 * 1024)
         .checkpoint_chunks(2)
@@ -22,6 +23,19 @@ pub fn tune(opts: Options) -> Options {
         .maintenance_interval_ms(0)
         .shards(2)
 }
+
+/// The write buffer of harness stores: small, so the workloads' commits keep crossing
+/// checkpoints (every crash point then lands before, in or after one), unless
+/// `BOUGH_HARNESS_WRITE_BUFFER` sets it (0: no log, each commit writes its pages).
+fn write_buffer_bytes() -> u64 {
+    std::env::var("BOUGH_HARNESS_WRITE_BUFFER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(HARNESS_WRITE_BUFFER)
+}
+
+/// Default of [`write_buffer_bytes`].
+pub const HARNESS_WRITE_BUFFER: u64 = 16 << 10;
 
 /// Page size of harness stores.
 pub const PAGE_SIZE: u32 = 4096;

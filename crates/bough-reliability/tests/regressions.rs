@@ -254,7 +254,12 @@ fn regression_a_missing_data_file_named_by_a_manifest_is_corruption() {
     use bough::io::Storage;
     let mem = MemoryStorage::new();
     let clock = ManualClock::new(1_000_000);
-    let store = open(&mem, &clock);
+    // Each commit must be a manifest record here: no write buffer.
+    let unbuffered = || {
+        Store::open(memory_options(mem.clone(), &clock).map_settings(|o| o.write_buffer_bytes(0)))
+            .expect("open")
+    };
+    let store = unbuffered();
     let p = store.partition("t", 0).expect("p");
     let main = p.branch("main").expect("main");
     // Rewrite one key until GC deletes a data file: the commit that made it garbage is the
@@ -281,7 +286,9 @@ fn regression_a_missing_data_file_named_by_a_manifest_is_corruption() {
     let mem = mem.clone_durable();
     store.close().expect("close");
     flip_bit(&mem, path, last + 30, 3);
-    let store = open(&mem, &clock);
+    let store =
+        Store::open(memory_options(mem.clone(), &clock).map_settings(|o| o.write_buffer_bytes(0)))
+            .expect("open");
     let main = store.partition("t", 0).expect("p").branch("main");
     match main.and_then(|m| m.get_blocking(b"key")) {
         Ok(v) => assert!(v.is_some()),

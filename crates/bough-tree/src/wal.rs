@@ -16,9 +16,10 @@
 //!   written while bytes before it wait for a sync carries that offset (format version 2),
 //!   so replay tells unsynced records a power loss damaged out of order from damage.
 //!   [`LogWriter::sync`] makes all of them durable with one `fdatasync`.
-//! - **A failed write or sync poisons the writer**: it refuses every later append, and the
-//!   record is not acknowledged. It is never retried (the page cache may have dropped the
-//!   bytes while reporting success for the retry).
+//! - **A failed sync poisons the writer**: it refuses every later append, and the record is
+//!   not acknowledged. It is never retried (the page cache may have dropped the bytes while
+//!   reporting success for the retry). A failed *write* (EIO, ENOSPC) only fails its
+//!   commit: the position stays, and the next record is written over what landed of it.
 //! - **Resume:** after replay, bytes of a torn last record (never acknowledged) or of lost
 //!   unsynced records are zeroed and synced before the next append, so no byte of them can
 //!   later pass for a record; records replayed past the manifest's position (maybe only in
@@ -214,15 +215,15 @@ impl LogWriter {
     }
 
     /// Appends one record and makes it (and every record before it) durable with one
-    /// `fdatasync`. Returns the record's offset. On any failure the writer is poisoned and
-    /// the record must not be acknowledged.
+    /// `fdatasync`. Returns the record's offset. On any failure the record must not be
+    /// acknowledged; a failed sync also poisons the writer.
     pub fn append(&mut self, entry: &LogEntry) -> TreeResult<u64> {
         self.append_as(entry, true)
     }
 
     /// Writes one record without syncing it (buffered durability): it is durable after the
     /// next [`sync`](Self::sync) or synced [`append`](Self::append). Returns its offset. A
-    /// failed write poisons the writer.
+    /// failed write fails only this record.
     pub fn append_unsynced(&mut self, entry: &LogEntry) -> TreeResult<u64> {
         self.append_as(entry, false)
     }
@@ -276,28 +277,27 @@ impl LogWriter {
             )
             .min(self.cfg.file_bytes.max(end))
         };
-        let result = if laid_out == self.laid_out {
+        let written = if laid_out == self.laid_out {
             self.file.write_at(at, &rec)
         } else {
             // Lay out the next stretch with the record, in one batch and under one sync.
             let zeros = vec![0u8; (laid_out - end) as usize];
             self.file.write_batch(&[(at, &rec), (end, &zeros)])
+        };
+        // A failed write (EIO, ENOSPC) acknowledges nothing and is no failed sync: the
+        // position stays, and the next record is written over whatever part of this one
+        // landed. Only a failed sync poisons.
+        written?;
+        if sync && let Err(e) = self.file.sync() {
+            self.poisoned = Some(format!("log sync of {} failed: {e}", self.name));
+            return Err(e.into());
         }
-        .and_then(|()| if sync { self.file.sync() } else { Ok(()) });
-        match result {
-            Ok(()) => {
-                self.offset = end;
-                self.laid_out = laid_out;
-                if sync {
-                    self.synced = end;
-                }
-                Ok(at)
-            }
-            Err(e) => {
-                self.poisoned = Some(format!("log append to {} failed: {e}", self.name));
-                Err(e.into())
-            }
+        self.offset = end;
+        self.laid_out = laid_out;
+        if sync {
+            self.synced = end;
         }
+        Ok(at)
     }
 }
 

@@ -174,7 +174,11 @@ impl Head {
             writer.append_unsynced(&entry)
         };
         if let Err(e) = appended {
-            self.poisoned = Some(format!("log append of {} failed: {e}", self.branch));
+            // The writer poisons itself only when its sync failed; a failed write leaves
+            // the head usable (nothing was acknowledged, nothing needs a retried sync).
+            if writer.poisoned().is_some() {
+                self.poisoned = Some(format!("log append of {} failed: {e}", self.branch));
+            }
             return Err(e);
         }
         self.log.buffer.push(version, muts.to_vec());

@@ -113,6 +113,29 @@ fn a_failed_log_sync_poisons_the_writer_and_is_never_retried() {
     assert_eq!(s.stats().syncs(), syncs, "no sync was retried");
 }
 
+/// A failed write (not a sync) fails only its record: the writer is not poisoned, the next
+/// append takes the same position, and replay returns exactly the records that succeeded.
+#[test]
+fn a_failed_log_write_fails_its_record_only_and_the_next_one_takes_its_place() {
+    let faults = FaultInjector::new();
+    let s = storage(Some(faults.clone()));
+    let mut w = LogWriter::create(&s, DIR, name(1), INCARNATION, cfg()).expect("create");
+    w.append(&commit_entry(1, 0, &batch(1))).expect("append");
+    let at = w.offset();
+    faults.fail_next(FaultOp::Write, 5, 1);
+    assert!(w.append(&commit_entry(2, 0, &batch(3))).is_err());
+    assert!(w.poisoned().is_none(), "a failed write is no failed sync");
+    assert_eq!(w.offset(), at);
+    assert_eq!(
+        w.append(&commit_entry(2, 0, &batch(2))).expect("append"),
+        at
+    );
+    assert_eq!(
+        recovered_versions(&s, &w.reference(0, 0)).expect("replays"),
+        vec![1, 2]
+    );
+}
+
 /// Power loss while the last append is in flight (written, its sync failed so it was never
 /// acknowledged), under every tear mode and many seeds: recovery returns every acknowledged
 /// commit with its exact batch, maybe the in-flight one in full, nothing else; the writer
