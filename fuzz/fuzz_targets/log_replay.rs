@@ -199,9 +199,9 @@ fn check(input: Input) {
         Damage::LoseUnsynced(fates) => {
             for (i, &(fate, pos)) in (synced..entries.len()).zip(fates.iter().cycle()) {
                 let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
-                let body = u32::from_le_bytes(
-                    image[start + 16..start + 20].try_into().expect("4 bytes"),
-                ) as usize;
+                let body =
+                    u32::from_le_bytes(image[start + 16..start + 20].try_into().expect("4 bytes"))
+                        as usize;
                 match fate % 4 {
                     0 => {}
                     1 => damaged[start..end].fill(0),
@@ -211,9 +211,15 @@ fn check(input: Input) {
             }
             let r = replay_log(&damaged, s, 0).expect("lost unsynced records are no corruption");
             let n = r.records.len();
-            assert!(n >= synced && n <= entries.len(), "{n} records, {synced} synced");
+            assert!(
+                n >= synced && n <= entries.len(),
+                "{n} records, {synced} synced"
+            );
             for (rec, want) in r.records.iter().zip(&entries) {
-                assert_eq!(&rec.entry, want, "replay returned a record that was not written");
+                assert_eq!(
+                    &rec.entry, want,
+                    "replay returned a record that was not written"
+                );
             }
             assert_eq!(r.end_offset, offsets[n]);
             return;

@@ -109,7 +109,8 @@ pub struct PartitionReport {
     pub merge_bases: usize,
     /// Snapshots walked (heads, archives, merge bases).
     pub snapshots: usize,
-    /// Entries of the branch heads' key trees.
+    /// Entries of the branch heads' key trees (commits still only in a write-ahead log are
+    /// replayed by the check, not counted here).
     pub keys: u64,
     /// Entries of every snapshot's key tree and TTL index.
     pub entries: u64,

@@ -18,6 +18,8 @@ impl Store {
     /// let mut batch = WriteBatch::new();
     /// batch.put("order-1", "pending");
     /// main.write_blocking(batch).unwrap();
+    /// // The write is in the branch's log; a checkpoint puts it in the tree the check counts.
+    /// main.checkpoint_blocking().unwrap();
     /// let report = store.check(&Default::default()).unwrap();
     /// assert!(report.is_clean(true), "{report:?}");
     /// assert_eq!(report.partitions[0].keys, 1);
