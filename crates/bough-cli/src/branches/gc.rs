@@ -55,22 +55,11 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> CliResult<()> {
         // Opening the partition for writing removed what interrupted commands left.
         let staging_removed = part.staging_removed()?;
         // Data and write-ahead log files are listed together: both are files GC decides on.
-        let deleted_all: Vec<(String, u64)> = report
-            .deleted
-            .iter()
-            .chain(&report.deleted_logs)
-            .cloned()
-            .collect();
-        let kept_all: Vec<(String, KeepReason)> = report
-            .kept
-            .iter()
-            .chain(&report.kept_logs)
-            .cloned()
-            .collect();
+        let deleted_all = [report.deleted.as_slice(), &report.deleted_logs].concat();
+        let kept_all = [report.kept.as_slice(), &report.kept_logs].concat();
         total_files += deleted_all.len();
         total_bytes += report.bytes_freed;
-        let kept_bytes: u64 = report
-            .kept
+        let kept_bytes: u64 = kept_all
             .iter()
             .filter_map(|(f, _)| file_size(&root, &dir, f))
             .sum();
