@@ -116,7 +116,11 @@ pub(crate) fn mark<'a>(
         report.manifests_read += 1;
         let why = KeepReason::Referenced { by: m.clone() };
         let kind = classify(m);
-        named.add(&state.extensions, &kind, &path, &why)?;
+        let own = match &kind {
+            FileKind::Manifest(mn) => Some((&mn.branch, mn.term)),
+            _ => None,
+        };
+        named.add(&state.extensions, own, &path, &why)?;
         // A tag has no owner: deleting the branch it was taken from leaves it (and so every
         // file it holds stays shared, never exclusive to that branch).
         let owner = match &kind {
@@ -146,12 +150,7 @@ pub(crate) fn mark<'a>(
             what: format!("merge bases: {r:?}"),
         })?;
         for b in bases {
-            named.add(
-                &b.state.extensions,
-                &FileKind::Unknown(String::new()),
-                &path,
-                &why,
-            )?;
+            named.add(&b.state.extensions, None, &path, &why)?;
             walk.begin(Some(Holder {
                 referent: Referent::Pinned(format!("{m} (merge base with {})", b.branch)),
                 owners: owner.iter().chain([&b.branch]).cloned().collect(),
@@ -208,12 +207,13 @@ struct NamedLogs {
 }
 
 impl NamedLogs {
-    /// Records the `LOG` references of one state (`kind`: the file holding it; a manifest's
-    /// references to its own (branch, term) also raise that head's log high-water mark).
+    /// Records the `LOG` references of one state. `own`: the (branch, term) of the head
+    /// whose manifest holds it, if it is one; its references to its own logs raise that
+    /// head's log high-water mark.
     fn add(
         &mut self,
         exts: &bough_manifest::ext::Extensions,
-        kind: &FileKind,
+        own: Option<(&BranchName, Term)>,
         file: &str,
         why: &KeepReason,
     ) -> GcResult<()> {
@@ -222,14 +222,11 @@ impl NamedLogs {
             what: format!("LOG extension: {r:?}"),
         })?;
         for r in refs.unwrap_or_default() {
-            if let FileKind::Manifest(mn) = kind
-                && mn.branch == r.file.branch
-                && mn.term == r.file.term
+            if let Some((branch, term)) = own
+                && *branch == r.file.branch
+                && term == r.file.term
             {
-                let e = self
-                    .high_water
-                    .entry((mn.branch.clone(), mn.term))
-                    .or_insert(0);
+                let e = self.high_water.entry((branch.clone(), term)).or_insert(0);
                 *e = (*e).max(r.file.log_id);
             }
             self.by_name

@@ -288,14 +288,10 @@ impl LogWriter {
         // position stays, and the next record is written over whatever part of this one
         // landed. Only a failed sync poisons.
         written?;
-        if sync && let Err(e) = self.file.sync() {
-            self.poisoned = Some(format!("log sync of {} failed: {e}", self.name));
-            return Err(e.into());
-        }
         self.offset = end;
         self.laid_out = laid_out;
         if sync {
-            self.synced = end;
+            self.sync()?;
         }
         Ok(at)
     }

@@ -22,9 +22,9 @@
 //!   record so far) by [`Head::sync_log`], before every manifest record and manifest
 //!   rewrite (so before every checkpoint, the record naming a new log file, and a clean
 //!   close), and by the synced commits after it.
-//! - **A failed log write or sync poisons the head**; nothing of that commit is
-//!   acknowledged (a failed [`Head::sync_log`] fails the sync), and the head never
-//!   retries.
+//! - **A failed log sync poisons the head**; nothing of that commit is acknowledged (a
+//!   failed [`Head::sync_log`] fails the sync), and the head never retries. A failed log
+//!   write only fails its commit.
 
 use super::*;
 use crate::buffer::{WriteBuffer, merge_muts};
@@ -48,9 +48,6 @@ pub(crate) struct HeadLog {
     housekeeping: bool,
     /// The file appended to (`None` until the first buffered commit of this head).
     writer: Option<LogWriter>,
-    /// The tree covers every record of `writer`'s file, which is large: the next commit
-    /// starts a new file.
-    rotate: bool,
     /// A file created and waiting for the manifest record that names it.
     next_writer: Option<LogWriter>,
     /// The reference the manifest holds when this head has no writer yet (replayed at
@@ -101,7 +98,6 @@ impl HeadLog {
                 version: Some(covered.saturating_add(buffered)),
                 housekeeping: false,
                 writer: None,
-                rotate: false,
                 next_writer: None,
                 in_force,
             },
@@ -158,7 +154,7 @@ impl Head {
     ) -> TreeResult<()> {
         self.check_poisoned()?;
         let est = record_estimate(muts);
-        if self.log.rotate || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
+        if self.log_caught_up() || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
             self.start_log(now_ms)?;
         }
         let version = self.version().saturating_add(1);
@@ -360,13 +356,18 @@ impl Head {
         if let Some(w) = self.log.next_writer.take() {
             self.log.writer = Some(w);
         }
-        // The tree now holds every record of the file: once it is large, the next commit
-        // starts a new one, and GC can delete this one when nothing names it any more.
-        self.log.rotate = self
-            .log
-            .writer
-            .as_ref()
-            .is_some_and(|w| w.offset() >= ROTATE_AFTER_BYTES);
+    }
+
+    /// The tree holds every record of the file appended to (the buffer is empty: every
+    /// manifest record absorbs it), and the file is large: the next commit starts a new
+    /// one, and GC can delete this one once nothing names it.
+    fn log_caught_up(&self) -> bool {
+        self.log.buffer.is_empty()
+            && self
+                .log
+                .writer
+                .as_ref()
+                .is_some_and(|w| w.offset() >= ROTATE_AFTER_BYTES)
     }
 
     /// The version once the record being written is durable.
