@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::process::{self, Outcome};
-use crate::{fuzz, tidy, workspace};
+use crate::{fuzz, junit, tidy, workspace};
 
 /// One CI stage and the wall-clock seconds it is expected to take on a 2-core machine from
 /// a cold build (a guide: going over it warns).
@@ -160,6 +160,8 @@ fn run_stage(root: &Path, name: &str, deadline: Instant) -> Verdict {
         }
         "test" => {
             if nextest_available() {
+                // A report left by an earlier run must not be recapped as this one's.
+                let _ = std::fs::remove_file(junit_path(root));
                 run_cmd(
                     cargo(root, &["nextest", "run", "--workspace", "--profile", "ci"]),
                     deadline,
@@ -289,6 +291,15 @@ pub fn cli(root: &Path, args: &[String]) -> Result<(), String> {
         }
     }
 
+    let test_failed = rows
+        .iter()
+        .any(|(s, _, v)| s.name == "test" && matches!(v, Verdict::Failed(_)));
+    if test_failed {
+        for line in failure_recap(root) {
+            println!("{line}");
+        }
+    }
+
     let failed: Vec<&str> = rows
         .iter()
         .filter(|(_, _, v)| matches!(v, Verdict::Failed(_)))
@@ -315,6 +326,33 @@ fn over_budget(stage: Stage, secs: u64) -> Option<String> {
             stage.name, stage.budget_secs
         )
     })
+}
+
+/// Where the `ci` profile of .config/nextest.toml writes its JUnit report.
+fn junit_path(root: &Path) -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    target.join("nextest").join("ci").join("junit.xml")
+}
+
+/// The failed tests again, at the very end: CI shows only a run's tail, and the fuzz stage
+/// prints thousands of lines after the test stage.
+fn failure_recap(root: &Path) -> Vec<String> {
+    let path = junit_path(root);
+    let Ok(xml) = std::fs::read_to_string(&path) else {
+        return vec![format!(
+            "failed tests: no JUnit report at {} (see the test stage's output)",
+            path.display()
+        )];
+    };
+    let failures = junit::failures(&xml);
+    let mut out = vec![format!("failed tests ({}):", failures.len())];
+    for f in &failures {
+        out.push(format!("--- FAILED {} {}", f.suite, f.name));
+        out.extend(f.output_tail.iter().map(|l| format!("    {l}")));
+    }
+    out
 }
 
 /// The tests the `test` stage did not run, and why: nextest shows a skipped test's own

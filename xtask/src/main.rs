@@ -9,6 +9,7 @@ mod bench;
 mod bench_rev;
 mod ci;
 mod fuzz;
+mod junit;
 mod process;
 mod release;
 mod reliability;
