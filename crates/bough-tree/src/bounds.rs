@@ -54,10 +54,10 @@ impl<'a> KeyRange<'a> {
     /// The range of child `i` of `n`, a page with this range.
     pub fn child(self, n: &'a IndexNode, i: usize) -> KeyRange<'a> {
         let lo = match i.checked_sub(1) {
-            Some(j) => n.keys.get(j).map(Vec::as_slice).or(self.lo),
+            Some(j) => n.key(j).or(self.lo),
             None => self.lo,
         };
-        let hi = n.keys.get(i).map(Vec::as_slice).or(self.hi);
+        let hi = n.key(i).or(self.hi);
         KeyRange { lo, hi }
     }
 
@@ -78,21 +78,21 @@ impl<'a> KeyRange<'a> {
     /// Index page `id` (`n`) has every separator strictly inside this range (its first
     /// child's range then starts at `lo`, its last ends at `hi`, and none is empty).
     pub fn check_index(&self, t: &dyn TreeRead, id: PageId, n: &IndexNode) -> TreeResult<()> {
-        if n.children.len() != n.keys.len() + 1 {
+        if n.children.len() != n.key_count() + 1 {
             return Err(bad_page(
                 t,
                 id,
                 format!(
                     "{} children for {} separators",
                     n.children.len(),
-                    n.keys.len()
+                    n.key_count()
                 ),
             ));
         }
         // Separators are strictly increasing (checked when the page was decoded): the
         // first and the last decide.
-        let inside = n.keys.first().is_none_or(|k| self.above_lo(k))
-            && n.keys.last().is_none_or(|k| self.below_hi(k));
+        let inside = n.first_key().is_none_or(|k| self.above_lo(k))
+            && n.last_key().is_none_or(|k| self.below_hi(k));
         if inside {
             Ok(())
         } else {
@@ -180,10 +180,10 @@ mod tests {
     use super::*;
 
     fn node(keys: &[&str]) -> IndexNode {
-        IndexNode {
-            keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
-            children: (0..=keys.len() as u32).collect(),
-        }
+        IndexNode::new(
+            keys.iter().map(|k| k.as_bytes()),
+            (0..=keys.len() as u32).collect(),
+        )
     }
 
     #[test]

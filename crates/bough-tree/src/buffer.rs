@@ -24,47 +24,12 @@ use bough_manifest::PageId;
 use crate::btree::{self, Cursor, Mutation, Op, TreeRead};
 use crate::lww;
 use crate::page::leaf::{Entry, ValueLoc};
+use filter::key_hash;
+pub use run::Run;
+use run::prefix;
 
-/// One commit's batch, or several merged: sorted, distinct keys.
-#[derive(Debug)]
-pub struct Run {
-    muts: Vec<Mutation>,
-    bytes: usize,
-    first_version: u64,
-    last_version: u64,
-}
-
-impl Run {
-    /// The ops, sorted by key.
-    pub fn mutations(&self) -> &[Mutation] {
-        &self.muts
-    }
-
-    /// Commit versions this run holds, first and last.
-    pub fn versions(&self) -> (u64, u64) {
-        (self.first_version, self.last_version)
-    }
-
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "indices into the buffer's own sorted runs, produced by searches over them"
-    )]
-    fn find(&self, key: &[u8]) -> Option<&Op> {
-        self.muts
-            .binary_search_by(|m| m.key.as_slice().cmp(key))
-            .ok()
-            .map(|i| &self.muts[i].op)
-    }
-}
-
-/// Bytes a mutation costs the buffer (key, value, and a fixed overhead per entry).
-fn cost(m: &Mutation) -> usize {
-    let value = match &m.op {
-        Op::Put { value, .. } | Op::Replace { value, .. } => value.len(),
-        Op::Delete { .. } | Op::ForceDelete | Op::ReplaceWithTombstone { .. } => 0,
-    };
-    m.key.len() + value + 48
-}
+mod filter;
+mod run;
 
 /// The runs of a branch not yet checkpointed, newest first.
 #[derive(Debug, Clone, Default)]
@@ -108,17 +73,9 @@ impl WriteBuffer {
     pub fn push(&mut self, version: u64, muts: Vec<Mutation>) {
         debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
         debug_assert!(self.last_version().is_none_or(|v| v < version));
-        let bytes = muts.iter().map(cost).sum();
-        self.bytes += bytes;
-        self.runs.insert(
-            0,
-            Arc::new(Run {
-                muts,
-                bytes,
-                first_version: version,
-                last_version: version,
-            }),
-        );
+        let run = Run::new(muts, version, version);
+        self.bytes += run.bytes();
+        self.runs.insert(0, Arc::new(run));
         self.settle();
     }
 
@@ -176,13 +133,13 @@ impl WriteBuffer {
 
 /// `older` then `newer` as one run.
 fn merge(older: &Run, newer: &Run) -> Run {
-    let muts = merge_muts(older.muts.clone(), newer.muts.clone());
-    Run {
-        bytes: muts.iter().map(cost).sum(),
-        muts,
-        first_version: older.first_version,
-        last_version: newer.last_version,
-    }
+    let (first, _) = older.versions();
+    let (_, last) = newer.versions();
+    Run::new(
+        merge_muts(older.mutations().to_vec(), newer.mutations().to_vec()),
+        first,
+        last,
+    )
 }
 
 /// Two sorted batches as one, keys present in both composed (`older` first): what a
@@ -223,37 +180,41 @@ pub struct BufferedRead<'a> {
 impl BufferedRead<'_> {
     /// The key's buffered ops applied to `base` (the tree's entry), oldest run first.
     fn resolve_with(&self, key: &[u8], base: Option<Entry>) -> Option<Entry> {
+        let hash = key_hash(key);
         self.buffer
             .runs
             .iter()
             .rev()
-            .filter_map(|r| r.find(key))
+            .filter_map(|r| r.find(key, hash))
             .fold(base, |stored, op| lww::apply(stored, key, op))
-    }
-
-    /// Whether the newest buffered op for `key` applies regardless of what the tree holds
-    /// below, so the tree need not be read.
-    fn decided_in_buffer(&self, key: &[u8]) -> bool {
-        self.buffer
-            .runs
-            .iter()
-            .filter_map(|r| r.find(key))
-            .any(|op| lww::contested_timestamp(op).is_none())
     }
 
     /// The entry for `key` (tombstones included), as `btree::get` returns it.
     pub fn get(&self, key: &[u8]) -> TreeResult<Option<Entry>> {
-        let buffered = self.buffer.runs.iter().any(|r| r.find(key).is_some());
-        if !buffered {
+        let hash = key_hash(key);
+        // The key's ops, newest first, down to the first that applies regardless of what
+        // lies below it (older ops and the tree cannot change its outcome).
+        let mut ops: Vec<&Op> = Vec::new();
+        let mut decided = false;
+        for op in self.buffer.runs.iter().filter_map(|r| r.find(key, hash)) {
+            ops.push(op);
+            if lww::contested_timestamp(op).is_none() {
+                decided = true;
+                break;
+            }
+        }
+        if ops.is_empty() {
             return btree::get(self.tree, self.root, key);
         }
-        let base = if self.decided_in_buffer(key) {
-            // An unconditional op hides everything below it, the tree included.
+        let base = if decided {
             None
         } else {
             btree::get(self.tree, self.root, key)?
         };
-        Ok(self.resolve_with(key, base))
+        Ok(ops
+            .iter()
+            .rev()
+            .fold(base, |stored, op| lww::apply(stored, key, op)))
     }
 
     /// The last entry (tombstones included) with key ≤ `key` (`inclusive`) or < `key`, as
@@ -304,7 +265,7 @@ impl BufferedRead<'_> {
             .iter()
             .map(|r| match start {
                 None => 0,
-                Some(k) => r.muts.partition_point(|m| m.key.as_slice() < k),
+                Some(k) => r.lower_bound(k),
             })
             .collect();
         Ok(BufferedPosition {
@@ -333,15 +294,13 @@ impl std::fmt::Debug for BufferedCursor<'_> {
     }
 }
 
-#[expect(
-    clippy::indexing_slicing,
-    reason = "indices into the buffer's own sorted runs, produced by searches over them"
-)]
 fn last_at_or_before<'r>(run: &'r Run, key: &[u8], inclusive: bool) -> Option<&'r [u8]> {
-    let n = run
-        .muts
-        .partition_point(|m| m.key.as_slice() < key || (inclusive && m.key.as_slice() == key));
-    n.checked_sub(1).map(|i| run.muts[i].key.as_slice())
+    let n = if inclusive {
+        run.upper_bound(key)
+    } else {
+        run.lower_bound(key)
+    };
+    run.key_at(n.checked_sub(1)?).map(|(_, k)| k)
 }
 
 /// A forward cursor over the buffer and the tree merged.
@@ -380,24 +339,33 @@ impl BufferedPosition {
             let buffered = runs
                 .iter()
                 .zip(&self.pos)
-                .filter_map(|(r, &p)| r.muts.get(p).map(|m| m.key.as_slice()))
-                .min();
+                .filter_map(|(r, &p)| r.key_at(p))
+                .min()
+                .map(|(_, k)| k);
             let key = match (&self.tree_head, buffered) {
                 (None, None) => return Ok(None),
                 (Some(t), None) => t.key.clone(),
                 (None, Some(b)) => b.to_vec(),
                 (Some(t), Some(b)) => t.key.as_slice().min(b).to_vec(),
             };
-            for (r, p) in runs.iter().zip(self.pos.iter_mut()) {
-                if r.muts.get(*p).is_some_and(|m| m.key == key) {
-                    *p += 1;
-                }
-            }
-            let base = match &self.tree_head {
+            let mut entry = match &self.tree_head {
                 Some(t) if t.key == key => self.tree_head.take(),
                 _ => None,
             };
-            if let Some(e) = read.resolve_with(&key, base) {
+            // The runs standing at `key` hold its ops: applied oldest run first, without
+            // searching the runs again.
+            let key_prefix = prefix(&key);
+            for (r, p) in runs.iter().zip(self.pos.iter_mut()).rev() {
+                if let Some((kp, _)) = r.key_at(*p)
+                    && kp == key_prefix
+                    && let Some(m) = r.muts.get(*p)
+                    && m.key == key
+                {
+                    entry = lww::apply(entry, &key, &m.op);
+                    *p += 1;
+                }
+            }
+            if let Some(e) = entry {
                 return Ok(Some(e));
             }
         }

@@ -81,10 +81,7 @@ fn leaf_page_with_tombstones() {
 
 #[test]
 fn index_page() {
-    let node = IndexNode {
-        keys: vec![b"m".to_vec(), b"t".to_vec()],
-        children: vec![7, 8, 0x0102_0304],
-    };
+    let node = IndexNode::new([b"m", b"t"], vec![7, 8, 0x0102_0304]);
     let bytes = node.encode();
     assert_eq!(IndexNode::decode(&bytes).unwrap(), node);
     insta::assert_snapshot!(hex(&bytes));

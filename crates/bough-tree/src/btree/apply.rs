@@ -37,14 +37,14 @@ pub fn apply(
     };
     // Grow: more than one node at the top becomes a new root level.
     while children.len() > 1 {
-        let node = IndexNode {
-            children: children.iter().map(|(_, c)| *c).collect(),
-            keys: children
-                .drain(..)
+        let node = IndexNode::new(
+            children
+                .iter()
                 .skip(1)
-                .map(|(k, _)| k.unwrap_or_default())
-                .collect(),
-        };
+                .map(|(k, _)| k.as_deref().unwrap_or_default()),
+            children.iter().map(|(_, c)| *c).collect(),
+        );
+        children.clear();
         children = write_index(t, None, node)?;
     }
     let Some((_, mut new_root)) = children.pop() else {
@@ -82,10 +82,6 @@ pub(crate) type Replacement = Vec<(Option<Vec<u8>>, PageId)>;
 /// Applies `muts` (keys inside `range`) to page `id` at `depth`, which its path holds to
 /// `range` and to the leaves' depth (see [`crate::bounds`]); the recursion follows only
 /// children that get mutations, each with the part of `muts` in its range.
-#[expect(
-    clippy::indexing_slicing,
-    reason = "indices into this walk's own slot, end and child vectors, bounded by the loops over them; a decoded index node has keys.len() + 1 children"
-)]
 pub(crate) fn apply_node(
     t: &mut dyn TreeWrite,
     id: PageId,
@@ -118,8 +114,8 @@ pub(crate) fn apply_node(
             let mut changed: Vec<(usize, Replacement)> = Vec::new();
             let mut rest = muts;
             for (i, &child) in n.children.iter().enumerate() {
-                let take = match n.keys.get(i) {
-                    Some(upper) => rest.partition_point(|m| m.key.as_slice() < upper.as_slice()),
+                let take = match n.key(i) {
+                    Some(upper) => rest.partition_point(|m| m.key.as_slice() < upper),
                     None => rest.len(),
                 };
                 let (mine, later) = rest.split_at(take);
@@ -140,11 +136,7 @@ pub(crate) fn apply_node(
                 Vec::with_capacity(n.children.len() + changed.len());
             let mut changed = changed.into_iter().peekable();
             for (i, &child) in n.children.iter().enumerate() {
-                let low = if i == 0 {
-                    None
-                } else {
-                    Some(n.keys[i - 1].clone())
-                };
+                let low = i.checked_sub(1).and_then(|j| n.key(j)).map(<[u8]>::to_vec);
                 let Some((_, repl)) = changed.next_if(|(j, _)| *j == i) else {
                     slots.push((low, child, false));
                     continue;
@@ -159,14 +151,13 @@ pub(crate) fn apply_node(
                 return Ok(Vec::new());
             }
             rebalance(t, &mut slots, range)?;
-            let node = IndexNode {
-                children: slots.iter().map(|(_, c, _)| *c).collect(),
-                keys: slots
-                    .into_iter()
+            let node = IndexNode::new(
+                slots
+                    .iter()
                     .skip(1)
-                    .map(|(k, _, _)| k.unwrap_or_default())
-                    .collect(),
-            };
+                    .map(|(k, _, _)| k.as_deref().unwrap_or_default()),
+                slots.iter().map(|(_, c, _)| *c).collect(),
+            );
             // A rewritten child keeps its logical id (only its mapping slot moves), so when
             // no child split, merged or went away this page holds exactly what it held:
             // writing it again would cost a page per level per commit, and would make it
@@ -265,9 +256,7 @@ pub(crate) fn rebalance(
                 rr.check_index(t, rid, &b)?;
                 let sep = slots[r].0.clone().unwrap_or_default();
                 let mut node = (*a).clone();
-                node.keys.push(sep);
-                node.keys.extend(b.keys.iter().cloned());
-                node.children.extend(b.children.iter().copied());
+                node.append(&sep, &b);
                 t.free(rid)?;
                 write_index(t, Some(lid), node)?
             }

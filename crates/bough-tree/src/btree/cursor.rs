@@ -23,14 +23,8 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
             Node::Index(n) => {
                 levels.index(t, id, depth)?;
                 let range = KeyRange {
-                    lo: lo
-                        .as_ref()
-                        .and_then(|(n, i)| n.keys.get(*i))
-                        .map(Vec::as_slice),
-                    hi: hi
-                        .as_ref()
-                        .and_then(|(n, i)| n.keys.get(*i))
-                        .map(Vec::as_slice),
+                    lo: lo.as_ref().and_then(|(n, i)| n.key(*i)),
+                    hi: hi.as_ref().and_then(|(n, i)| n.key(*i)),
                 };
                 range.check_index(t, id, &n)?;
                 let i = n.child_for(key);
@@ -38,7 +32,7 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
                 if i > 0 {
                     lo = Some((n.clone(), i - 1));
                 }
-                if i < n.keys.len() {
+                if i < n.key_count() {
                     hi = Some((n, i));
                 }
             }
@@ -256,7 +250,7 @@ impl Cursor {
                     KeyRange::of_path(&self.stack).check_index(t, id, &n)?;
                     let idx = match to {
                         Toward::Key(k) => k.map_or(0, |k| n.child_for(k)),
-                        Toward::Last => n.keys.len(),
+                        Toward::Last => n.key_count(),
                     };
                     id = n.children[idx];
                     self.stack.push((n, idx));

@@ -121,20 +121,16 @@ pub(crate) fn write_index(
     let half = cap / 2;
     let mut out: Replacement = Vec::new();
     let mut reuse = id;
-    let mut cur = IndexNode {
-        keys: Vec::new(),
-        children: vec![node.children[0]],
-    };
+    let mut cur = IndexNode::new(std::iter::empty::<&[u8]>(), vec![node.children[0]]);
     let mut cur_low: Option<Vec<u8>> = None;
-    for (k, c) in node.keys.into_iter().zip(node.children.into_iter().skip(1)) {
-        if cur.encoded_len() + IndexNode::slot_len(&k) > half && cur.children.len() >= 2 {
+    for (k, &c) in node.keys().zip(node.children.iter().skip(1)) {
+        if cur.encoded_len() + IndexNode::slot_len(k) > half && cur.children.len() >= 2 {
             let pid = t.put_index(reuse.take(), std::mem::take(&mut cur))?;
             out.push((cur_low.take(), pid));
-            cur_low = Some(k);
+            cur_low = Some(k.to_vec());
             cur.children = vec![c];
         } else {
-            cur.keys.push(k);
-            cur.children.push(c);
+            cur.push(k, c);
         }
     }
     let pid = t.put_index(reuse.take(), cur)?;

@@ -144,22 +144,22 @@ impl<'a> Walk<'a> {
         }
         match self.snap.node(id)? {
             Node::Index(n) => {
-                if n.children.len() != n.keys.len() + 1 {
+                if n.children.len() != n.key_count() + 1 {
                     return Err(self.shape(
                         id,
                         format!(
                             "index page {id}: {} children for {} separators",
                             n.children.len(),
-                            n.keys.len()
+                            n.key_count()
                         ),
                     ));
                 }
                 for (i, &child) in n.children.iter().enumerate() {
                     let clo = match i.checked_sub(1) {
                         None => lo,
-                        Some(k) => n.keys.get(k).map(Vec::as_slice),
+                        Some(k) => n.key(k),
                     };
-                    let chi = n.keys.get(i).map(Vec::as_slice).or(hi);
+                    let chi = n.key(i).or(hi);
                     if let (Some(a), Some(b)) = (clo, chi)
                         && a >= b
                     {
