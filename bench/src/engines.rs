@@ -64,10 +64,17 @@ pub fn describe(name: &str) -> String {
         }
         _ => "unknown",
     };
-    match shim::revision() {
+    let d = match shim::revision() {
         Some(rev) if name == "bough" => format!("{d}; built from revision {rev}"),
         _ => d.to_string(),
+    };
+    #[cfg(not(feature = "baseline"))]
+    if name == "bough"
+        && let Some(bytes) = shim::write_buffer_override()
+    {
+        return format!("{d}; write_buffer_bytes = {bytes} (BOUGH_BENCH_WRITE_BUFFER)");
     }
+    d
 }
 
 /// Whether `name` is compiled into this binary.

@@ -3,9 +3,19 @@
 
 use std::sync::Arc;
 
-/// Opens a local store with these settings.
+/// Opens a local store with these settings (and `BOUGH_BENCH_WRITE_BUFFER`'s buffer size,
+/// if set: 0 runs the tree without a write buffer, to measure the two apart).
 pub fn open_local(settings: bough::Options) -> bough::Result<bough::Store> {
+    let settings = match write_buffer_override() {
+        Some(bytes) => settings.write_buffer_bytes(bytes),
+        None => settings,
+    };
     bough::Store::open(settings)
+}
+
+/// `BOUGH_BENCH_WRITE_BUFFER` in bytes, when set to a number.
+pub fn write_buffer_override() -> Option<u64> {
+    std::env::var("BOUGH_BENCH_WRITE_BUFFER").ok()?.parse().ok()
 }
 
 /// Opens a store on `object_store` (the cloud set's counting wrapper).
