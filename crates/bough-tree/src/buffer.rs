@@ -180,6 +180,9 @@ pub struct BufferedRead<'a> {
 impl BufferedRead<'_> {
     /// The key's buffered ops applied to `base` (the tree's entry), oldest run first.
     fn resolve_with(&self, key: &[u8], base: Option<Entry>) -> Option<Entry> {
+        if self.buffer.runs.is_empty() {
+            return base;
+        }
         let hash = key_hash(key);
         self.buffer
             .runs
@@ -191,6 +194,9 @@ impl BufferedRead<'_> {
 
     /// The entry for `key` (tombstones included), as `btree::get` returns it.
     pub fn get(&self, key: &[u8]) -> TreeResult<Option<Entry>> {
+        if self.buffer.runs.is_empty() {
+            return btree::get(self.tree, self.root, key);
+        }
         let hash = key_hash(key);
         // The key's ops, newest first, down to the first that applies regardless of what
         // lies below it (older ops and the tree cannot change its outcome).
