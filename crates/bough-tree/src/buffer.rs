@@ -74,7 +74,7 @@ impl WriteBuffer {
         debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
         debug_assert!(self.last_version().is_none_or(|v| v < version));
         let run = Run::new(muts, version, version);
-        self.bytes += run.bytes();
+        self.bytes += run.bytes;
         self.runs.insert(0, Arc::new(run));
         self.settle();
     }

@@ -44,7 +44,6 @@ pub fn apply(
                 .map(|(k, _)| k.as_deref().unwrap_or_default()),
             children.iter().map(|(_, c)| *c).collect(),
         );
-        children.clear();
         children = write_index(t, None, node)?;
     }
     let Some((_, mut new_root)) = children.pop() else {

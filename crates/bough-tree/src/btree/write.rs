@@ -121,7 +121,8 @@ pub(crate) fn write_index(
     let half = cap / 2;
     let mut out: Replacement = Vec::new();
     let mut reuse = id;
-    let mut cur = IndexNode::new(std::iter::empty::<&[u8]>(), vec![node.children[0]]);
+    let mut cur = IndexNode::default();
+    cur.children.push(node.children[0]);
     let mut cur_low: Option<Vec<u8>> = None;
     for (k, &c) in node.keys().zip(node.children.iter().skip(1)) {
         if cur.encoded_len() + IndexNode::slot_len(k) > half && cur.children.len() >= 2 {

@@ -64,11 +64,6 @@ impl Run {
         (self.first_version, self.last_version)
     }
 
-    /// Bytes the run costs the buffer.
-    pub(super) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// The op for `key` (`hash` is its [`super::key_hash`]).
     pub(super) fn find(&self, key: &[u8], hash: u64) -> Option<&Op> {
         if !self.filter.may_contain(hash) {
