@@ -5,9 +5,10 @@
 //! that tree's `crates/bough` (feature `baseline`, plus the shim of `src/shim/` for REV's
 //! API where it differs) into a second binary, and passes it here as `--baseline
 //! bough@REV=BINARY`. Right after the `bough` rows the parent starts that binary with the
-//! same sizes and `--label bough@REV`; it runs the `bough` workloads (and the Bough-only
-//! branch series unless `--no-branches`), relabels its rows and series, and writes its
-//! report.json, whose rows and series join this run's. Each binary embeds one Bough in its
+//! same sizes and `--label bough@REV --no-branches`; it runs the `bough` workloads,
+//! relabels its rows and writes its report.json, whose rows join this run's. The Bough-only
+//! branch series then run in rounds that alternate the two builds (`--only-branches` in the
+//! child), each point the median of its rounds. Each binary embeds one Bough in its
 //! own process (no IPC on the measured path), on the same machine minutes apart.
 
 use std::path::{Path, PathBuf};
@@ -45,21 +46,29 @@ pub struct Shared<'a> {
     /// `--smoke`, `--quick` or nothing.
     pub mode_flag: Option<&'static str>,
     pub keys: Option<u64>,
-    pub branches: bool,
     pub data_dir: &'a Path,
     pub out: &'a Path,
 }
 
-/// Runs `b` and adds its rows, series and errors to `out`.
-pub fn run(b: &Baseline, shared: &Shared<'_>, out: &mut Results) {
-    eprintln!("== {}: {}", b.label, b.binary.display());
-    if let Err(e) = run_inner(b, shared, out) {
+/// Which half of its workloads a baseline runs in one start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The engine rows (`--no-branches`).
+    Engines,
+    /// One round of the branch series (`--only-branches`).
+    Branches,
+}
+
+/// Runs `part` of `b` and adds its rows, series and errors to `out`.
+pub fn run(b: &Baseline, part: Part, shared: &Shared<'_>, out: &mut Results) {
+    eprintln!("== {} ({part:?}): {}", b.label, b.binary.display());
+    if let Err(e) = run_inner(b, part, shared, out) {
         eprintln!("  {} failed: {e}", b.label);
         out.errors.push(format!("{}: {e}", b.label));
     }
 }
 
-fn run_inner(b: &Baseline, shared: &Shared<'_>, out: &mut Results) -> Res<()> {
+fn run_inner(b: &Baseline, part: Part, shared: &Shared<'_>, out: &mut Results) -> Res<()> {
     let dir_name = b.label.replace('@', "-");
     let report_dir = shared.out.join(&dir_name);
     let _ = std::fs::remove_file(report_dir.join("report.json"));
@@ -71,9 +80,10 @@ fn run_inner(b: &Baseline, shared: &Shared<'_>, out: &mut Results) -> Res<()> {
     if let Some(k) = shared.keys {
         cmd.args(["--keys", &k.to_string()]);
     }
-    if !shared.branches {
-        cmd.arg("--no-branches");
-    }
+    match part {
+        Part::Engines => cmd.arg("--no-branches"),
+        Part::Branches => cmd.arg("--only-branches"),
+    };
     cmd.arg("--data-dir")
         .arg(shared.data_dir.join(&dir_name))
         .arg("--out")

@@ -25,7 +25,7 @@ const USAGE: &str = "\
 usage: bough-bench [--smoke | --quick] [--keys N]
                    [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
                    [--baseline bough@REV=BINARY]... [--cloud] [--data-dir DIR] [--out DIR]
-                   [--no-fio] [--no-branches] [--label bough@REV]
+                   [--no-fio] [--no-branches] [--only-branches] [--label bough@REV]
 
   --smoke        tiny sizes: proves every row runs (seconds per engine); figures mean nothing
   --quick        the quick set (1 M keys, larger than every engine's memtable)
@@ -41,6 +41,8 @@ usage: bough-bench [--smoke | --quick] [--keys N]
   --out          where the report goes (default: ../target/bench-report)
   --no-fio       skip the device measurements
   --no-branches  skip the Bough-only branch, GC and diff/merge workloads
+  --only-branches  run only the Bough-only branch, GC and diff/merge workloads (what a
+                 baseline runs in each branch round)
 ";
 
 struct Args {
@@ -53,6 +55,8 @@ struct Args {
     out: PathBuf,
     fio: bool,
     branches: bool,
+    /// `--only-branches`: no engine rows, no cloud set.
+    only_branches: bool,
     /// Cloud engines selected (`--cloud`, or named in `--engines`).
     cloud: Vec<String>,
 }
@@ -74,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
         out: target.join("bench-report"),
         fio: true,
         branches: true,
+        only_branches: false,
         cloud: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -98,6 +103,7 @@ fn parse_args() -> Result<Args, String> {
             "--label" => a.label = Some(it.next().ok_or("--label needs a name")?),
             "--no-fio" => a.fio = false,
             "--no-branches" => a.branches = false,
+            "--only-branches" => a.only_branches = true,
             "--cloud" => {
                 for e in cloud::CLOUD {
                     if !a.cloud.iter().any(|c| c == e) {
@@ -135,6 +141,9 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    if a.only_branches && !a.branches {
+        return Err("--only-branches and --no-branches exclude each other".into());
+    }
     a.cloud
         .sort_by_key(|e| cloud::CLOUD.iter().position(|c| *c == e.as_str()));
     Ok(a)
@@ -166,6 +175,55 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How many times the branch series run when a baseline runs beside `bough`. Each series is
+/// a handful of milliseconds measured once, so one slow disk phase decided a before/after
+/// ratio (2026-12-03: gc at 0.58x in the harness, 1.3x in a standalone program).
+const BRANCH_ROUNDS: usize = 4;
+
+/// The branch series of `bough` and of each baseline, in rounds whose order alternates
+/// (A B, B A, ...) so a drift of the machine lands on both sides; each point is the median
+/// of its rounds.
+fn branch_rounds(
+    args: &Args,
+    sizes: &workloads::Sizes,
+    with_rocks: bool,
+    shared: &baseline::Shared<'_>,
+    results: &mut workloads::Results,
+) {
+    let rounds = if args.baselines.is_empty() {
+        1
+    } else {
+        BRANCH_ROUNDS
+    };
+    let mut points = Vec::new();
+    for round in 0..rounds {
+        let mut order: Vec<Option<&baseline::Baseline>> = std::iter::once(None)
+            .chain(args.baselines.iter().map(Some))
+            .collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for who in order {
+            let mut one = workloads::Results::default();
+            match who {
+                None => {
+                    if let Err(e) =
+                        workloads::run_branches(&args.data_dir, sizes, with_rocks, &mut one)
+                    {
+                        eprintln!("  branch workloads failed: {e}");
+                        one.errors.push(format!("branch workloads: {e}"));
+                    }
+                }
+                Some(b) => baseline::run(b, baseline::Part::Branches, shared, &mut one),
+            }
+            points.append(&mut one.points);
+            results.rows.append(&mut one.rows);
+            results.errors.append(&mut one.errors);
+        }
+    }
+    results.points.extend(workloads::median_points(points));
 }
 
 fn run(args: &Args) -> Res<()> {
@@ -229,29 +287,30 @@ fn run(args: &Args) -> Res<()> {
             workloads::Mode::Full => None,
         },
         keys: args.keys,
-        branches: args.branches,
         data_dir: &args.data_dir,
         out: &args.out,
     };
-    let mut baselines_done = false;
-    for e in &run {
-        workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
-        // The baselines right after `bough`: the before/after pair minutes apart.
-        if e == "bough" {
-            for b in &args.baselines {
-                baseline::run(b, &shared, &mut results);
+    if !args.only_branches {
+        let mut baselines_done = false;
+        for e in &run {
+            workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
+            // The baselines right after `bough`: the before/after pair minutes apart.
+            if e == "bough" {
+                for b in &args.baselines {
+                    baseline::run(b, baseline::Part::Engines, &shared, &mut results);
+                }
+                baselines_done = true;
             }
-            baselines_done = true;
         }
-    }
-    if !baselines_done {
-        for b in &args.baselines {
-            baseline::run(b, &shared, &mut results);
+        if !baselines_done {
+            for b in &args.baselines {
+                baseline::run(b, baseline::Part::Engines, &shared, &mut results);
+            }
         }
     }
     let mut run = run;
     run.extend(args.baselines.iter().map(|b| b.label.clone()));
-    let cloud_status = if args.cloud.is_empty() {
+    let cloud_status = if args.cloud.is_empty() || args.only_branches {
         report::CloudStatus::NotSelected
     } else {
         eprintln!("== cloud set: {}", args.cloud.join(", "));
@@ -278,10 +337,7 @@ fn run(args: &Args) -> Res<()> {
     };
     if args.branches && run.iter().any(|e| e == "bough") {
         let with_rocks = run.iter().any(|e| e == "rocksdb");
-        if let Err(e) = workloads::run_branches(&args.data_dir, &sizes, with_rocks, &mut results) {
-            eprintln!("  branch workloads failed: {e}");
-            results.errors.push(format!("branch workloads: {e}"));
-        }
+        branch_rounds(args, &sizes, with_rocks, &shared, &mut results);
     }
 
     if let Some(label) = &args.label {

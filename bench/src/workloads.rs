@@ -978,6 +978,46 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// One point per (series, x) of `points`, in first-seen order: the median of its rounds'
+/// milliseconds (the mean of the middle two for an even count), the rounds named in the note.
+pub fn median_points(points: Vec<Point>) -> Vec<Point> {
+    let mut groups: Vec<(Point, Vec<f64>)> = Vec::new();
+    for p in points {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| g.series == p.series && g.x == p.x)
+        {
+            Some((_, ms)) => ms.push(p.ms),
+            None => {
+                let ms = vec![p.ms];
+                groups.push((p, ms));
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut p, mut ms)| {
+            if ms.len() > 1 {
+                let rounds: Vec<String> = ms.iter().map(|m| format!("{m:.2}")).collect();
+                ms.sort_by(f64::total_cmp);
+                let mid = ms.len() / 2;
+                p.ms = if ms.len() % 2 == 0 {
+                    (ms[mid - 1] + ms[mid]) / 2.0
+                } else {
+                    ms[mid]
+                };
+                p.note = format!(
+                    "{}; median of {} rounds ({} ms)",
+                    p.note,
+                    ms.len(),
+                    rounds.join(", ")
+                );
+            }
+            p
+        })
+        .collect()
+}
+
 /// Branch creation against partition size, GC against branch count, diff and merge
 /// against divergence.
 pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Results) -> Res<()> {
@@ -1374,4 +1414,46 @@ pub fn run_cloud_engine(name: &str, s3: &S3Env, base: &Path, s: &Sizes, out: &mu
         })(),
     );
     let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(series: &str, x: f64, ms: f64) -> Point {
+        Point {
+            series: series.into(),
+            x,
+            x_label: format!("{x}"),
+            ms,
+            note: "n".into(),
+        }
+    }
+
+    #[test]
+    fn median_points_takes_each_series_median_in_first_seen_order() {
+        let got = median_points(vec![
+            point("bough gc", 100.0, 30.0),
+            point("bough@r gc", 100.0, 10.0),
+            point("bough gc", 100.0, 10.0),
+            point("bough gc", 100.0, 20.0),
+            point("bough@r gc", 100.0, 14.0),
+            point("bough gc", 1000.0, 5.0),
+        ]);
+        let summary: Vec<(&str, f64, f64)> =
+            got.iter().map(|p| (p.series.as_str(), p.x, p.ms)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("bough gc", 100.0, 20.0),
+                ("bough@r gc", 100.0, 12.0),
+                ("bough gc", 1000.0, 5.0)
+            ]
+        );
+        assert_eq!(
+            got[0].note,
+            "n; median of 3 rounds (30.00, 10.00, 20.00 ms)"
+        );
+        assert_eq!(got[2].note, "n");
+    }
 }
