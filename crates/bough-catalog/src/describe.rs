@@ -27,21 +27,26 @@ pub struct BranchInfo {
     pub space: Option<BranchSpace>,
 }
 
-/// What a branch costs on storage, from GC's measuring walk (`bough_gc::branch_space`).
+/// What a branch costs on storage, from GC's measuring walk (`bough_gc::branch_space`):
+/// its data files and its write-ahead log files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BranchSpace {
-    /// Bytes of the data files only this branch holds (its heads, archives and the merge
-    /// bases naming it) and of its own files nothing references yet: what deleting the
-    /// branch now and running GC frees.
+    /// Bytes of the data and log files only this branch holds (its heads, archives and the
+    /// merge bases naming it) and of its own files nothing references yet: what deleting
+    /// the branch now and running GC frees.
     pub exclusive_bytes: u64,
     /// How many files that is.
     pub exclusive_files: u64,
-    /// Bytes of the data files it holds together with other branches (kept if it goes).
+    /// Bytes of the data and log files it holds together with other branches (kept if it
+    /// goes).
     pub shared_bytes: u64,
     /// How many files that is.
     pub shared_files: u64,
     /// Per other branch, the bytes of the files this branch shares with it, by name.
     pub shared_with: Vec<(BranchName, u64)>,
+    /// Of the bytes above, those in write-ahead log files: acknowledged writes not yet
+    /// checkpointed into data files (and the laid-out space ahead of them).
+    pub log_bytes: u64,
 }
 
 impl Partition {

@@ -20,6 +20,7 @@ pub fn space_json(s: Option<&BranchSpace>) -> Json {
             "exclusive_files": s.exclusive_files,
             "shared_bytes": s.shared_bytes,
             "shared_files": s.shared_files,
+            "log_bytes": s.log_bytes,
             "shared_with": s.shared_with.iter()
                 .map(|(b, n)| json!({"branch": b.as_str(), "bytes": n}))
                 .collect::<Vec<_>>(),
@@ -35,7 +36,7 @@ pub fn print_space(s: Option<&BranchSpace>) {
     };
     println!(
         "exclusive  {} ({}): freed if this branch is deleted and GC runs",
-        plural(s.exclusive_files, "data file", "data files"),
+        plural(s.exclusive_files, "file", "files"),
         output::size(s.exclusive_bytes)
     );
     let with: Vec<String> = s
@@ -45,7 +46,7 @@ pub fn print_space(s: Option<&BranchSpace>) {
         .collect();
     println!(
         "shared     {} ({}){}",
-        plural(s.shared_files, "data file", "data files"),
+        plural(s.shared_files, "file", "files"),
         output::size(s.shared_bytes),
         if with.is_empty() {
             String::new()
@@ -53,6 +54,12 @@ pub fn print_space(s: Option<&BranchSpace>) {
             format!(" with {}", with.join(", "))
         }
     );
+    if s.log_bytes > 0 {
+        println!(
+            "log        {} of these in write-ahead log files (writes not yet checkpointed)",
+            output::size(s.log_bytes)
+        );
+    }
 }
 
 /// What `import` says when it went into a branch that already held entries: the stream's

@@ -157,6 +157,10 @@ pub struct Holder {
     pub owners: Vec<BranchName>,
 }
 
+/// Per log file name, the durable referents whose `LOG` references name it (indexes into
+/// [`Usage::holders`], ascending).
+pub type LogHolders = BTreeMap<String, Vec<u32>>;
+
 /// Per data file, what is live and who holds it: the result of [`measure`].
 #[derive(Debug, Clone, Default)]
 pub struct Usage {
@@ -165,6 +169,9 @@ pub struct Usage {
     /// Every data file something references, by name. A file not listed had no referent
     /// when the walk ran (it is garbage, or was created since).
     pub files: BTreeMap<String, FileUsage>,
+    /// Every write-ahead log file a `LOG` reference names, by name: the durable referents
+    /// (indexes into [`Usage::holders`]) naming it. A log file not listed is named by none.
+    pub logs: LogHolders,
     /// Manifests and archives read.
     pub manifests_read: usize,
     /// Distinct mapping pages visited.

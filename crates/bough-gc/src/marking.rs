@@ -23,7 +23,7 @@ pub(crate) struct Marked<'a> {
 
 impl Marked<'_> {
     pub(crate) fn usage(&mut self, files: &FileTable, report: &GcReport) -> Usage {
-        let (files_used, holders) = self
+        let (files_used, logs, holders) = self
             .walk
             .track
             .take()
@@ -32,6 +32,7 @@ impl Marked<'_> {
         Usage {
             page_size: files.page_size(),
             files: files_used,
+            logs,
             manifests_read: report.manifests_read,
             mapping_pages_visited: report.mapping_pages_visited,
             holders,
@@ -120,7 +121,6 @@ pub(crate) fn mark<'a>(
             FileKind::Manifest(mn) => Some((&mn.branch, mn.term)),
             _ => None,
         };
-        named.add(&state.extensions, own, &path, &why)?;
         // A tag has no owner: deleting the branch it was taken from leaves it (and so every
         // file it holds stays shared, never exclusive to that branch).
         let owner = match &kind {
@@ -138,6 +138,8 @@ pub(crate) fn mark<'a>(
             },
             owners: owner.iter().cloned().collect(),
         }));
+        let logs = named.add(&state.extensions, own, &path, &why)?;
+        walk.hold_logs(&logs);
         let ranges = &state.meta.branch_file_ranges;
         let shadow = Shadow::from_overlay(state.overlay.keys().copied(), fanout);
         walk.radix(ranges, state.mapping_root, &shadow, m, &why)?;
@@ -150,11 +152,12 @@ pub(crate) fn mark<'a>(
             what: format!("merge bases: {r:?}"),
         })?;
         for b in bases {
-            named.add(&b.state.extensions, None, &path, &why)?;
             walk.begin(Some(Holder {
                 referent: Referent::Pinned(format!("{m} (merge base with {})", b.branch)),
                 owners: owner.iter().chain([&b.branch]).cloned().collect(),
             }));
+            let logs = named.add(&b.state.extensions, None, &path, &why)?;
+            walk.hold_logs(&logs);
             let br = &b.state.meta.branch_file_ranges;
             let shadow = Shadow::from_overlay(b.state.overlay.iter().map(|(id, _)| *id), fanout);
             walk.radix(br, b.state.mapping_root, &shadow, m, &why)?;
@@ -207,16 +210,17 @@ struct NamedLogs {
 }
 
 impl NamedLogs {
-    /// Records the `LOG` references of one state. `own`: the (branch, term) of the head
-    /// whose manifest holds it, if it is one; its references to its own logs raise that
-    /// head's log high-water mark.
+    /// Records the `LOG` references of one state, returning the log files they name.
+    /// `own`: the (branch, term) of the head whose manifest holds it, if it is one; its
+    /// references to its own logs raise that head's log high-water mark.
     fn add(
         &mut self,
         exts: &bough_manifest::ext::Extensions,
         own: Option<(&BranchName, Term)>,
         file: &str,
         why: &KeepReason,
-    ) -> GcResult<()> {
+    ) -> GcResult<Vec<String>> {
+        let mut names = Vec::new();
         let refs = log_refs(exts).map_err(|r| GcError::State {
             file: file.to_string(),
             what: format!("LOG extension: {r:?}"),
@@ -229,11 +233,13 @@ impl NamedLogs {
                 let e = self.high_water.entry((branch.clone(), term)).or_insert(0);
                 *e = (*e).max(r.file.log_id);
             }
+            let name = r.file.to_string();
             self.by_name
-                .entry(r.file.to_string())
+                .entry(name.clone())
                 .or_insert_with(|| why.clone());
+            names.push(name);
         }
-        Ok(())
+        Ok(names)
     }
 }
 

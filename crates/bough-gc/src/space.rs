@@ -11,9 +11,11 @@ use bough_tree::files::FileTable;
 
 use crate::Usage;
 
-/// Splits the partition's data files by what deleting `branch` would do to them.
+/// Splits the partition's data and write-ahead log files by what deleting `branch` would do
+/// to them.
 ///
-/// A file is *exclusive* when every durable referent holding it goes with the branch — its
+/// A file is *exclusive* when every durable referent holding it (a page of a data file, a
+/// `LOG` reference naming a log file) goes with the branch — its
 /// heads and archives, and merge bases naming it (deleting a branch drops those from every
 /// other branch) — or when it is one of the branch's own files nothing references yet (the
 /// file it is filling). GC deletes whole files, so these are exactly what it frees after the
@@ -35,15 +37,24 @@ pub fn branch_space(
             .is_some_and(|h| h.owners.contains(branch))
     };
     for name in storage.list(files.dir())? {
-        let FileKind::Data(d) = classify(&name) else {
-            continue;
+        let (of, held_by, is_log) = match classify(&name) {
+            FileKind::Data(d) => (
+                d.branch,
+                usage
+                    .files
+                    .get(&name)
+                    .map_or(&[][..], |u| u.held_by.as_slice()),
+                false,
+            ),
+            FileKind::Log(l) => (
+                l.branch,
+                usage.logs.get(&name).map_or(&[][..], Vec::as_slice),
+                true,
+            ),
+            _ => continue,
         };
-        let held_by = usage
-            .files
-            .get(&name)
-            .map_or(&[][..], |u| u.held_by.as_slice());
         let exclusive = if held_by.is_empty() {
-            d.branch == *branch
+            of == *branch
         } else if held_by.iter().any(goes) {
             held_by.iter().all(goes)
         } else {
@@ -58,6 +69,9 @@ pub fn branch_space(
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
             Err(e) => return Err(e.into()),
         };
+        if is_log {
+            space.log_bytes += bytes;
+        }
         if exclusive {
             space.exclusive_bytes += bytes;
             space.exclusive_files += 1;

@@ -14,6 +14,8 @@ pub(crate) struct Track {
     pub(crate) referents: Vec<Holder>,
     /// The durable referent being walked (`None` while walking reader snapshots).
     pub(crate) current: Option<u32>,
+    /// Log file name → the referents whose `LOG` references name it (ascending).
+    pub(crate) logs: BTreeMap<String, Vec<u32>>,
 }
 
 #[derive(Debug)]
@@ -60,6 +62,17 @@ impl Track {
         }
     }
 
+    /// Records that the current referent's `LOG` references name log file `name`.
+    pub(crate) fn hold_log(&mut self, name: &str) {
+        let Some(r) = self.current else {
+            return;
+        };
+        let held = self.logs.entry(name.to_string()).or_default();
+        if held.last() != Some(&r) {
+            held.push(r);
+        }
+    }
+
     pub(crate) fn page(&mut self, name: &str, index: u32) -> u32 {
         let f = self.file(name);
         if let Some(acc) = self.files.get_mut(f as usize) {
@@ -79,7 +92,10 @@ impl Track {
         f
     }
 
-    pub(crate) fn finish(self, page_size: u32) -> (BTreeMap<String, FileUsage>, Vec<Holder>) {
+    pub(crate) fn finish(
+        self,
+        page_size: u32,
+    ) -> (BTreeMap<String, FileUsage>, LogHolders, Vec<Holder>) {
         let referents = self.referents;
         let files = self
             .files
@@ -102,7 +118,7 @@ impl Track {
                 (acc.name, usage)
             })
             .collect();
-        (files, referents)
+        (files, self.logs, referents)
     }
 }
 
@@ -182,6 +198,15 @@ impl Walk<'_> {
     }
 
     /// Starts walking the states of `referent` (`None`: a reader snapshot).
+    /// Records that the referent being walked names these log files.
+    pub(crate) fn hold_logs(&mut self, names: &[String]) {
+        if let Some(t) = &mut self.track {
+            for n in names {
+                t.hold_log(n);
+            }
+        }
+    }
+
     pub(crate) fn begin(&mut self, referent: Option<Holder>) {
         if let Some(t) = &mut self.track {
             t.current = referent.map(|r| {

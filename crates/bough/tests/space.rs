@@ -182,6 +182,85 @@ fn deleting_a_branch_frees_exactly_its_exclusive_bytes() {
     }
 }
 
+/// (sum of lengths, count) of the write-ahead log files of `branch` in a partition directory.
+fn log_files_of(part: &Path, branch: &str) -> (u64, u64) {
+    let mut out = (0, 0);
+    for e in std::fs::read_dir(part).expect("read_dir") {
+        let e = e.expect("entry");
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let bough_names::FileKind::Log(l) = bough_names::classify(&name)
+            && l.branch.as_str() == branch
+        {
+            out.0 += e.metadata().expect("metadata").len();
+            out.1 += 1;
+        }
+    }
+    out
+}
+
+/// With the write buffer on, a branch's acknowledged writes that no checkpoint has applied
+/// yet live in its log files: `describe` counts them (exclusive to the branch, and in
+/// `log_bytes`), and deleting the branch and running GC frees exactly the exclusive bytes,
+/// log files included.
+#[test]
+fn a_branch_s_log_files_count_in_its_space_and_go_with_it() {
+    for backend in local_backends() {
+        let test = format!("log_space_{backend:?}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = Options::new(dir.path())
+            .backend(backend)
+            .maintenance_interval_ms(0)
+            .write_buffer_bytes(64 << 20)
+            .data_file_size(SMALL_FILE);
+        let store = common::open(&test, opts);
+        let p = store.partition("sp", 0).expect("partition");
+        put_keys(&store, "main", "m", 0..1000);
+        p.create_branch("feature", "main").expect("feature");
+        // Buffered: in feature's log only, no data file of its own yet.
+        put_keys(&store, "feature", "f", 0..500);
+        let part = dir.path().join("sp.0");
+        let (log_len, logs) = log_files_of(&part, "feature");
+        assert!(logs >= 1 && log_len > 0, "feature has a log file");
+
+        let feature = space(&p, "feature");
+        let main = space(&p, "main");
+        eprintln!("[{test}] feature {feature:?}\n  main {main:?}");
+        assert_eq!(feature.log_bytes, log_len, "{feature:?}");
+        assert!(feature.exclusive_bytes >= log_len, "{feature:?}");
+        assert!(feature.exclusive_files >= logs, "{feature:?}");
+        // main's log is main's alone (the fork checkpointed it and does not name it).
+        assert_eq!(main.log_bytes, log_files_of(&part, "main").0, "{main:?}");
+        assert_eq!(shared_with(&feature, "main"), feature.shared_bytes);
+
+        let before = each_data_file(&part);
+        p.delete_branch("feature").expect("delete");
+        let freed: u64 = store
+            .gc()
+            .expect("gc")
+            .iter()
+            .map(|(_, r)| r.bytes_freed)
+            .sum();
+        let after = each_data_file(&part);
+        let data_gone: u64 = before
+            .iter()
+            .filter(|(n, _)| !after.contains_key(*n))
+            .map(|(_, v)| v.0)
+            .sum();
+        assert_eq!(
+            log_files_of(&part, "feature"),
+            (0, 0),
+            "feature's logs went"
+        );
+        assert_eq!(
+            freed, feature.exclusive_bytes,
+            "GC freed what describe promised (data {data_gone} B, log {log_len} B)"
+        );
+        assert_eq!(data_gone + log_len, feature.exclusive_bytes);
+        assert_eq!(scan_count(&p, "main"), 1000);
+        store.close().expect("close");
+    }
+}
+
 /// `describe_branches` measures once and agrees with `describe` branch by branch.
 #[test]
 fn describe_branches_agrees_with_describe() {
