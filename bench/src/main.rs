@@ -179,8 +179,9 @@ fn main() -> ExitCode {
 
 /// How many times the branch series run when a baseline runs beside `bough`. Each series is
 /// a handful of milliseconds measured once, so one slow disk phase decided a before/after
-/// ratio (2026-12-03: gc at 0.58x in the harness, 1.3x in a standalone program).
-const BRANCH_ROUNDS: usize = 4;
+/// ratio (2026-12-03: gc at 0.58x in the harness, 1.3x in a standalone program; a branch
+/// creation's p50 is 1.4 or 2.5-3 ms from one fresh process to the next, for both builds).
+const BRANCH_ROUNDS: usize = 6;
 
 /// The branch series of `bough` and of each baseline, in rounds whose order alternates
 /// (A B, B A, ...) so a drift of the machine lands on both sides; each point is the median

@@ -978,14 +978,16 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// One point per (series, x) of `points`, in first-seen order: the median of its rounds'
-/// milliseconds (the mean of the middle two for an even count), the rounds named in the note.
+/// One point per (series, x label) of `points`, in first-seen order: the median of its
+/// rounds' milliseconds (the mean of the middle two for an even count), the rounds named in
+/// the note. Grouped by the label, not `x`: a partition's bytes on disk (the x of the
+/// creation series) differ by a few KiB from round to round.
 pub fn median_points(points: Vec<Point>) -> Vec<Point> {
     let mut groups: Vec<(Point, Vec<f64>)> = Vec::new();
     for p in points {
         match groups
             .iter_mut()
-            .find(|(g, _)| g.series == p.series && g.x == p.x)
+            .find(|(g, _)| g.series == p.series && g.x_label == p.x_label)
         {
             Some((_, ms)) => ms.push(p.ms),
             None => {
@@ -1423,7 +1425,8 @@ mod tests {
     fn point(series: &str, x: f64, ms: f64) -> Point {
         Point {
             series: series.into(),
-            x,
+            // The label a round gives; its x (bytes on disk) may differ a little.
+            x: x + ms / 1000.0,
             x_label: format!("{x}"),
             ms,
             note: "n".into(),
@@ -1440,8 +1443,10 @@ mod tests {
             point("bough@r gc", 100.0, 14.0),
             point("bough gc", 1000.0, 5.0),
         ]);
-        let summary: Vec<(&str, f64, f64)> =
-            got.iter().map(|p| (p.series.as_str(), p.x, p.ms)).collect();
+        let summary: Vec<(&str, f64, f64)> = got
+            .iter()
+            .map(|p| (p.series.as_str(), p.x.floor(), p.ms))
+            .collect();
         assert_eq!(
             summary,
             vec![
