@@ -24,10 +24,12 @@ use bough_manifest::PageId;
 use crate::btree::{self, Cursor, Mutation, Op, TreeRead};
 use crate::lww;
 use crate::page::leaf::{Entry, ValueLoc};
+pub use budget::BufferBudget;
 use filter::key_hash;
 pub use run::Run;
 use run::prefix;
 
+mod budget;
 mod filter;
 mod run;
 

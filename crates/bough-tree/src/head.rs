@@ -78,6 +78,9 @@ pub struct HeadConfig {
     pub write_buffer_bytes: usize,
     /// Sizes of the write-ahead log files (used when `write_buffer_bytes` > 0).
     pub log: crate::wal::LogConfig,
+    /// The bound every head of a store shares on the bytes their buffers hold together
+    /// (`None`: each head is bounded by `write_buffer_bytes` alone).
+    pub buffer_budget: Option<Arc<crate::buffer::BufferBudget>>,
 }
 
 impl Default for HeadConfig {
@@ -91,6 +94,7 @@ impl Default for HeadConfig {
             file_per_commit: false,
             write_buffer_bytes: 0,
             log: crate::wal::LogConfig::default(),
+            buffer_budget: None,
         }
     }
 }
@@ -319,7 +323,7 @@ impl Head {
                 .unwrap_or_else(|| version_base.saturating_add(st.last_seq)),
             buffer: log.buffer.clone(),
         });
-        Ok(Head {
+        let mut head = Head {
             cfg,
             files,
             branch,
@@ -343,7 +347,9 @@ impl Head {
             dropped_tail,
             appended: false,
             log,
-        })
+        };
+        head.charge_buffer();
+        Ok(head)
     }
 
     /// The branch this head writes.
@@ -500,6 +506,7 @@ impl Head {
 
 impl Drop for Head {
     fn drop(&mut self) {
+        self.log.charged = self.uncharge_buffer();
         self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);
     }

@@ -52,13 +52,13 @@ pub use builder::StoreBuilder;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{
-    Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, DEFAULT_WRITE_BUFFER_BYTES, Durability, MAX_VALUE_LEN,
-    Options,
+    Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, DEFAULT_WRITE_BUFFER_BYTES,
+    DEFAULT_WRITE_BUFFER_TOTAL_BYTES, Durability, MAX_VALUE_LEN, Options,
 };
 pub use store::{
     Branch, BranchPolicy, CompactionReport, DiffChange, DiffEntry, KeyValue, PartitionHandle,
     RangeIter, ReadView, RegistryStatus, RepairReport, ScanOptions, ScanPage, StateRef, Store,
-    Table, TagInfo, Value, WriteReport,
+    Table, TagInfo, Value, WriteBufferUsage, WriteReport,
 };
 
 pub use bough_catalog::{

@@ -151,10 +151,17 @@ pub struct Options {
     /// timer, at close, and before any other operation on the branch (merge, archive,
     /// fork, diff, …). 0 turns the log off: every commit writes its pages and a manifest
     /// record (two syncs). Ignored (0) with `backend = "object"`, which has no appends.
-    /// Each branch written to has its own buffer, so the memory it can take is this times
-    /// the branches written between two maintenance ticks. Default: 64 MiB
-    /// ([`DEFAULT_WRITE_BUFFER_BYTES`]).
+    /// Each branch written to has its own buffer; `write_buffer_total_bytes` bounds them
+    /// together. Default: 64 MiB ([`DEFAULT_WRITE_BUFFER_BYTES`]).
     pub write_buffer_bytes: u64,
+    /// Bytes the write buffers of every branch of the store hold together. Once they hold
+    /// more, a branch whose buffer is at least a sixteenth of this checkpoints after its
+    /// next commit, and past twice this every branch does, so the store's buffers stay
+    /// below twice this (plus one commit) however many branches are written. 0: no bound
+    /// but each branch's `write_buffer_bytes`. `Store::write_buffer_usage` reports the
+    /// bytes held and the checkpoints it forced. Default: 256 MiB
+    /// ([`DEFAULT_WRITE_BUFFER_TOTAL_BYTES`]).
+    pub write_buffer_total_bytes: u64,
     /// When writes through the write buffer are acknowledged: `sync` (durable first) or
     /// `buffered` (before the log's `fdatasync`; see [`Durability`]). A
     /// [`WriteBatch::durability`](crate::WriteBatch::durability) overrides it per batch.
@@ -202,6 +209,7 @@ impl Default for Options {
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
             max_group_commit: 1024,
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
+            write_buffer_total_bytes: DEFAULT_WRITE_BUFFER_TOTAL_BYTES,
             durability: Durability::Sync,
             truncate_piece_keys: 4096,
             max_open_branches: 4096,
@@ -299,6 +307,11 @@ impl Options {
     /// Sets the write buffer's size (0: no write-ahead log).
     pub fn write_buffer_bytes(mut self, n: u64) -> Self {
         self.write_buffer_bytes = n;
+        self
+    }
+    /// Sets the bound on every branch's write buffer together (0: none).
+    pub fn write_buffer_total_bytes(mut self, n: u64) -> Self {
+        self.write_buffer_total_bytes = n;
         self
     }
     /// Sets when buffered writes are acknowledged (see [`Durability`]).
@@ -466,6 +479,10 @@ impl Options {
 /// rewrites each touched leaf once for many commits, small enough to replay in well under
 /// a second at open.
 pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
+
+/// The default of [`Options::write_buffer_total_bytes`]: 256 MiB, four branches' full
+/// buffers.
+pub const DEFAULT_WRITE_BUFFER_TOTAL_BYTES: u64 = 256 << 20;
 
 /// The default of [`Options::max_timestamp_skew_ms`]: one hour.
 pub const DEFAULT_MAX_TIMESTAMP_SKEW_MS: u64 = 60 * 60 * 1000;

@@ -32,6 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::oneshot;
 use crate::options::{Backend, Durability, Options};
 pub use repair::RepairReport;
+pub use stats::WriteBufferUsage;
 
 mod branch;
 mod check;
@@ -51,6 +52,7 @@ mod request;
 mod results;
 mod shard;
 mod staging;
+mod stats;
 mod table;
 mod tags;
 mod writer_ops;
@@ -241,6 +243,12 @@ impl Store {
             file_per_commit: false,
             write_buffer_bytes: usize::try_from(opts.write_buffer_bytes).unwrap_or(usize::MAX),
             log: bough_tree::wal::LogConfig::default(),
+            buffer_budget: Some(Arc::new(bough_tree::buffer::BufferBudget::new(match opts
+                .write_buffer_total_bytes
+            {
+                0 => usize::MAX,
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            }))),
         };
         let head_cfg = crate::cloud::head_config(&opts, head_cfg);
         let mut shards = Vec::new();
@@ -286,16 +294,6 @@ impl Store {
     /// Which backend serves the store (`io_uring`, `pread` or `memory`).
     pub fn backend(&self) -> bough_io::BackendKind {
         self.inner.storage.kind()
-    }
-
-    /// I/O counters of the storage backend.
-    pub fn io_stats(&self) -> IoStatsSnapshot {
-        self.inner.storage.stats().snapshot()
-    }
-
-    /// The page cache (hit counters, size).
-    pub fn cache(&self) -> &PageCache {
-        &self.inner.cache
     }
 
     /// Branch heads currently open (replayed and held in memory).

@@ -53,6 +53,8 @@ pub(crate) struct HeadLog {
     /// The reference the manifest holds when this head has no writer yet (replayed at
     /// open), with the replay of its file (to continue appending to it when it is ours).
     in_force: Option<(LogRef, LogReplayed)>,
+    /// Bytes of `buffer` the store's [`crate::buffer::BufferBudget`] counts.
+    pub(super) charged: usize,
 }
 
 impl HeadLog {
@@ -100,6 +102,7 @@ impl HeadLog {
                 writer: None,
                 next_writer: None,
                 in_force,
+                charged: 0,
             },
             Some(covered),
         ))
@@ -180,13 +183,43 @@ impl Head {
         self.log.buffer.push(version, muts.to_vec());
         self.log.buffered += 1;
         self.log.version = Some(version);
+        self.charge_buffer();
         self.publish();
-        if self.log.buffer.bytes() > self.cfg.write_buffer_bytes
-            && let Err(e) = self.checkpoint_buffer(now_ms)
-        {
-            tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
+        let own = self.log.buffer.bytes();
+        let over_own = own > self.cfg.write_buffer_bytes;
+        let for_budget = !over_own
+            && self
+                .cfg
+                .buffer_budget
+                .as_ref()
+                .is_some_and(|b| b.wants_checkpoint(own));
+        if over_own || for_budget {
+            if for_budget && let Some(b) = &self.cfg.buffer_budget {
+                b.note_forced();
+            }
+            if let Err(e) = self.checkpoint_buffer(now_ms) {
+                tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
+            }
         }
         Ok(())
+    }
+
+    /// Tells the store's buffer budget what this head's buffer holds now.
+    pub(super) fn charge_buffer(&mut self) {
+        let now = self.log.buffer.bytes();
+        if let Some(b) = &self.cfg.buffer_budget {
+            b.recharge(self.log.charged, now);
+        }
+        self.log.charged = now;
+    }
+
+    /// Takes this head's buffer off the store's budget (the head goes); returns what it
+    /// is charged from then on (nothing).
+    pub(super) fn uncharge_buffer(&self) -> usize {
+        if let Some(b) = &self.cfg.buffer_budget {
+            b.recharge(self.log.charged, 0);
+        }
+        0
     }
 
     /// Applies the write buffer to the tree (one sorted update, each touched leaf rewritten
@@ -353,6 +386,7 @@ impl Head {
         self.log.version = Some(self.version_after_record());
         self.log.buffered = 0;
         self.log.buffer = WriteBuffer::new();
+        self.charge_buffer();
         if let Some(w) = self.log.next_writer.take() {
             self.log.writer = Some(w);
         }

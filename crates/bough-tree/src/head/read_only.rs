@@ -103,7 +103,7 @@ impl Head {
                 TreeError::manifest_content(path.clone(), 0, format!("incarnation extension: {e}"))
             })?
             .unwrap_or(0);
-        Ok(Head {
+        let mut head = Head {
             cfg,
             files,
             branch,
@@ -128,7 +128,9 @@ impl Head {
             reserved: (0, 0),
             reserve_base: 0,
             ranges_pruned: None,
-        })
+        };
+        head.charge_buffer();
+        Ok(head)
     }
 }
 

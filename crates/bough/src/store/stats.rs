@@ -1,0 +1,51 @@
+//! What a store reports about itself: I/O counters, the page cache, and what the write
+//! buffers hold together ([`Store::write_buffer_usage`]).
+
+use super::*;
+
+/// What [`Store::write_buffer_usage`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriteBufferUsage {
+    /// Bytes every branch's write buffer holds now (keys, values and per-entry overhead).
+    pub bytes: u64,
+    /// [`Options::write_buffer_total_bytes`] (`None`: 0, no bound).
+    pub limit: Option<u64>,
+    /// Checkpoints of a buffer below its own `write_buffer_bytes` that the bound forced.
+    pub forced_checkpoints: u64,
+}
+
+impl Store {
+    /// What the write buffers of every branch hold together, against
+    /// [`Options::write_buffer_total_bytes`], and how many checkpoints that bound forced.
+    ///
+    /// ```
+    /// # fn main() -> bough::Result<()> {
+    /// let store = bough::Store::open(bough::Options::in_memory().write_buffer_bytes(1 << 20))?;
+    /// store.partition("t", 0)?.branch("main")?.put_blocking("k", "v")?;
+    /// assert!(store.write_buffer_usage().bytes > 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write_buffer_usage(&self) -> WriteBufferUsage {
+        let budget = self.inner.head_cfg.buffer_budget.as_ref();
+        WriteBufferUsage {
+            bytes: budget.map_or(0, |b| b.used() as u64),
+            limit: match self.inner.opts.write_buffer_total_bytes {
+                0 => None,
+                n => Some(n),
+            },
+            forced_checkpoints: budget.map_or(0, |b| b.forced_checkpoints()),
+        }
+    }
+
+    /// I/O counters of the storage backend.
+    pub fn io_stats(&self) -> IoStatsSnapshot {
+        self.inner.storage.stats().snapshot()
+    }
+
+    /// The page cache (hit counters, size).
+    pub fn cache(&self) -> &PageCache {
+        &self.inner.cache
+    }
+}

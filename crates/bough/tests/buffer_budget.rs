@@ -1,0 +1,130 @@
+//! The store-wide bound on write buffers (`Options::write_buffer_total_bytes`): however
+//! many branches are written, their buffers together stay below twice the bound plus one
+//! commit, the checkpoints it forces are counted, and nothing acknowledged is lost or read
+//! wrong — before and after a reopen. Without the bound the same writes hold every
+//! branch's buffer (the control: the bound is what keeps memory down).
+
+mod common;
+
+use bough::{Backend, Options, Store, WriteBatch};
+
+const BRANCHES: usize = 8;
+const BATCHES: u32 = 9;
+const KEYS_PER_BATCH: u32 = 400;
+const VALUE: usize = 200;
+
+fn opts(dir: &std::path::Path, total: u64, backend: Backend) -> Options {
+    Options::new(dir)
+        .backend(backend)
+        .maintenance_interval_ms(0)
+        // Larger than what one branch writes here: only the store-wide bound checkpoints.
+        .write_buffer_bytes(4 << 20)
+        .write_buffer_total_bytes(total)
+}
+
+fn value(branch: usize, batch: u32, i: u32) -> Vec<u8> {
+    let mut v = format!("{branch}:{batch}:{i}:").into_bytes();
+    v.resize(VALUE, b'.');
+    v
+}
+
+/// Writes every branch in turn, one batch each per round; returns the most bytes the
+/// store's buffers held after any commit.
+fn write_all(store: &Store) -> u64 {
+    let p = store.partition("bb", 0).expect("partition");
+    for b in 1..BRANCHES {
+        p.create_branch(&format!("b{b}"), "main").expect("branch");
+    }
+    let mut peak = 0;
+    for batch in 0..BATCHES {
+        for b in 0..BRANCHES {
+            let name = if b == 0 {
+                "main".to_string()
+            } else {
+                format!("b{b}")
+            };
+            let mut w = WriteBatch::new();
+            for i in 0..KEYS_PER_BATCH {
+                w.put(format!("k{batch:02}{i:04}"), value(b, batch, i));
+            }
+            p.branch(&name)
+                .and_then(|br| br.write_blocking(w))
+                .expect("write");
+            peak = peak.max(store.write_buffer_usage().bytes);
+        }
+    }
+    peak
+}
+
+fn check_all(store: &Store, test: &str) {
+    let p = store.partition("bb", 0).expect("partition");
+    for b in 0..BRANCHES {
+        let name = if b == 0 {
+            "main".to_string()
+        } else {
+            format!("b{b}")
+        };
+        let br = p.branch(&name).expect("branch");
+        for batch in 0..BATCHES {
+            for i in (0..KEYS_PER_BATCH).step_by(37) {
+                let got = br.get_blocking(format!("k{batch:02}{i:04}")).expect("get");
+                assert_eq!(
+                    got.map(|v| v.value),
+                    Some(value(b, batch, i)),
+                    "[{test}] {name} batch {batch} key {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_store_wide_bound_keeps_every_buffer_together_below_twice_it() {
+    let one_batch = u64::from(KEYS_PER_BATCH) * (VALUE as u64 + 7 + 48);
+    for backend in [Backend::Pread, Backend::IoUring] {
+        let test = format!("buffer_budget_{backend:?}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let total: u64 = 1 << 20;
+        let store = common::open(&test, opts(dir.path(), total, backend));
+        let peak = write_all(&store);
+        let usage = store.write_buffer_usage();
+        eprintln!("[{test}] peak {peak} B, {usage:?}");
+        assert_eq!(usage.limit, Some(total));
+        assert!(
+            peak <= 2 * total + one_batch,
+            "[{test}] buffers held {peak} B together, bound {total} B"
+        );
+        assert!(usage.forced_checkpoints > 0, "[{test}] {usage:?}");
+        check_all(&store, &test);
+        store.close().expect("close");
+        assert_eq!(
+            store.write_buffer_usage().bytes,
+            0,
+            "closed heads hold nothing"
+        );
+
+        let store = common::open(&test, opts(dir.path(), total, backend));
+        check_all(&store, &test);
+        store.close().expect("close");
+    }
+}
+
+#[test]
+fn without_the_bound_every_branch_keeps_its_buffer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = common::open(
+        "buffer_budget_unbounded",
+        opts(dir.path(), 0, Backend::Pread),
+    );
+    let peak = write_all(&store);
+    let usage = store.write_buffer_usage();
+    eprintln!("[buffer_budget_unbounded] peak {peak} B, {usage:?}");
+    assert_eq!(usage.limit, None);
+    assert_eq!(usage.forced_checkpoints, 0);
+    let written = (BRANCHES as u64) * u64::from(BATCHES * KEYS_PER_BATCH) * VALUE as u64;
+    assert!(
+        peak >= written,
+        "every write is still buffered: {peak} < {written}"
+    );
+    check_all(&store, "buffer_budget_unbounded");
+}
