@@ -185,7 +185,7 @@ const BRANCH_ROUNDS: usize = 6;
 
 /// The branch series of `bough` and of each baseline, in rounds whose order alternates
 /// (A B, B A, ...) so a drift of the machine lands on both sides; each point is the median
-/// of its rounds.
+/// of its rounds. With baselines, each round of either side is a fresh child process.
 fn branch_rounds(
     args: &Args,
     sizes: &workloads::Sizes,
@@ -198,6 +198,17 @@ fn branch_rounds(
     } else {
         BRANCH_ROUNDS
     };
+    let this_tree = if rounds > 1 {
+        match baseline::Baseline::this_tree() {
+            Ok(b) => Some(b),
+            Err(e) => {
+                results.errors.push(format!("branch rounds: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut points = Vec::new();
     for round in 0..rounds {
         let mut order: Vec<Option<&baseline::Baseline>> = std::iter::once(None)
@@ -208,7 +219,7 @@ fn branch_rounds(
         }
         for who in order {
             let mut one = workloads::Results::default();
-            match who {
+            match who.or(this_tree.as_ref()) {
                 None => {
                     if let Err(e) =
                         workloads::run_branches(&args.data_dir, sizes, with_rocks, &mut one)
