@@ -4,12 +4,14 @@
 //! `cargo xtask bench --bough-rev REV` exports REV's tree, builds this same harness against
 //! that tree's `crates/bough` (feature `baseline`, plus the shim of `src/shim/` for REV's
 //! API where it differs) into a second binary, and passes it here as `--baseline
-//! bough@REV=BINARY`. Right after the `bough` rows the parent starts that binary with the
-//! same sizes and `--label bough@REV --no-branches`; it runs the `bough` workloads,
-//! relabels its rows and writes its report.json, whose rows join this run's. The Bough-only
-//! branch series then run in rounds that alternate the two builds (`--only-branches` in the
-//! child), each point the median of its rounds. Each binary embeds one Bough in its
-//! own process (no IPC on the measured path), on the same machine minutes apart.
+//! bough@REV=BINARY`. The `bough` engine rows then run in rounds that alternate this
+//! tree's binary and that one (`ENGINE_ROUNDS` in main.rs), each a fresh child with the same
+//! sizes and `--label bough` or `--label bough@REV` and `--no-branches`: it runs the `bough`
+//! workloads, relabels its rows and writes its report.json, whose rows join this run's; each
+//! row is the median round's ([`median_rows`]). The Bough-only branch series run in rounds
+//! the same way (`--only-branches` in the child), each point the median of its rounds. Each
+//! binary embeds one Bough in its own process (no IPC on the measured path), on the same
+//! machine minutes apart.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -136,6 +138,42 @@ pub fn absorb(js: &serde_json::Value, out: &mut Results) -> Res<()> {
     Ok(())
 }
 
+/// One row per (workload, engine) of `rows`, in first-seen order: the round whose ops/s is
+/// the median (the lower of the middle two for an even count), so every figure of the row
+/// comes from one round; its note lists each round's ops/s.
+pub fn median_rows(rows: Vec<Row>) -> Vec<Row> {
+    let mut groups: Vec<Vec<Row>> = Vec::new();
+    for r in rows {
+        match groups.iter_mut().find(|g| {
+            g.first()
+                .is_some_and(|f| f.workload == r.workload && f.engine == r.engine)
+        }) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|mut g| {
+            if g.len() == 1 {
+                return g.pop();
+            }
+            let rounds: Vec<String> = g.iter().map(|r| format!("{:.0}", r.ops_per_sec)).collect();
+            g.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+            let n = g.len();
+            let mut row = g.swap_remove((n - 1) / 2);
+            let sep = if row.note.is_empty() { "" } else { "; " };
+            row.note = format!(
+                "{}{sep}median of {n} rounds ({} {}/s)",
+                row.note,
+                rounds.join(", "),
+                row.unit
+            );
+            Some(row)
+        })
+        .collect()
+}
+
 /// In the child: its rows and series carry `label` instead of `bough`.
 pub fn relabel(label: &str, res: &mut Results) {
     for r in &mut res.rows {
@@ -156,6 +194,43 @@ pub fn relabel(label: &str, res: &mut Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_rows_keep_the_median_round_of_each_workload_and_engine() {
+        let row = |engine: &str, ops: f64| Row {
+            workload: "scan_100".into(),
+            engine: engine.into(),
+            unit: "scans".into(),
+            ops_per_sec: ops,
+            p50_us: 1e6 / ops,
+            ..Row::default()
+        };
+        let rows = vec![
+            row("bough", 30.0),
+            row("bough@x", 20.0),
+            row("bough@x", 10.0),
+            row("bough", 10.0),
+            row("bough", 20.0),
+            row("bough@x", 40.0),
+        ];
+        let m = median_rows(rows);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].engine.as_str(), m[0].ops_per_sec), ("bough", 20.0));
+        assert_eq!(
+            m[0].p50_us,
+            1e6 / 20.0,
+            "every figure comes from the median round"
+        );
+        assert!(
+            m[0].note
+                .contains("median of 3 rounds (30, 10, 20 scans/s)"),
+            "{}",
+            m[0].note
+        );
+        assert_eq!((m[1].engine.as_str(), m[1].ops_per_sec), ("bough@x", 20.0));
+        let one = median_rows(vec![row("bough", 5.0)]);
+        assert_eq!(one[0].note, "", "a single round is left as it is");
+    }
 
     #[test]
     fn rows_survive_the_json_round_trip_and_relabel() {

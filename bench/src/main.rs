@@ -183,6 +183,43 @@ fn main() -> ExitCode {
 /// creation's p50 is 1.4 or 2.5-3 ms from one fresh process to the next, for both builds).
 const BRANCH_ROUNDS: usize = 6;
 
+/// How many times the engine rows of `bough` and of each baseline run when a baseline runs
+/// beside it. One run of each, minutes apart, swung the same row between 0.62x and 1.47x
+/// from one run to the next (bench/results/2026-12-03 and 2026-12-04: scan_100 1.47x, 1.12x,
+/// 0.80x; commit_8w 0.95x, 1.15x, 0.71x; large_get_256k 0.85x, 0.99x, 0.62x), more than
+/// any change measured. Odd, so a row's median is one round's row.
+const ENGINE_ROUNDS: usize = 3;
+
+/// The engine rows of `bough` and of each baseline, each a fresh child process, in rounds
+/// whose order alternates (A B, B A, A B) so a drift of the machine lands on both sides;
+/// each row is the median round's (by ops/s), its note naming every round's figure.
+fn engine_rounds(args: &Args, shared: &baseline::Shared<'_>, results: &mut workloads::Results) {
+    let this_tree = match baseline::Baseline::this_tree() {
+        Ok(b) => b,
+        Err(e) => {
+            results.errors.push(format!("engine rounds: {e}"));
+            return;
+        }
+    };
+    let mut rows = Vec::new();
+    for round in 0..ENGINE_ROUNDS {
+        let mut order: Vec<&baseline::Baseline> = std::iter::once(&this_tree)
+            .chain(args.baselines.iter())
+            .collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for b in order {
+            let mut one = workloads::Results::default();
+            baseline::run(b, baseline::Part::Engines, shared, &mut one);
+            rows.append(&mut one.rows);
+            results.points.append(&mut one.points);
+            results.errors.append(&mut one.errors);
+        }
+    }
+    results.rows.extend(baseline::median_rows(rows));
+}
+
 /// The branch series of `bough` and of each baseline, in rounds whose order alternates
 /// (A B, B A, ...) so a drift of the machine lands on both sides; each point is the median
 /// of its rounds. With baselines, each round of either side is a fresh child process.
@@ -305,14 +342,14 @@ fn run(args: &Args) -> Res<()> {
     if !args.only_branches {
         let mut baselines_done = false;
         for e in &run {
-            workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
-            // The baselines right after `bough`: the before/after pair minutes apart.
-            if e == "bough" {
-                for b in &args.baselines {
-                    baseline::run(b, baseline::Part::Engines, &shared, &mut results);
-                }
+            // With a baseline, `bough` and the baselines run in alternating rounds (the
+            // before/after pair), each row the median of its rounds.
+            if e == "bough" && !args.baselines.is_empty() {
+                engine_rounds(args, &shared, &mut results);
                 baselines_done = true;
+                continue;
             }
+            workloads::run_engine(e, &args.data_dir, &sizes, cold, &mut results);
         }
         if !baselines_done {
             for b in &args.baselines {

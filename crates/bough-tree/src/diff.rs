@@ -345,6 +345,58 @@ pub fn diff(a: &TreeSnapshot, b: &TreeSnapshot) -> TreeResult<(Vec<KeyChange>, D
     Ok((out, stats))
 }
 
+/// [`diff`] of two snapshots as reads see them, write buffers included: the trees' diff,
+/// in which every key either buffer holds is replaced by the two entries reads resolve for
+/// it (the buffered ops over that side's tree). So a diff of a branch with buffered writes
+/// needs no checkpoint first, and costs the trees' divergence plus a lookup per buffered key.
+pub fn diff_buffered(
+    a: &TreeSnapshot,
+    b: &TreeSnapshot,
+) -> TreeResult<(Vec<KeyChange>, DiffStats)> {
+    let (tree, stats) = diff(a, b)?;
+    let keys = buffered_keys(a, b);
+    if keys.is_empty() {
+        return Ok((tree, stats));
+    }
+    let (ra, rb) = (a.buffered(), b.buffered());
+    let mut buffered = Vec::new();
+    for k in &keys {
+        let change = match (ra.get(k)?, rb.get(k)?) {
+            (None, None) => continue,
+            (Some(old), None) => Change::Removed(old),
+            (None, Some(new)) => Change::Added(new),
+            (Some(old), Some(new)) => {
+                if same_entry(a, &old, b, &new)? {
+                    continue;
+                }
+                Change::Changed { old, new }
+            }
+        };
+        buffered.push((k.clone(), change));
+    }
+    // Both sorted by key and disjoint: the tree's changes of unbuffered keys, and the rest.
+    let mut out = Vec::with_capacity(tree.len() + buffered.len());
+    let mut ib = buffered.into_iter().peekable();
+    for (k, c) in tree.into_iter().filter(|(k, _)| !keys.contains(k)) {
+        while let Some(x) = ib.next_if(|(kb, _)| *kb < k) {
+            out.push(x);
+        }
+        out.push((k, c));
+    }
+    out.extend(ib);
+    Ok((out, stats))
+}
+
+/// Every key the write buffer of `a` or of `b` holds an op for.
+fn buffered_keys(a: &TreeSnapshot, b: &TreeSnapshot) -> BTreeSet<Vec<u8>> {
+    [a, b]
+        .into_iter()
+        .flat_map(|s| s.buffer.runs())
+        .flat_map(|run| run.mutations())
+        .map(|m| m.key.clone())
+        .collect()
+}
+
 /// A change as reads see it (see [`visible_at`]), with the delete behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VisibleChange {
@@ -407,7 +459,8 @@ pub fn visible_at(changes: Vec<KeyChange>, now_ms: u64) -> Vec<KeyChange> {
 }
 
 /// Whether two entries hold the same value, timestamp and expiry (overflow values compared
-/// by identity first, by content when their pages differ).
+/// by identity first, by content when their pages differ; a buffered value, always inline,
+/// against the other side's overflow value by content).
 pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) -> TreeResult<bool> {
     use crate::page::leaf::ValueLoc;
     if ea.timestamp != eb.timestamp || ea.expire_at != eb.expire_at {
@@ -440,6 +493,12 @@ pub fn same_entry(a: &TreeSnapshot, ea: &Entry, b: &TreeSnapshot, eb: &Entry) ->
                 return Ok(true);
             }
             Ok(a.read_overflow(*fa, *pa, *la)? == b.read_overflow(*fb, *pb, *lb)?)
+        }
+        (ValueLoc::Inline(x), ValueLoc::Overflow { len, first, pages }) => {
+            Ok(x.len() as u64 == *len && *x == b.read_overflow(*first, *pages, *len)?)
+        }
+        (ValueLoc::Overflow { len, first, pages }, ValueLoc::Inline(y)) => {
+            Ok(y.len() as u64 == *len && *y == a.read_overflow(*first, *pages, *len)?)
         }
         _ => Ok(false),
     }

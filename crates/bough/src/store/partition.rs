@@ -265,10 +265,11 @@ impl PartitionHandle {
         self.diff_snapshots(&sa, &sb, format!("{}@{a}..{b}", self.dir))
     }
 
-    /// The current state of the branch or tag `name`.
+    /// The current state of the branch or tag `name`, as reads see it (a branch's write
+    /// buffer included: the diff reads through it, so nothing is checkpointed first).
     fn state(&self, name: &str) -> Result<Arc<TreeSnapshot>> {
         match self.resolve_state(name)? {
-            Named::Branch(b) => b.tree_state(),
+            Named::Branch(b) => b.read_state(),
             Named::Tag(tag) => self.tag_snapshot(&tag),
         }
     }
@@ -284,7 +285,7 @@ impl PartitionHandle {
             .map_err(|e| Error::from(e).at(&label))?;
         let sa = TreeSnapshot::from_record(entry.part.files().clone(), &record)
             .map_err(|e| Error::from(e).at(&label))?;
-        let sb = self.branch(branch)?.tree_state()?;
+        let sb = self.branch(branch)?.read_state()?;
         self.diff_snapshots(&sa, &sb, label)
     }
 
@@ -295,7 +296,8 @@ impl PartitionHandle {
         sb: &TreeSnapshot,
         label: String,
     ) -> Result<Vec<DiffEntry>> {
-        let (changes, _) = bough_tree::diff::diff(sa, sb).map_err(|e| Error::from(e).at(&label))?;
+        let (changes, _) =
+            bough_tree::diff::diff_buffered(sa, sb).map_err(|e| Error::from(e).at(&label))?;
         let changes =
             bough_tree::diff::visible_changes_at(changes, self.store.inner.clock.now_ms());
         let value = |s: &TreeSnapshot, e: Entry| -> Result<Value> {

@@ -243,6 +243,13 @@ impl Branch {
             .unwrap_or_else(|| Err(Error::closed()))
     }
 
+    /// The branch's current state as reads see it (its write buffer included), for what
+    /// reads through the buffer (diff).
+    pub(super) fn read_state(&self) -> Result<Arc<TreeSnapshot>> {
+        self.check_live()?;
+        Ok(self.entry.published.load())
+    }
+
     /// The branch's current state with nothing buffered above its tree, for what reads the
     /// tree alone (diff, cherry-pick ends): a buffered branch checkpoints first.
     pub(super) fn tree_state(&self) -> Result<Arc<TreeSnapshot>> {
