@@ -188,10 +188,10 @@ const BRANCH_ROUNDS: usize = 6;
 /// from one run to the next (bench/results/2026-12-03 and 2026-12-04: scan_100 1.47x, 1.12x,
 /// 0.80x; commit_8w 0.95x, 1.15x, 0.71x; large_get_256k 0.85x, 0.99x, 0.62x), more than
 /// any change measured. Odd, so a row's median is one round's row.
-const ENGINE_ROUNDS: usize = 3;
+const ENGINE_ROUNDS: usize = 5;
 
 /// The engine rows of `bough` and of each baseline, each a fresh child process, in rounds
-/// whose order alternates (A B, B A, A B) so a drift of the machine lands on both sides;
+/// whose order alternates (A B, B A, A B, ...) so a drift of the machine lands on both sides;
 /// each row is the median round's (by ops/s), its note naming every round's figure.
 fn engine_rounds(args: &Args, shared: &baseline::Shared<'_>, results: &mut workloads::Results) {
     let this_tree = match baseline::Baseline::this_tree() {

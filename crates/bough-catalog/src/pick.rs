@@ -17,7 +17,7 @@ use bough_io::{IoError, IoResult};
 use bough_manifest::{Snapshot, commit_version, merge_bases};
 use bough_names::BranchName;
 use bough_tree::btree::{Cursor, Mutation};
-use bough_tree::diff::{Change, diff, visible_changes_at};
+use bough_tree::diff::{Change, diff_buffered, visible_changes_at};
 use bough_tree::head::{Head, TreeSnapshot};
 use bough_tree::page::leaf::Entry;
 
@@ -117,7 +117,7 @@ impl Partition {
             PickRange::Forward => (from, to),
             PickRange::Inverse => (to, from),
         };
-        let changes = visible_changes_at(diff(old, new)?.0, now_ms);
+        let changes = visible_changes_at(diff_buffered(old, new)?.0, now_ms);
         let tgt = target.snapshot();
         let mut report = MergeReport::default();
         let mut muts = Vec::new();

@@ -1,6 +1,7 @@
-//! A diff reads through the write buffers of both sides (issue 16, "everything else sees
-//! buffered writes"): it checkpoints nothing and syncs nothing, and it is the diff the same
-//! two branches give once both are checkpointed, and the diff of a model of them.
+//! A diff, and the range of a cherry-pick or revert, read through the write buffers of both
+//! sides (issue 16, "everything else sees buffered writes"): a diff checkpoints nothing and
+//! syncs nothing, and it is the diff the same two branches give once both are checkpointed,
+//! and the diff of a model of them.
 //!
 //! Randomized over seeds; `BOUGH_DIFF_SEED=N` replays one.
 
@@ -211,4 +212,73 @@ fn a_buffered_write_of_a_key_the_tree_holds_as_an_overflow_value_differs_only_wh
     let since = part.diff_archive(&archive, "dev").expect("diff");
     assert_eq!(since.len(), 1, "{since:?}");
     assert_eq!(since[0].key, b"later");
+}
+
+#[test]
+fn a_cherry_pick_and_a_revert_read_a_buffered_branch_through_its_buffer() {
+    use bough::{PickOptions, StateRef};
+    let store = store();
+    let part = store.partition("t", 0).expect("partition");
+    let main = part.branch("main").expect("main");
+    main.put_blocking("base", "1").expect("put");
+    let dev = part.create_branch("dev", "main").expect("fork");
+    let start = dev.archive().expect("archive");
+    for k in ["a", "b", "c"] {
+        dev.put_blocking(k, format!("dev-{k}")).expect("put");
+    }
+    dev.put_blocking("big", value(0)).expect("put");
+    dev.delete_blocking("base").expect("delete");
+    // Only dev buffers anything now (the fork and the archive checkpointed the rest).
+    let dev_buffered = store.write_buffer_usage().bytes;
+    assert!(dev_buffered > 0);
+    let dev_state = StateRef::Branch("dev".into());
+    let report = part
+        .cherry_pick(
+            &StateRef::Archive(start.clone()),
+            &dev_state,
+            "main",
+            PickOptions::default(),
+        )
+        .expect("cherry-pick");
+    assert!(
+        report.committed && report.conflicts.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.applied, 5);
+    assert!(
+        store.write_buffer_usage().bytes > dev_buffered,
+        "dev's buffer was left alone (main now buffers the picked commit beside it)"
+    );
+    for k in ["a", "b", "c"] {
+        assert_eq!(
+            main.get_blocking(k).expect("get").expect(k).value,
+            format!("dev-{k}").into_bytes()
+        );
+    }
+    assert_eq!(
+        main.get_blocking("big").expect("get").expect("big").value,
+        value(0)
+    );
+    assert!(main.get_blocking("base").expect("get").is_none());
+    assert!(part.diff("main", "dev").expect("diff").is_empty());
+    // And back: the revert of the same range on main restores what the archive held.
+    let report = part
+        .revert(
+            &StateRef::Archive(start),
+            &dev_state,
+            "main",
+            PickOptions::default(),
+        )
+        .expect("revert");
+    assert!(
+        report.committed && report.conflicts.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(
+        main.get_blocking("base").expect("get").expect("base").value,
+        b"1"
+    );
+    for k in ["a", "b", "c", "big"] {
+        assert!(main.get_blocking(k).expect("get").is_none(), "{k} reverted");
+    }
 }

@@ -62,9 +62,11 @@ pub(super) enum End {
 impl PartitionHandle {
     fn pin_end(&self, s: &StateRef) -> Result<End> {
         Ok(match s {
-            StateRef::Branch(b) => End::Pinned(self.branch(b)?.tree_state()?),
+            // As reads see it: the range's diff reads through a buffered end's write
+            // buffer, so the end is not checkpointed first.
+            StateRef::Branch(b) => End::Pinned(self.branch(b)?.read_state()?),
             StateRef::Version { branch, version } => {
-                let snap = self.branch(branch)?.tree_state()?;
+                let snap = self.branch(branch)?.read_state()?;
                 if snap.version == *version {
                     End::Pinned(snap)
                 } else {

@@ -244,21 +244,9 @@ impl Branch {
     }
 
     /// The branch's current state as reads see it (its write buffer included), for what
-    /// reads through the buffer (diff).
+    /// reads through the buffer (diff, cherry-pick and revert ends).
     pub(super) fn read_state(&self) -> Result<Arc<TreeSnapshot>> {
         self.check_live()?;
-        Ok(self.entry.published.load())
-    }
-
-    /// The branch's current state with nothing buffered above its tree, for what reads the
-    /// tree alone (diff, cherry-pick ends): a buffered branch checkpoints first.
-    pub(super) fn tree_state(&self) -> Result<Arc<TreeSnapshot>> {
-        let snap = self.entry.published.load();
-        if !snap.has_buffered() {
-            return Ok(snap);
-        }
-        // Served after the buffer is checkpointed, like every request but a write.
-        self.call(|reply| BranchOp::CheckpointIfDirty { reply })?;
         Ok(self.entry.published.load())
     }
 }
