@@ -13,6 +13,7 @@
 //! 6. No source file over [`rooms::ROOM_LIMIT`] lines before its unit tests ([`rooms`]).
 //! 7. Each crate depends only on what ARCHITECTURE.md's layer table allows it
 //!    ([`dependency_table`]).
+//! 8. No circle among the source files of a crate ([`module_cycles`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::workspace::{self, CrateInfo};
 
 pub mod dependency_table;
+pub mod module_cycles;
 pub mod rooms;
 
 /// The layers of the workspace, lowest first. A crate may depend only on crates that
@@ -485,6 +487,7 @@ pub fn check_all(inputs: &Inputs) -> Vec<Problem> {
         rooms::ROOM_LIMIT,
         rooms::ROOM_EXCEPTIONS,
     ));
+    problems.extend(module_cycles::check_module_cycles(&inputs.sources));
     problems.extend(dependency_table::check_dependency_table(
         &inputs.crates,
         &dependency_table::parse_table(&inputs.architecture),

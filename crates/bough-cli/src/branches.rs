@@ -29,8 +29,7 @@ mod policy;
 mod reset;
 mod tag;
 
-use archive::find_archive;
-pub(crate) use archive::find_archive_in;
+use crate::target::find_archive;
 pub use archive::{ArchiveCmd, archive};
 pub use branch::{BranchCmd, branch};
 use diff::two_branches;

@@ -272,10 +272,24 @@ pub fn branch(part: &PartitionHandle, name: &str) -> CliResult<Branch> {
         ErrorKind::Corruption => {
             let has_archive = part.archives(name).is_ok_and(|a| !a.is_empty());
             let label = format!("{}@{name}", part.dir());
-            CliError::from(e).hint(crate::repair::remedy(&label, has_archive))
+            CliError::from(e).hint(remedy(&label, has_archive))
         }
         _ => e.into(),
     })
+}
+
+/// The way back for a branch that cannot be opened (its manifest is damaged), labelled
+/// `label`: `bough repair` when it has an archive to come back from.
+pub fn remedy(label: &str, has_archive: bool) -> String {
+    if has_archive {
+        format!(
+            "`bough repair {label}` brings it back from its newest intact archive and lists what is lost"
+        )
+    } else {
+        format!(
+            "{label} has no archive to come back from: `bough branch delete` it (other branches are unaffected)"
+        )
+    }
 }
 
 /// The error for a branch that does not exist.

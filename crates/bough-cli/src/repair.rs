@@ -30,7 +30,7 @@ pub fn repair(ctx: &Ctx, a: RepairArgs) -> CliResult<()> {
     let store = ctx.open(false)?;
     let part = ctx::partition(&store, &t.table, t.partition, false)?;
     let archive = match &a.archive {
-        Some(arg) => Some(crate::branches::find_archive_in(
+        Some(arg) => Some(crate::target::find_archive_in(
             part.archives(&t.branch)?,
             &t.label(),
             arg,
@@ -130,19 +130,5 @@ pub fn damaged_info(
             println!("  {a}  term {}  {}", a.term, output::time(a.timestamp));
         }
     }
-    Ok(e.hint(remedy(&t.label(), !archives.is_empty())))
-}
-
-/// The way back for a branch that cannot be opened (its manifest is damaged), labelled
-/// `label`: `bough repair` when it has an archive to come back from.
-pub fn remedy(label: &str, has_archive: bool) -> String {
-    if has_archive {
-        format!(
-            "`bough repair {label}` brings it back from its newest intact archive and lists what is lost"
-        )
-    } else {
-        format!(
-            "{label} has no archive to come back from: `bough branch delete` it (other branches are unaffected)"
-        )
-    }
+    Ok(e.hint(ctx::remedy(&t.label(), !archives.is_empty())))
 }

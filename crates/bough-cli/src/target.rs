@@ -7,6 +7,7 @@
 //! used, when none is given it is `main`, and when two name different branches the command
 //! is refused rather than guessing which one was meant.
 
+use bough::{ArchiveName, Branch};
 use bough_names::{BranchName, PartitionDir, PartitionId, TableName};
 
 use crate::error::{CliError, CliResult};
@@ -167,6 +168,35 @@ pub fn plain_partition(target: &str, what: &str) -> CliResult<PartitionDir> {
         .hint(format!("write just `{dir}`")));
     }
     Ok(dir)
+}
+
+/// Finds an archive by file name or timestamp.
+pub(crate) fn find_archive(branch: &Branch, arg: &str) -> CliResult<ArchiveName> {
+    find_archive_in(branch.archives()?, branch.label(), arg)
+}
+
+/// The archive `arg` names (file name or timestamp) among `archives` of `label`.
+pub(crate) fn find_archive_in(
+    archives: Vec<ArchiveName>,
+    label: &str,
+    arg: &str,
+) -> CliResult<ArchiveName> {
+    let found = match ArchiveName::parse(arg) {
+        Ok(a) => archives.into_iter().find(|x| *x == a),
+        Err(_) => match arg.parse::<u64>() {
+            Ok(ts) => archives.into_iter().find(|x| x.timestamp == ts),
+            Err(_) => {
+                return Err(CliError::usage(format!(
+                    "`{}` is neither an archive name (manifest_<branch>_<term>_<ts>) nor a timestamp",
+                    shown(arg)
+                )));
+            }
+        },
+    };
+    found.ok_or_else(|| {
+        CliError::not_found(format!("{label} has no archive `{}`", shown(arg)))
+            .hint(format!("list them with `bough archive list {label}`"))
+    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub const KNOWN: &[u64] = &[
     STAGING,
     INCARNATION,
     POLICY,
-    crate::log_ref::LOG,
+    LOG,
 ];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
@@ -46,8 +46,12 @@ pub const INCARNATION: u64 = 7;
 
 /// Tag of the branch-policy extension: protection and expiry (odd: a reader that dropped it
 /// would let a protected branch be deleted or keep an expired one). See `BranchPolicy`.
-/// (Tag 9 is `LOG`, not yet listed here.)
 pub const POLICY: u64 = 11;
+
+/// Tag of the log-reference extension (odd: a reader that ignored it would lose the
+/// acknowledged writes after the checkpoint, and GC would delete the log that holds them).
+/// See `LogRef`.
+pub const LOG: u64 = 9;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

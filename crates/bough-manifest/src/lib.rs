@@ -52,13 +52,14 @@ mod version;
 pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
 pub use error::{DecodeError, DecodeReason, EncodeError};
+pub use ext::LOG;
 pub use incarnation::{INCARNATION, incarnation, set_incarnation};
 pub use log::{
     LOG_BLOCK, LOG_HEADER_LEN, LOG_MAGIC, LOG_VERSION, LOG_VERSION_SYNCED, LogEntry, LogHeader,
     LogMutation, LogOp, LogRecordKind, LogSalt, MAX_LOG_BODY, decode_log_entry, decode_log_record,
     encode_log_entry, encode_log_record, log_record_is_intact, log_record_len,
 };
-pub use log_ref::{LOG, LogRef, decode_log_refs, encode_log_refs, log_refs};
+pub use log_ref::{LogRef, decode_log_refs, encode_log_refs, log_refs};
 pub use log_replay::{LogReplayed, LoggedRecord, replay_log};
 pub use origin::{
     BranchOrigin, MERGE_BASES, MergeBase, ORIGIN, decode_merge_bases, encode_merge_bases,

@@ -16,13 +16,10 @@
 
 use crate::codec::{Reader, put_varint};
 use crate::error::DecodeReason;
+use crate::ext::LOG;
 use crate::log::{LOG_BLOCK, LogSalt};
 use crate::record::{get_branch, put_branch};
 use bough_names::{BranchName, LogFileName};
-
-/// Tag of the log-reference extension (odd: a reader that ignored it would lose the
-/// acknowledged writes after the checkpoint, and GC would delete the log that holds them).
-pub const LOG: u64 = 9;
 
 /// Smallest encoding of a reference: five one-byte varints, a one-byte branch, 8 bytes.
 const MIN_REF_LEN: usize = 15;

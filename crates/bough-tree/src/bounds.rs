@@ -24,7 +24,7 @@
 use crate::error::{TreeError, TreeResult};
 use bough_manifest::PageId;
 
-use crate::btree::TreeRead;
+use crate::btree::access::TreeRead;
 use crate::page::index::IndexNode;
 
 /// Bounds the depth of a walk: far above any real tree (a tree of 4 KiB pages holding

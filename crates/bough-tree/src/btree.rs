@@ -5,7 +5,6 @@
 //! so a parent is rewritten only when its list of children changes — a split, a merge or a
 //! removal. Readers holding an older mapping keep seeing the older pages.
 
-use crate::error::TreeResult;
 use std::sync::Arc;
 
 use bough_manifest::{NO_PAGE, PageId};
@@ -15,11 +14,14 @@ use crate::bounds::{KeyRange, Levels, bad_page};
 use crate::page::index::IndexNode;
 use crate::page::leaf::{self, Entry, LeafCursor, LeafView, Piece, ValueRef};
 
+pub(crate) mod access;
 mod apply;
 mod cursor;
 mod leaf_merge;
-mod mutation;
+pub(crate) mod mutation;
 mod write;
+
+pub use access::{Node, TreeRead, TreeWrite};
 
 pub use apply::apply;
 use apply::*;
@@ -29,42 +31,6 @@ use leaf_merge::*;
 pub use mutation::{Applied, MAX_VALUE_LEN, Mutation, Op, check_batch, max_key_len};
 use write::*;
 
-/// A page as the tree sees it.
-#[derive(Debug, Clone)]
-pub enum Node {
-    /// A leaf payload (decoded on demand; lookups read one restart block).
-    Leaf(Arc<[u8]>),
-    /// A decoded index page.
-    Index(Arc<IndexNode>),
-}
-
-/// Read access to tree pages.
-pub trait TreeRead {
-    /// The page with logical id `id`.
-    fn node(&self, id: PageId) -> TreeResult<Node>;
-    /// The bytes of an overflow value.
-    fn overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>>;
-    /// Where page `id` lives, for errors about it: its data file and the page's offset in
-    /// it (every error about a page read from disk names both).
-    fn locate_page(&self, id: PageId) -> (String, u64);
-}
-
-/// Write access for one commit.
-pub trait TreeWrite: TreeRead {
-    /// Largest leaf/index payload.
-    fn payload_capacity(&self) -> usize;
-    /// Writes a leaf payload as page `id` (a fresh id when `None`); returns the id.
-    fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId>;
-    /// Writes an index page as page `id` (a fresh id when `None`); returns the id.
-    fn put_index(&mut self, id: Option<PageId>, node: IndexNode) -> TreeResult<PageId>;
-    /// Releases a page id.
-    fn free(&mut self, id: PageId) -> TreeResult<()>;
-    /// Writes a large value into overflow pages; returns (first id, page count).
-    fn put_overflow(&mut self, value: &[u8]) -> TreeResult<(PageId, u32)>;
-    /// Releases an overflow value's pages.
-    fn free_overflow(&mut self, first: PageId, pages: u32) -> TreeResult<()>;
-}
-
 /// Separator `i` of an index page.
 type Separator = (Arc<IndexNode>, usize);
 
@@ -72,6 +38,7 @@ type Separator = (Arc<IndexNode>, usize);
 mod tests {
     use super::*;
     use crate::error::TreeError;
+    use crate::error::TreeResult;
     use crate::page::leaf::ValueLoc;
     use std::collections::{BTreeMap, HashMap};
 

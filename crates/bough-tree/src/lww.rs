@@ -7,7 +7,7 @@
 //! [`wins`], so they cannot disagree. The `Force*`/`Replace*` ops bypass the rule on
 //! purpose (expiry, truncate, merges applying the other side exactly).
 
-use crate::btree::Op;
+use crate::btree::mutation::Op;
 use crate::page::leaf::{Entry, ValueLoc};
 
 /// Whether a write with timestamp `new` replaces a stored write (or tombstone) with

@@ -1201,16 +1201,21 @@ fn ops(default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Runs `seeds` on `backend` and checks the runs covered what they are meant to.
-fn run_all(test: &str, backend: Backend, seeds: &[u64], n: usize) {
+/// Runs `seeds` on `backend`.
+fn run_all(test: &str, backend: Backend, seeds: &[u64], n: usize) -> Tally {
     let mut total = Tally::default();
     for &seed in seeds {
         total.add(&run(test, backend, seed, n));
     }
     eprintln!("[{test}] covered: {total:?}");
-    if common::replaying() || n < 200 {
-        return;
-    }
+    total
+}
+
+/// Checks that runs covered what they are meant to. Only for fixed seeds: a random seed
+/// of a few hundred operations may miss a kind of operation by chance (seed
+/// 10270098323311550545 made no lineage merge in 600 operations on pread), which says
+/// nothing about the engine.
+fn check_coverage(total: &Tally) {
     assert!(
         total.merges_ff > 0 && total.merges_three_way > 0,
         "{total:?}"
@@ -1271,12 +1276,12 @@ fn merge_model_fixed_seeds() {
     if common::replaying() {
         return;
     }
-    run_all(
+    check_coverage(&run_all(
         "merge_model_fixed_seeds",
         Backend::Memory,
         &[1, 2, 0xB0B, 0x5EED_CAFE],
         600,
-    );
+    ));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `bough archive`: take, list, prune, restore and branch from archives.
 
 use super::*;
+use crate::target::{find_archive, find_archive_in};
 
 /// `bough archive ...`.
 #[derive(Debug, Subcommand)]
@@ -59,35 +60,6 @@ pub enum ArchiveCmd {
         #[arg(long, value_name = "N")]
         keep: usize,
     },
-}
-
-/// Finds an archive by file name or timestamp.
-pub(crate) fn find_archive(branch: &Branch, arg: &str) -> CliResult<ArchiveName> {
-    find_archive_in(branch.archives()?, branch.label(), arg)
-}
-
-/// The archive `arg` names (file name or timestamp) among `archives` of `label`.
-pub(crate) fn find_archive_in(
-    archives: Vec<ArchiveName>,
-    label: &str,
-    arg: &str,
-) -> CliResult<ArchiveName> {
-    let found = match ArchiveName::parse(arg) {
-        Ok(a) => archives.into_iter().find(|x| *x == a),
-        Err(_) => match arg.parse::<u64>() {
-            Ok(ts) => archives.into_iter().find(|x| x.timestamp == ts),
-            Err(_) => {
-                return Err(CliError::usage(format!(
-                    "`{}` is neither an archive name (manifest_<branch>_<term>_<ts>) nor a timestamp",
-                    target::shown(arg)
-                )));
-            }
-        },
-    };
-    found.ok_or_else(|| {
-        CliError::not_found(format!("{label} has no archive `{}`", target::shown(arg)))
-            .hint(format!("list them with `bough archive list {label}`"))
-    })
 }
 
 /// `bough archive ...`.
