@@ -45,6 +45,28 @@ pub use findings::{Finding, Problem, Referent, Severity, SnapshotPart, join_refe
 use crate::error::{Error, Result};
 
 /// Where a check is, for a progress display.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use bough::check::{CheckOptions, CheckProgress};
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// main.put_blocking("k", "v")?;
+/// main.checkpoint_blocking()?;
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let opts = CheckOptions {
+///     progress: Some(Arc::new(move |p: &CheckProgress| {
+///         log.lock().unwrap().push((p.snapshots_done, p.snapshots_total));
+///     })),
+///     ..CheckOptions::default()
+/// };
+/// store.check(&opts)?;
+/// assert!(!seen.lock().unwrap().is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct CheckProgress {
     /// The partition being checked.
@@ -65,6 +87,18 @@ pub struct CheckProgress {
 pub type ProgressFn = Arc<dyn Fn(&CheckProgress) + Send + Sync>;
 
 /// What a check does besides the walk.
+///
+/// ```
+/// use bough::check::CheckOptions;
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// store.partition("t", 0)?.branch("main")?.put_blocking("k", "v")?;
+/// // Also sort every data file as GC would.
+/// let report = store.check(&CheckOptions { gc: true, ..CheckOptions::default() })?;
+/// assert!(report.partitions[0].files.is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Default)]
 pub struct CheckOptions {
     /// Also run GC's dry run and sort every data file ([`PartitionReport::files`]).
@@ -83,6 +117,22 @@ impl std::fmt::Debug for CheckOptions {
 }
 
 /// How GC's dry run sorts a partition's data files.
+///
+/// ```
+/// use bough::check::CheckOptions;
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let part = store.partition("t", 0)?;
+/// let main = part.branch("main")?;
+/// main.put_blocking("k", "v")?;
+/// main.checkpoint_blocking()?;
+/// let report = part.check(&CheckOptions { gc: true, ..CheckOptions::default() })?;
+/// let files = report.files.unwrap();
+/// assert!(files.referenced > 0);
+/// assert_eq!(files.collectable, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FileClasses {
     /// Referenced by a manifest, archive or merge base.
@@ -95,6 +145,20 @@ pub struct FileClasses {
 }
 
 /// What checking one partition found.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let part = store.partition("t", 0)?;
+/// let main = part.branch("main")?;
+/// main.put_blocking("k", "v")?;
+/// main.checkpoint_blocking()?;
+/// let report = part.check(&Default::default())?;
+/// assert_eq!((report.dir.as_str(), report.branches, report.keys), ("t.0", 1, 1));
+/// assert!(report.findings.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct PartitionReport {
     /// `table.partition`.
@@ -132,6 +196,30 @@ impl PartitionReport {
 }
 
 /// What checking a store found.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let orders = store.partition("orders", 0)?;
+/// let main = orders.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.archive()?;
+/// store.close()?;
+/// // The branch's manifest is damaged (a bad disk, a careless operator):
+/// let manifest = dir.path().join("orders.0").join("manifest_main_0");
+/// let mut bytes = std::fs::read(&manifest)?;
+/// bytes[40] ^= 1;
+/// std::fs::write(&manifest, &bytes)?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let report = store.check(&Default::default())?;
+/// assert!(!report.is_clean(false));
+/// for f in &report.findings {
+///     println!("{}: {}", f.file, f.problem);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct CheckReport {
     /// One report per partition.

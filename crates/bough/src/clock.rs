@@ -4,12 +4,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::{Clock, Options, Store, SystemClock};
+///
+/// // The store reads time only through its clock (timestamps, expiry, branch TTLs).
+/// let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+/// assert!(clock.now_ms() > 0);
+/// let store = Store::builder(Options::in_memory()).clock(clock).open()?;
+/// store.close()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now, in ms since the epoch.
     fn now_ms(&self) -> u64;
 }
 
 /// The system clock.
+///
+/// ```
+/// use bough::{Clock, SystemClock};
+///
+/// // Milliseconds since the Unix epoch: after 2020.
+/// assert!(SystemClock.now_ms() > 1_577_836_800_000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 

@@ -4,6 +4,19 @@ use std::fmt;
 
 use bough_catalog::error::CatalogError;
 use bough_gc::error::GcError;
+/// The coarse kind of an error, and whether retrying can help.
+///
+/// ```
+/// use bough::{ErrorKind, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// let err = orders.branch("no-such-branch").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::NotFound);
+/// assert!(!err.is_retryable());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[doc(inline)]
 pub use bough_io::ErrorKind;
 use bough_io::IoError;
 use bough_names::NameError;

@@ -61,17 +61,8 @@ pub use store::{
     Table, TagInfo, Value, WriteBufferUsage, WriteReport,
 };
 
-pub use bough_catalog::{
-    BaseRoute, BranchInfo, BranchSpace, Conflict, ConflictPolicy, MergeBaseInfo, MergeOptions,
-    MergeReport, NoCommonState, PickOptions, RehomeOptions, RehomeReport, ReleaseCause,
-};
-pub use bough_gc::{GcReport, KeepReason};
-pub use bough_manifest::BranchOrigin;
-pub use bough_names::{ArchiveName, BranchName, PartitionDir, PartitionId, Term};
-/// The page cache ([`Store::cache`]).
-pub use bough_tree::cache::PageCache;
-/// What a merge conflict holds on each side ([`Conflict::ours`], [`Conflict::theirs`]).
-pub use bough_tree::page::leaf::{Entry, ValueLoc};
+mod reexports;
+pub use reexports::*;
 
 /// Lower layers, for users who embed them directly.
 pub use bough_io as io;

@@ -28,10 +28,28 @@ struct Inner<T> {
 }
 
 /// Sending half.
+///
+/// ```
+/// let (tx, rx) = bough::oneshot::channel();
+/// std::thread::spawn(move || tx.send(42));
+/// assert_eq!(rx.wait(), Some(42));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Sender<T>(Arc<Inner<T>>);
 
 /// Receiving half.
+///
+/// ```
+/// // Awaited on any executor, or waited for on a plain thread.
+/// let (tx, rx) = bough::oneshot::channel();
+/// tx.send("done");
+/// assert_eq!(bough::oneshot::block_on(rx), Some("done"));
+/// let (tx, rx) = bough::oneshot::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.wait(), None, "the sender went away");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Receiver<T>(Arc<Inner<T>>);
 

@@ -10,6 +10,17 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// Which storage backend holds the store.
+///
+/// ```
+/// use bough::{Backend, Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// // Positional reads and writes, whatever the kernel offers (`Auto` tries io_uring first).
+/// let store = Store::open(Options::new(dir.path()).backend(Backend::Pread))?;
+/// println!("running on {}", store.backend());
+/// store.close()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {

@@ -151,6 +151,20 @@ struct Inner {
 }
 
 /// An open store. Cheap to clone; every clone is the same store.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("order-1", "pending")?;
+/// // A clone is the same store.
+/// let same = store.clone();
+/// let again = same.partition("orders", 0)?.branch("main")?;
+/// assert_eq!(again.get_blocking("order-1")?.unwrap().value, b"pending");
+/// store.close()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -545,26 +559,6 @@ impl Store {
     pub fn run_maintenance(&self) -> Result<()> {
         self.check_writable()?;
         self.inner.maintain()
-    }
-
-    /// Garbage-collects every partition opened so far; returns a report per partition. In
-    /// cloud mode a partition whose GC lease another process holds is skipped this time
-    /// (it is being collected there).
-    pub fn gc(&self) -> Result<Vec<(String, GcReport)>> {
-        self.check_writable()?;
-        let parts: Vec<Arc<PartitionEntry>> =
-            self.inner.partitions.lock().values().cloned().collect();
-        let mut out = Vec::with_capacity(parts.len());
-        for p in &parts {
-            match gc_partition(p, self.inner.cloud.as_ref(), false) {
-                Ok(report) => out.push((p.part.dir().to_string(), report)),
-                Err(e) if e.kind() == ErrorKind::Busy && self.inner.cloud.is_some() => {
-                    tracing::info!(partition = %p.part.dir(), error = %e, "GC skipped: another process holds the lease");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
     }
 }
 

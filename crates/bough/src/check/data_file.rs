@@ -16,6 +16,32 @@ use bough_tree::page::mapping::{MappingNode, fanout};
 const SCAN_CHUNK: usize = 256 << 10;
 
 /// What reading a data file page by page found.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::io::{MemoryStorage, Storage};
+/// use bough::{Options, Store};
+///
+/// let mem = MemoryStorage::new();
+/// let store = Store::builder(Options::in_memory()).memory(mem.clone()).open()?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.checkpoint_blocking()?;
+/// let storage: Arc<dyn Storage> = Arc::new(mem);
+/// use bough::check::check_data_file;
+/// use bough_names::{FileKind, classify};
+/// let name = storage
+///     .list("orders.0")?
+///     .into_iter()
+///     .find_map(|n| match classify(&n) {
+///         FileKind::Data(d) => Some(d),
+///         _ => None,
+///     })
+///     .unwrap();
+/// let found = check_data_file(&*storage, "orders.0", &name);
+/// assert!(found.pages > 0 && found.bad.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct DataFileCheck {
     /// The header, or why it is unusable (`None`: not read).

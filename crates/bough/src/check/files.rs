@@ -21,6 +21,18 @@ pub const MAX_MANIFEST_BYTES: u64 = bough_tree::head::MAX_MANIFEST_BYTES;
 const CHECK_CACHE_BYTES: usize = 1 << 20;
 
 /// Why a manifest or archive did not replay.
+///
+/// ```
+/// use bough::check::replay_manifest;
+/// use bough::io::{MemoryStorage, Storage};
+///
+/// let mem = MemoryStorage::new();
+/// mem.create_dir("t.0")?;
+/// mem.write_atomic("t.0/manifest_main_0", &[0u8; 100])?;
+/// let failure = replay_manifest(&mem, "t.0/manifest_main_0").unwrap_err();
+/// println!("at {:?}: {}", failure.offset, failure.message);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayFailure {
     /// Where in the file, when it was read and a record is bad.
@@ -36,6 +48,24 @@ impl std::fmt::Display for ReplayFailure {
 }
 
 /// One partition directory opened for reading.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::io::{MemoryStorage, Storage};
+/// use bough::{Options, Store};
+///
+/// let mem = MemoryStorage::new();
+/// let store = Store::builder(Options::in_memory()).memory(mem.clone()).open()?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.checkpoint_blocking()?;
+/// let storage: Arc<dyn Storage> = Arc::new(mem);
+/// use bough::check::PartitionFiles;
+/// let files = PartitionFiles::open(&storage, "orders.0")?;
+/// assert!(files.manifests.iter().all(|(_, replayed)| replayed.is_ok()));
+/// assert!(files.state("manifest_main_0").is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct PartitionFiles {
     /// `table.partition`.
     pub dir: String,
@@ -56,6 +86,26 @@ impl std::fmt::Debug for PartitionFiles {
 }
 
 /// A snapshot some manifest holds: its head state, or a merge base recorded in it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::io::{MemoryStorage, Storage};
+/// use bough::{Options, Store};
+///
+/// let mem = MemoryStorage::new();
+/// let store = Store::builder(Options::in_memory()).memory(mem.clone()).open()?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.checkpoint_blocking()?;
+/// let storage: Arc<dyn Storage> = Arc::new(mem);
+/// use bough::check::PartitionFiles;
+/// let (held, _) = PartitionFiles::open(&storage, "orders.0")?.held();
+/// for h in &held {
+///     println!("{} holds root {:?}", h.label, h.snapshot.meta.root);
+/// }
+/// assert!(!held.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Held {
     /// What holds it: `manifest_main_0`, or `manifest_main_0 (merge base with feature)`.

@@ -3,6 +3,29 @@
 use std::fmt;
 
 /// How bad a finding is.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let orders = store.partition("orders", 0)?;
+/// let main = orders.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.archive()?;
+/// store.close()?;
+/// // The branch's manifest is damaged (a bad disk, a careless operator):
+/// let manifest = dir.path().join("orders.0").join("manifest_main_0");
+/// let mut bytes = std::fs::read(&manifest)?;
+/// bytes[40] ^= 1;
+/// std::fs::write(&manifest, &bytes)?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// use bough::check::Severity;
+/// let report = store.check(&Default::default())?;
+/// let errors = report.partitions[0].findings.iter().filter(|f| f.severity() == Severity::Error);
+/// assert!(errors.count() > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
     /// Data may be lost or unreadable: something a state references is missing or bad, or
@@ -14,6 +37,25 @@ pub enum Severity {
 }
 
 /// What holds a snapshot, as a user names it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bough::io::{MemoryStorage, Storage};
+/// use bough::{Options, Store};
+///
+/// let mem = MemoryStorage::new();
+/// let store = Store::builder(Options::in_memory()).memory(mem.clone()).open()?;
+/// let main = store.partition("orders", 0)?.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.checkpoint_blocking()?;
+/// let storage: Arc<dyn Storage> = Arc::new(mem);
+/// use bough::check::PartitionFiles;
+/// let files = PartitionFiles::open(&storage, "orders.0")?;
+/// let (held, _unreadable) = files.held();
+/// // `main`'s head state, held by its manifest.
+/// assert!(held.iter().any(|h| h.referent.is_head() && h.referent.file() == "manifest_main_0"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Referent {
     /// The head state of a branch's manifest (`manifest` is the file; an old term's
@@ -82,6 +124,14 @@ impl fmt::Display for Referent {
 }
 
 /// A part of a snapshot that could not be read.
+///
+/// ```
+/// use bough::check::SnapshotPart;
+///
+/// // Which part of a snapshot a `Problem::SnapshotUnreadable` names, as `bough verify` says it.
+/// assert_eq!(SnapshotPart::KeyTree.to_string(), "key tree");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SnapshotPart {
     /// The mapping table could not be opened.
@@ -106,6 +156,32 @@ impl fmt::Display for SnapshotPart {
 }
 
 /// One problem, by cause. [`fmt::Display`] gives the sentence `bough verify` prints.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let orders = store.partition("orders", 0)?;
+/// let main = orders.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.archive()?;
+/// store.close()?;
+/// // The branch's manifest is damaged (a bad disk, a careless operator):
+/// let manifest = dir.path().join("orders.0").join("manifest_main_0");
+/// let mut bytes = std::fs::read(&manifest)?;
+/// bytes[40] ^= 1;
+/// std::fs::write(&manifest, &bytes)?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// use bough::check::Problem;
+/// let report = store.check(&Default::default())?;
+/// let f = &report.partitions[0].findings[0];
+/// assert_eq!(f.file, "manifest_main_0");
+/// // Each cause is a variant; `Display` is the sentence `bough verify` prints.
+/// println!("{:?}: {}", f.problem, f.problem);
+/// let _: &Problem = &f.problem;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
     /// A `CURRENT_TERM` record cannot be read or does not decode.
@@ -481,6 +557,28 @@ impl fmt::Display for Problem {
 }
 
 /// One finding: a problem and the file (name inside its partition directory) it is about.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let orders = store.partition("orders", 0)?;
+/// let main = orders.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.archive()?;
+/// store.close()?;
+/// // The branch's manifest is damaged (a bad disk, a careless operator):
+/// let manifest = dir.path().join("orders.0").join("manifest_main_0");
+/// let mut bytes = std::fs::read(&manifest)?;
+/// bytes[40] ^= 1;
+/// std::fs::write(&manifest, &bytes)?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let report = store.check(&Default::default())?;
+/// let f = &report.partitions[0].findings[0];
+/// println!("{} ({:?}): {}", f.file, f.severity(), f.problem);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// The file it is about (for store-level findings, the directory).

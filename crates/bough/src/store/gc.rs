@@ -145,3 +145,25 @@ pub(super) fn space_or_warn(
         .inspect_err(|e| tracing::warn!(error = %e, %branch, "cannot measure the branch's space"))
         .ok()
 }
+
+impl Store {
+    /// Garbage-collects every partition opened so far; returns a report per partition. In
+    /// cloud mode a partition whose GC lease another process holds is skipped this time
+    /// (it is being collected there).
+    pub fn gc(&self) -> Result<Vec<(String, GcReport)>> {
+        self.check_writable()?;
+        let parts: Vec<Arc<PartitionEntry>> =
+            self.inner.partitions.lock().values().cloned().collect();
+        let mut out = Vec::with_capacity(parts.len());
+        for p in &parts {
+            match gc_partition(p, self.inner.cloud.as_ref(), false) {
+                Ok(report) => out.push((p.part.dir().to_string(), report)),
+                Err(e) if e.kind() == ErrorKind::Busy && self.inner.cloud.is_some() => {
+                    tracing::info!(partition = %p.part.dir(), error = %e, "GC skipped: another process holds the lease");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+}

@@ -48,6 +48,19 @@ pub(super) fn expire_piece(head: &mut Head, now: u64, limit: usize) -> Result<bo
 }
 
 /// What one compaction of one branch did.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// for i in 0..100 {
+///     main.put_blocking(format!("k{i:03}"), "v")?;
+/// }
+/// let report = main.compact_now()?;
+/// println!("moved {} pages out of {:?}", report.pages_moved, report.compacted);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactionReport {
     /// Data files whose live pages were moved out (GC frees them once no reader holds them).

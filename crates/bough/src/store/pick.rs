@@ -8,6 +8,26 @@ use bough_catalog::{PickOptions, PickRange};
 use super::*;
 
 /// A state of a partition, as an end of a range of changes (cherry-pick, revert).
+///
+/// ```
+/// use bough::{Options, PickOptions, StateRef, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("a", "1")?;
+/// let dev = orders.create_branch("dev", "main")?;
+/// let start = dev.archive()?;
+/// dev.put_blocking("b", "2")?;
+/// // The changes from an archive of `dev` to its current state, onto `main`.
+/// let report = orders.cherry_pick(
+///     &StateRef::Archive(start),
+///     &StateRef::Branch("dev".into()),
+///     "main",
+///     PickOptions::default(),
+/// )?;
+/// assert_eq!(report.applied, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StateRef {

@@ -8,6 +8,22 @@
 
 use super::*;
 
+/// A branch's policy: protected or not, and when it expires.
+///
+/// ```
+/// use bough::{ErrorKind, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("k", "v")?;
+/// let policy = orders.protect("main")?;
+/// assert!(policy.protected && policy.expires_at_ms.is_none());
+/// // A protected branch refuses to be deleted until it is unprotected.
+/// let refused = orders.delete_branch("main").unwrap_err();
+/// assert_ne!(refused.kind(), ErrorKind::NotFound);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[doc(inline)]
 pub use bough_catalog::BranchPolicy;
 
 /// A change of a branch's policy, made in its write queue.

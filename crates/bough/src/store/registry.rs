@@ -67,6 +67,19 @@ struct Listed {
 }
 
 /// What a listing of the registry found.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.table("orders")?;
+/// store.partition("orders", 0)?.branch("main")?.put_blocking("k", "v")?;
+/// store.partition("orders", 1)?.branch("main")?.put_blocking("k", "v")?;
+/// orders.create_branch("dev", "main")?;
+/// // Every table-wide operation finished: nothing waits for the next open.
+/// assert!(store.table_ops()?.unresolved.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegistryStatus {
     /// Operations recorded (intents still on storage).

@@ -10,6 +10,31 @@ use super::{Branch, DiffEntry, PartitionHandle};
 use crate::error::{Error, ErrorKind, Result};
 
 /// What [`PartitionHandle::repair_from_archive`] did and lost.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let orders = store.partition("orders", 0)?;
+/// let main = orders.branch("main")?;
+/// main.put_blocking("a", "1")?;
+/// main.archive()?;
+/// store.close()?;
+/// // The branch's manifest is damaged (a bad disk, a careless operator):
+/// let manifest = dir.path().join("orders.0").join("manifest_main_0");
+/// let mut bytes = std::fs::read(&manifest)?;
+/// bytes[40] ^= 1;
+/// std::fs::write(&manifest, &bytes)?;
+/// let store = Store::open(Options::new(dir.path()))?;
+/// let orders = store.partition("orders", 0)?;
+/// assert!(orders.branch("main").is_err());
+/// let report = orders.repair_from_archive("main", None)?;
+/// assert_eq!(orders.branch("main")?.get_blocking("a")?.unwrap().value, b"1");
+/// println!("back from {}, lost: {:?}", report.archive, report.lost_changes);
+/// store.close()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct RepairReport {
     /// The archive the branch now holds.

@@ -29,6 +29,17 @@ pub struct Value {
 }
 
 /// A key with its value, as a scan returns it.
+///
+/// ```
+/// use bough::{KeyValue, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// main.put_blocking("order-1", "paid")?;
+/// let all: Vec<KeyValue> = main.prefix("order-").collect::<bough::Result<_>>()?;
+/// assert_eq!((all[0].key.as_slice(), all[0].value.value.as_slice()), (&b"order-1"[..], &b"paid"[..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyValue {
     /// The key.
@@ -38,6 +49,21 @@ pub struct KeyValue {
 }
 
 /// How a key differs between two branches.
+///
+/// ```
+/// use bough::{DiffChange, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("a", "1")?;
+/// let dev = orders.create_branch("dev", "main")?;
+/// dev.put_blocking("a", "2")?;
+/// dev.put_blocking("b", "3")?;
+/// let diff = orders.diff("main", "dev")?;
+/// assert!(matches!(&diff[0].change, DiffChange::Changed { old, new } if old.value == b"1" && new.value == b"2"));
+/// assert!(matches!(&diff[1].change, DiffChange::Added(v) if v.value == b"3"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DiffChange {
     /// Only in the second branch.
@@ -49,6 +75,22 @@ pub enum DiffChange {
 }
 
 /// One key of a diff.
+///
+/// ```
+/// use bough::{DiffChange, Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("a", "1")?;
+/// let dev = orders.create_branch("dev", "main")?;
+/// dev.delete_blocking("a")?;
+/// let diff = orders.diff("main", "dev")?;
+/// assert_eq!(diff[0].key, b"a");
+/// assert!(matches!(diff[0].change, DiffChange::Removed(_)));
+/// // Removed by a delete: its tombstone's time is kept.
+/// assert!(diff[0].deleted_at.is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffEntry {
     /// The key.
@@ -134,6 +176,20 @@ pub struct WriteReport {
 }
 
 /// One page of scan results.
+///
+/// ```
+/// use bough::{Options, ScanOptions, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let main = store.partition("t", 0)?.branch("main")?;
+/// for k in ["a", "b", "c"] {
+///     main.put_blocking(k, "v")?;
+/// }
+/// let page = main.scan_blocking(&ScanOptions { limit: 2, ..ScanOptions::default() })?;
+/// assert_eq!(page.entries.len(), 2);
+/// assert_eq!(page.next.as_deref(), Some(&b"c"[..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanPage {
     /// Entries in key order.

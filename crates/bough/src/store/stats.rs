@@ -4,6 +4,19 @@
 use super::*;
 
 /// What [`Store::write_buffer_usage`] reports.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// store.partition("t", 0)?.branch("main")?.put_blocking("k", "v")?;
+/// let usage = store.write_buffer_usage();
+/// // The write waits in its branch's buffer until a checkpoint.
+/// assert!(usage.bytes > 0);
+/// assert!(usage.limit.is_some());
+/// assert_eq!(usage.forced_checkpoints, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WriteBufferUsage {

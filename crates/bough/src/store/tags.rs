@@ -8,6 +8,24 @@
 
 use super::*;
 
+/// A tag: an immutable, named state of a branch.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory())?;
+/// let orders = store.partition("orders", 0)?;
+/// let main = orders.branch("main")?;
+/// main.put_blocking("k", "v1")?;
+/// let tag = orders.create_tag("v1", "main")?;
+/// assert_eq!((tag.name.as_str(), tag.branch.as_str()), ("v1", "main"));
+/// main.put_blocking("k", "v2")?;
+/// // The tag still reads as main did when it was taken.
+/// assert_eq!(orders.tag("v1")?.get("k")?.unwrap().value, b"v1");
+/// assert_eq!(orders.tags()?.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[doc(inline)]
 pub use bough_catalog::TagInfo;
 
 /// What a state name resolves to.
