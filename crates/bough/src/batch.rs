@@ -79,16 +79,45 @@ impl From<&mut WriteBatch> for WriteBatch {
 
 impl WriteBatch {
     /// An empty batch.
+    ///
+    /// ```
+    /// let mut batch = bough::WriteBatch::new();
+    /// assert!(batch.is_empty());
+    /// batch.put("a", "1").delete("b");
+    /// assert_eq!(batch.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new() -> Self {
         WriteBatch::default()
     }
 
     /// Inserts or replaces `key`.
+    ///
+    /// ```
+    /// use bough::{Options, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put("a", "1").put("b", "2"); // chains
+    /// main.write_blocking(batch)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
         self.put_with(key, value, PutOptions::default())
     }
 
     /// Inserts or replaces `key` with a timestamp and/or expiry.
+    ///
+    /// ```
+    /// use bough::{Options, PutOptions, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_with("session", "token", PutOptions { ttl_ms: Some(60_000), ..PutOptions::default() });
+    /// main.write_blocking(batch)?;
+    /// assert!(main.get_blocking("session")?.unwrap().expire_at.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put_with(
         &mut self,
         key: impl AsRef<[u8]>,
@@ -106,6 +135,16 @@ impl WriteBatch {
     }
 
     /// Deletes `key` (at the store clock's time).
+    ///
+    /// ```
+    /// use bough::{Options, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// main.put_blocking("a", "1")?;
+    /// main.write_blocking(WriteBatch::new().delete("a"))?;
+    /// assert!(main.get_blocking("a")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         self.ops
             .push((key.as_ref().to_vec(), BatchOp::Delete { timestamp: None }));
@@ -113,6 +152,19 @@ impl WriteBatch {
     }
 
     /// Deletes `key` as of user timestamp `ts` (an entry with a newer timestamp survives).
+    ///
+    /// ```
+    /// use bough::{Options, PutOptions, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// let mut put = WriteBatch::new();
+    /// put.put_with("a", "new", PutOptions { timestamp: Some(2_000), ..PutOptions::default() });
+    /// main.write_blocking(put)?;
+    /// // A delete older than the entry loses (last writer wins by user timestamp).
+    /// main.write_blocking(WriteBatch::new().delete_at("a", 1_000))?;
+    /// assert!(main.get_blocking("a")?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete_at(&mut self, key: impl AsRef<[u8]>, ts: u64) -> &mut Self {
         self.ops.push((
             key.as_ref().to_vec(),
@@ -131,6 +183,16 @@ impl WriteBatch {
     /// [`Branch::write_counted_blocking`](crate::Branch::write_counted_blocking)) are
     /// always acknowledged durable. Batches grouped into one commit are synced if any of
     /// them asks for `Sync`.
+    ///
+    /// ```
+    /// use bough::{Durability, Options, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// // Acknowledged once written, before its sync; `sync_blocking` makes it durable.
+    /// main.write_blocking(WriteBatch::new().put("a", "1").durability(Durability::Buffered))?;
+    /// main.sync_blocking()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn durability(&mut self, d: Durability) -> &mut Self {
         self.durability = Some(d);
         self

@@ -233,6 +233,14 @@ impl Default for Options {
 
 impl Options {
     /// Defaults for a store in `path`.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(Options::new(dir.path()))?; // defaults: io_uring or pread, durable writes
+    /// store.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(path: impl AsRef<Path>) -> Self {
         Options {
             path: Some(path.as_ref().to_path_buf()),
@@ -241,6 +249,12 @@ impl Options {
     }
 
     /// Defaults for an in-memory store.
+    ///
+    /// ```
+    /// let store = bough::Store::open(bough::Options::in_memory())?; // for tests: nothing on disk
+    /// store.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn in_memory() -> Self {
         Options {
             backend: Backend::Memory,
@@ -257,6 +271,12 @@ impl Options {
     }
 
     /// Parses options from TOML text.
+    ///
+    /// ```
+    /// let opts = bough::Options::from_toml_str("path = \"/var/lib/app\"\ncache_bytes = 1048576\n")?;
+    /// assert_eq!(opts.cache_bytes, 1 << 20);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let opts: Options =
             toml::from_str(text).map_err(|e| Error::invalid(format!("options: {e}")))?;
@@ -290,6 +310,12 @@ impl Options {
         self
     }
     /// Sets the page cache budget.
+    ///
+    /// ```
+    /// let opts = bough::Options::in_memory().cache_bytes(512 << 20);
+    /// assert_eq!(opts.cache_bytes, 512 << 20);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cache_bytes(mut self, n: u64) -> Self {
         self.cache_bytes = n;
         self
@@ -311,11 +337,25 @@ impl Options {
     }
 
     /// Sets the background interval (0 = off).
+    ///
+    /// ```
+    /// // 0: no background maintenance; call `Store::run_maintenance` when it suits.
+    /// let store = bough::Store::open(bough::Options::in_memory().maintenance_interval_ms(0))?;
+    /// store.run_maintenance()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn maintenance_interval_ms(mut self, ms: u64) -> Self {
         self.maintenance_interval_ms = ms;
         self
     }
     /// Sets the write buffer's size (0: no write-ahead log).
+    ///
+    /// ```
+    /// // 0: no write buffer, every commit written into the tree (pages + manifest record).
+    /// let opts = bough::Options::in_memory().write_buffer_bytes(0);
+    /// assert_eq!(opts.write_buffer_bytes, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write_buffer_bytes(mut self, n: u64) -> Self {
         self.write_buffer_bytes = n;
         self
@@ -326,6 +366,13 @@ impl Options {
         self
     }
     /// Sets when buffered writes are acknowledged (see [`Durability`]).
+    ///
+    /// ```
+    /// use bough::{Durability, Options};
+    /// let opts = Options::in_memory().durability(Durability::Buffered);
+    /// assert_eq!(opts.durability, Durability::Buffered);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
         self

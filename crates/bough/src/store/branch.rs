@@ -52,6 +52,18 @@ impl Branch {
     /// Applies the branch's write buffer to its tree now (a checkpoint; see
     /// [`Options::write_buffer_bytes`](crate::Options::write_buffer_bytes)) and writes the
     /// mapping's dirty chunks; returns when that is durable. Nothing to do without a buffer.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// assert!(store.write_buffer_usage().bytes > 0);
+    /// main.checkpoint_blocking()?; // the buffered write is now in the tree
+    /// assert_eq!(store.write_buffer_usage().bytes, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn checkpoint_blocking(&self) -> Result<()> {
         self.call(|reply| BranchOp::CheckpointIfDirty { reply })
     }
@@ -86,12 +98,33 @@ impl Branch {
     }
 
     /// Blocking [`sync`](Self::sync).
+    ///
+    /// ```
+    /// use bough::{Durability, Options, Store};
+    /// let store = Store::open(Options::in_memory().durability(Durability::Buffered))?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// main.put_blocking("k", "v")?; // acknowledged before its log record is synced
+    /// main.sync_blocking()?; // now every write before it is durable
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn sync_blocking(&self) -> Result<()> {
         self.call(|reply| BranchOp::Sync { reply })
     }
 
     /// Archives the branch's current state as `manifest_<branch>_<term>_<ts>` at the store
     /// clock's time (moved forward past any archive already using that timestamp).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v1")?;
+    /// let archive = main.archive()?;
+    /// main.put_blocking("k", "v2")?;
+    /// assert_eq!(main.archives()?, vec![archive]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn archive(&self) -> Result<ArchiveName> {
         let mut ts = self.store.inner.clock.now_ms();
         loop {
@@ -130,6 +163,22 @@ impl Branch {
 
     /// Restores the branch to `archive` in place; the state it replaces is kept as branch
     /// `backup`.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v1")?;
+    /// let archive = main.archive()?;
+    /// main.put_blocking("k", "v2")?;
+    /// // Back to the archive; the state it replaces is kept as branch `before-restore`.
+    /// main.restore(&archive, "before-restore")?;
+    /// let main = orders.branch("main")?;
+    /// assert_eq!(main.get_blocking("k")?.unwrap().value, b"v1");
+    /// assert_eq!(orders.branch("before-restore")?.get_blocking("k")?.unwrap().value, b"v2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn restore(&self, archive: &ArchiveName, backup: &str) -> Result<()> {
         let backup = BranchName::new(backup).map_err(|e| Error::from(e).at(&self.entry.label))?;
         let part = self.store.partition_entry(self.partition_dir())?;
@@ -171,6 +220,19 @@ impl Branch {
     }
 
     /// A consistent read view of the branch as of its latest commit.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v1")?;
+    /// let view = main.read_view()?; // a snapshot: later writes do not show in it
+    /// main.put_blocking("k", "v2")?;
+    /// assert_eq!(view.get("k")?.unwrap().value, b"v1");
+    /// assert_eq!(main.get_blocking("k")?.unwrap().value, b"v2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn read_view(&self) -> Result<ReadView> {
         self.check_live()?;
         Ok(ReadView {
@@ -183,11 +245,34 @@ impl Branch {
 
     /// The value of `key`, unless absent or expired. Never waits for storage on the calling
     /// thread: answered from cached pages there, or else on a reader thread of the store.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// // On any executor; `bough::oneshot::block_on` stands in for one here.
+    /// let value = bough::oneshot::block_on(main.get("k"))?;
+    /// assert_eq!(value.unwrap().value, b"v");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub async fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
         self.read_off_thread(key.as_ref(), |v, k| v.get(k)).await
     }
 
     /// Blocking [`get`](Self::get).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// assert_eq!(main.get_blocking("k")?.unwrap().value, b"v");
+    /// assert!(main.get_blocking("missing")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get_blocking(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.read_view()?.get(key)
     }
@@ -198,6 +283,19 @@ impl Branch {
     }
 
     /// Blocking [`floor`](Self::floor).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("b", "1")?;
+    /// main.put_blocking("d", "2")?;
+    /// // The greatest key at or below the one asked for.
+    /// assert_eq!(main.floor_blocking("c")?.unwrap().key, b"b");
+    /// assert!(main.floor_blocking("a")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn floor_blocking(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
         self.read_view()?.floor(key)
     }
@@ -237,6 +335,24 @@ impl Branch {
     }
 
     /// Blocking [`scan`](Self::scan).
+    ///
+    /// ```
+    /// use bough::{Options, ScanOptions, Store};
+    /// use std::ops::Bound;
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     main.put_blocking(k, "v")?;
+    /// }
+    /// let page = main.scan_blocking(&ScanOptions {
+    ///     begin: Bound::Included(b"b".to_vec()),
+    ///     limit: 2,
+    ///     ..ScanOptions::default()
+    /// })?;
+    /// let keys: Vec<&[u8]> = page.entries.iter().map(|kv| kv.key.as_slice()).collect();
+    /// assert_eq!(keys, [&b"b"[..], &b"c"[..]]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn scan_blocking(&self, opts: &ScanOptions) -> Result<ScanPage> {
         self.read_view()?.scan(opts)
     }
@@ -244,6 +360,16 @@ impl Branch {
     /// Applies a batch atomically; resolves once it is durable. The batch is queued when
     /// this is called, not when the future is first polled. Takes a [`WriteBatch`] or a chain
     /// of its calls (`WriteBatch::new().put(..).delete(..)`).
+    ///
+    /// ```
+    /// use bough::{Options, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// // Resolves once the batch is durable; any executor can await it.
+    /// bough::oneshot::block_on(main.write(WriteBatch::new().put("a", "1").delete("b")))?;
+    /// assert!(main.get_blocking("a")?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write<B: Into<WriteBatch>>(
         &self,
         batch: B,
@@ -258,6 +384,15 @@ impl Branch {
     }
 
     /// Blocking [`write`](Self::write).
+    ///
+    /// ```
+    /// use bough::{Options, Store, WriteBatch};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let main = store.partition("orders", 0)?.branch("main")?;
+    /// main.write_blocking(WriteBatch::new().put("a", "1").put("b", "2"))?; // all or nothing
+    /// assert!(main.get_blocking("b")?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write_blocking(&self, batch: impl Into<WriteBatch>) -> Result<()> {
         self.submit_write(batch.into())?
             .wait()
@@ -265,6 +400,16 @@ impl Branch {
     }
 
     /// Sets `key` to `value`: a batch of one put, durable when the future resolves.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// bough::oneshot::block_on(main.put("k", "v"))?;
+    /// assert_eq!(main.get_blocking("k")?.unwrap().value, b"v");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &self,
         key: K,
@@ -276,12 +421,33 @@ impl Branch {
     }
 
     /// Blocking [`put`](Self::put).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// assert_eq!(main.get_blocking("k")?.unwrap().value, b"v");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put_blocking(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.write_blocking(WriteBatch::new().put(key, value))
     }
 
     /// Deletes `key` (at the store clock's time): a batch of one delete, durable when the
     /// future resolves. Deleting an absent key is no error.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// bough::oneshot::block_on(main.delete("k"))?;
+    /// assert!(main.get_blocking("k")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete<K: AsRef<[u8]>>(
         &self,
         key: K,
@@ -292,6 +458,17 @@ impl Branch {
     }
 
     /// Blocking [`delete`](Self::delete).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// main.delete_blocking("k")?;
+    /// assert!(main.get_blocking("k")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete_blocking(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.write_blocking(WriteBatch::new().delete(key))
     }
@@ -375,6 +552,20 @@ impl Branch {
     }
 
     /// Blocking [`truncate`](Self::truncate).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// for k in ["a", "b", "c"] {
+    ///     main.put_blocking(k, "v")?;
+    /// }
+    /// main.truncate_blocking("b")?; // every key from `b` on goes
+    /// assert!(main.get_blocking("a")?.is_some());
+    /// assert!(main.get_blocking("b")?.is_none() && main.get_blocking("c")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn truncate_blocking(&self, from: impl AsRef<[u8]>) -> Result<()> {
         oneshot::block_on(self.truncate(from))
     }

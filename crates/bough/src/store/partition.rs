@@ -36,6 +36,16 @@ pub struct PartitionHandle {
 impl PartitionHandle {
     /// Opens a branch. `main` always exists (a partition is created on first use); any
     /// other branch must exist, or this is `NotFound`.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?; // `main` exists from the start; other names must be created
+    /// assert!(orders.branch("dev").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn branch(&self, name: &str) -> Result<Branch> {
         let name = BranchName::new(name).map_err(|e| Error::from(e).at(&self.dir))?;
         let entry = self.store.branch_entry(&self.dir, &name)?;
@@ -58,6 +68,18 @@ impl PartitionHandle {
     /// queue, so a busy parent is fine: the branch sees exactly the parent's commits that
     /// were queued before it. No data is copied. `from` may name a tag: the branch then
     /// starts at the tag's state, as a child of the branch the tag was taken from.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// let dev = orders.create_branch("dev", "main")?; // no data copied
+    /// dev.put_blocking("k", "changed")?;
+    /// assert_eq!(main.get_blocking("k")?.unwrap().value, b"v");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn create_branch(&self, name: &str, from: &str) -> Result<Branch> {
         self.store
             .inner
@@ -102,6 +124,19 @@ impl PartitionHandle {
     /// every other branch drops the merge bases naming it (a metadata commit where it had
     /// one), so GC can free the states they pinned; an error from that step leaves the
     /// branch deleted, and those bases are dropped at their head's next open.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// orders.create_branch("dev", "main")?;
+    /// orders.delete_branch("dev")?;
+    /// assert!(orders.branch("dev").is_err());
+    /// orders.gc()?; // frees what only `dev` held
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete_branch(&self, name: &str) -> Result<()> {
         self.delete_branch_as(name, false).map(|_| ())
     }
@@ -181,6 +216,18 @@ impl PartitionHandle {
     }
 
     /// The live branches of the partition.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// orders.create_branch("dev", "main")?;
+    /// let names: Vec<String> = orders.branches()?.iter().map(|b| b.to_string()).collect();
+    /// assert!(names.contains(&"main".to_string()) && names.contains(&"dev".to_string()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn branches(&self) -> Result<Vec<String>> {
         let e = self.entry()?;
         Ok(e.part
@@ -194,6 +241,18 @@ impl PartitionHandle {
     /// Parent, fork point, term, creation time and archives of a branch, and what it costs
     /// on storage ([`BranchInfo::space`]: its exclusive and shared bytes, from GC's
     /// measuring walk of the partition — one walk per call).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// orders.create_branch("dev", "main")?;
+    /// let info = orders.describe("dev")?;
+    /// assert_eq!(info.origin.unwrap().parent.unwrap().0.as_str(), "main");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn describe(&self, name: &str) -> Result<BranchInfo> {
         let label = format!("{}@{name}", self.dir);
         let bname = BranchName::new(name).map_err(|e| Error::from(e).at(&label))?;
@@ -260,6 +319,19 @@ impl PartitionHandle {
     /// see both at the store clock's time: an entry that has expired is absent (an expired
     /// key on one side and no key on the other is no difference). Reads only the pages the
     /// two branches do not share. Either side may name a tag.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("a", "1")?;
+    /// let dev = orders.create_branch("dev", "main")?;
+    /// dev.put_blocking("b", "2")?;
+    /// let diff = orders.diff("main", "dev")?;
+    /// assert_eq!((diff.len(), diff[0].key.as_slice()), (1, &b"b"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn diff(&self, a: &str, b: &str) -> Result<Vec<DiffEntry>> {
         let (sa, sb) = (self.state(a)?, self.state(b)?);
         self.diff_snapshots(&sa, &sb, format!("{}@{a}..{b}", self.dir))
@@ -340,6 +412,22 @@ impl PartitionHandle {
     /// by reference when `target` has not changed since their merge base, otherwise a
     /// three-way merge committed atomically on `target`. All three states are seen as reads
     /// see them at the store clock's time: an entry that has expired is absent.
+    ///
+    /// ```
+    /// use bough::{MergeOptions, Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("a", "1")?;
+    /// let dev = orders.create_branch("dev", "main")?;
+    /// dev.put_blocking("b", "2")?;
+    /// main.put_blocking("c", "3")?;
+    /// // Three-way: dev's changes since its fork go into main.
+    /// let report = orders.merge("dev", "main", MergeOptions::default())?;
+    /// assert!(report.committed && report.conflicts.is_empty());
+    /// assert!(main.get_blocking("b")?.is_some() && main.get_blocking("c")?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn merge(&self, source: &str, target: &str, opts: MergeOptions) -> Result<MergeReport> {
         let (sname, snap, pin) = self.snapshot_record(source)?;
         let t = self.branch(target)?;
@@ -356,6 +444,19 @@ impl PartitionHandle {
 
     /// Resets branch `target` to branch `to`'s current state by reference (e.g. refresh a
     /// child from its parent); `to` becomes their merge base.
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v1")?;
+    /// let dev = orders.create_branch("dev", "main")?;
+    /// dev.put_blocking("k", "v2")?;
+    /// orders.reset_branch("dev", "main")?; // dev now holds main's state
+    /// assert_eq!(orders.branch("dev")?.get_blocking("k")?.unwrap().value, b"v1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reset_branch(&self, target: &str, to: &str) -> Result<()> {
         let (sname, snap, pin) = self.snapshot_record(to)?;
         let t = self.branch(target)?;
@@ -372,12 +473,34 @@ impl PartitionHandle {
     /// Garbage-collects this partition: deletes every data file that no branch, archive,
     /// merge base, reader snapshot or writer still references, and reports what it deleted
     /// and what it kept (and why).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// let report = orders.gc()?;
+    /// println!("freed {} bytes", report.bytes_freed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gc(&self) -> Result<GcReport> {
         self.store.check_writable()?;
         gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), false)
     }
 
     /// What [`gc`](Self::gc) would delete, deleting nothing (also on a read-only store).
+    ///
+    /// ```
+    /// use bough::{Options, Store};
+    /// let store = Store::open(Options::in_memory())?;
+    /// let orders = store.partition("orders", 0)?;
+    /// let main = orders.branch("main")?;
+    /// main.put_blocking("k", "v")?;
+    /// let would = orders.gc_dry_run()?; // deletes nothing
+    /// println!("would free {} bytes", would.bytes_freed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gc_dry_run(&self) -> Result<GcReport> {
         gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), true)
     }
