@@ -93,10 +93,10 @@ impl WriteBuffer {
             let (newer, older) = (&self.runs[0], &self.runs[1]);
             let across_freeze =
                 older.last_version <= self.frozen && newer.last_version > self.frozen;
-            if across_freeze || 2 * newer.muts.len().max(1) < older.muts.len() {
+            if across_freeze || 2 * newer.len().max(1) < older.len() {
                 break;
             }
-            let merged = merge(older, newer);
+            let merged = Run::merge(older, newer);
             self.bytes = self.bytes - older.bytes - newer.bytes + merged.bytes;
             self.runs.drain(..2);
             self.runs.insert(0, Arc::new(merged));
@@ -110,7 +110,7 @@ impl WriteBuffer {
         self.frozen = upto;
         let mut batch: Vec<Mutation> = Vec::new();
         for run in self.runs.iter().rev() {
-            batch = merge_muts(batch, run.muts.clone());
+            batch = merge_muts(batch, run.mutations().cloned().collect());
         }
         Some((upto, batch))
     }
@@ -131,17 +131,6 @@ impl WriteBuffer {
             root,
         }
     }
-}
-
-/// `older` then `newer` as one run.
-fn merge(older: &Run, newer: &Run) -> Run {
-    let (first, _) = older.versions();
-    let (_, last) = newer.versions();
-    Run::new(
-        merge_muts(older.mutations().to_vec(), newer.mutations().to_vec()),
-        first,
-        last,
-    )
 }
 
 /// Two sorted batches as one, keys present in both composed (`older` first): what a
@@ -366,7 +355,7 @@ impl BufferedPosition {
             for (r, p) in runs.iter().zip(self.pos.iter_mut()).rev() {
                 if let Some((kp, _)) = r.key_at(*p)
                     && kp == key_prefix
-                    && let Some(m) = r.muts.get(*p)
+                    && let Some(m) = r.mutation_at(*p)
                     && m.key == key
                 {
                     entry = lww::apply(entry, &key, &m.op);

@@ -1,21 +1,74 @@
 //! [`Run`]: one commit's batch in the write buffer, or several merged — sorted ops with what
-//! makes searching them cheap. A run's keys are separate heap allocations, so a plain binary
-//! search follows a pointer at every step; a run keeps each key's first eight bytes in one
-//! contiguous array and searches that first, and a Bloom filter answers most misses without
-//! searching at all.
+//! makes searching them cheap.
+//!
+//! A run is a list of *segments* with disjoint, ascending key ranges. Merging two runs whose
+//! key ranges do not overlap (every commit of a sequential load) concatenates their segment
+//! lists: the segments are shared by `Arc`, so no op is copied and no filter rebuilt. Runs
+//! that overlap are merged op by op into one new segment. A segment's keys are separate heap
+//! allocations, so a plain binary search follows a pointer at every step; a segment keeps each
+//! key's first eight bytes in one contiguous array and searches that first, and a Bloom
+//! filter answers most misses without searching at all.
+
+use std::sync::Arc;
 
 use crate::btree::{Mutation, Op};
 
 use super::filter::KeyFilter;
 
+/// Sorted ops with distinct keys, never changed once built.
+#[derive(Debug)]
+struct Segment {
+    muts: Vec<Mutation>,
+    /// `prefixes[i]` is [`prefix`] of `muts[i].key`: non-decreasing, as the keys are sorted.
+    prefixes: Box<[u64]>,
+    /// Skips the search of a segment that cannot hold the key.
+    filter: KeyFilter,
+}
+
+impl Segment {
+    fn new(muts: Vec<Mutation>) -> Segment {
+        debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
+        Segment {
+            prefixes: muts.iter().map(|m| prefix(&m.key)).collect(),
+            filter: KeyFilter::build(muts.iter().map(|m| m.key.as_slice())),
+            muts,
+        }
+    }
+
+    fn first_key(&self) -> &[u8] {
+        self.muts.first().map_or(&[], |m| m.key.as_slice())
+    }
+
+    fn last_key(&self) -> &[u8] {
+        self.muts.last().map_or(&[], |m| m.key.as_slice())
+    }
+
+    /// The first index whose key is ≥ `key` (`inclusive` false) or > `key` (true).
+    fn bound(&self, key: &[u8], inclusive: bool) -> usize {
+        let p = prefix(key);
+        let lo = self.prefixes.partition_point(|&q| q < p);
+        let ties = self
+            .prefixes
+            .get(lo..)
+            .map_or(0, |rest| rest.partition_point(|&q| q == p));
+        let within = self.muts.get(lo..lo + ties).map_or(0, |tied| {
+            tied.partition_point(|m| {
+                let k = m.key.as_slice();
+                k < key || (inclusive && k == key)
+            })
+        });
+        lo + within
+    }
+}
+
 /// One commit's batch, or several merged: sorted, distinct keys.
 #[derive(Debug)]
 pub struct Run {
-    pub(super) muts: Vec<Mutation>,
-    /// `prefixes[i]` is [`prefix`] of `muts[i].key`: non-decreasing, as the keys are sorted.
-    prefixes: Box<[u64]>,
-    /// Skips the search of a run that cannot hold the key.
-    filter: KeyFilter,
+    /// Non-empty segments, key ranges disjoint and ascending.
+    segments: Vec<Arc<Segment>>,
+    /// `starts[i]` is the run index of `segments[i]`'s first op (`starts[0] == 0`).
+    starts: Box<[usize]>,
+    len: usize,
     pub(super) bytes: usize,
     pub(super) first_version: u64,
     pub(super) last_version: u64,
@@ -43,20 +96,84 @@ fn cost(m: &Mutation) -> usize {
 impl Run {
     /// The run of `muts` (sorted, distinct keys), covering commit versions `first..=last`.
     pub(super) fn new(muts: Vec<Mutation>, first_version: u64, last_version: u64) -> Run {
-        debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
+        let bytes = muts.iter().map(cost).sum();
+        let segments = if muts.is_empty() {
+            Vec::new()
+        } else {
+            vec![Arc::new(Segment::new(muts))]
+        };
+        Run::of_segments(segments, bytes, first_version, last_version)
+    }
+
+    fn of_segments(
+        segments: Vec<Arc<Segment>>,
+        bytes: usize,
+        first_version: u64,
+        last_version: u64,
+    ) -> Run {
+        debug_assert!(segments.iter().all(|s| !s.muts.is_empty()));
+        debug_assert!(
+            segments
+                .windows(2)
+                .all(|w| matches!(w, [a, b] if a.last_key() < b.first_key()))
+        );
+        let mut starts = Vec::with_capacity(segments.len());
+        let mut len = 0;
+        for s in &segments {
+            starts.push(len);
+            len += s.muts.len();
+        }
         Run {
-            prefixes: muts.iter().map(|m| prefix(&m.key)).collect(),
-            filter: KeyFilter::build(muts.iter().map(|m| m.key.as_slice())),
-            bytes: muts.iter().map(cost).sum(),
-            muts,
+            segments,
+            starts: starts.into_boxed_slice(),
+            len,
+            bytes,
             first_version,
             last_version,
         }
     }
 
+    /// `older` then `newer` as one run: their segments side by side when their key ranges
+    /// do not overlap (nothing copied), else one segment of their ops composed per key.
+    pub(super) fn merge(older: &Run, newer: &Run) -> Run {
+        let (first, last) = (older.first_version, newer.last_version);
+        let bytes;
+        // Disjoint ranges: the lower run's segments, then the higher's.
+        let side_by_side =
+            if older.len == 0 || newer.len == 0 || older.last_key() < newer.first_key() {
+                Some((older, newer))
+            } else if newer.last_key() < older.first_key() {
+                Some((newer, older))
+            } else {
+                None
+            };
+        let segments = if let Some((low, high)) = side_by_side {
+            bytes = older.bytes + newer.bytes;
+            low.segments.iter().chain(&high.segments).cloned().collect()
+        } else {
+            let muts = super::merge_muts(
+                older.mutations().cloned().collect(),
+                newer.mutations().cloned().collect(),
+            );
+            bytes = muts.iter().map(cost).sum();
+            vec![Arc::new(Segment::new(muts))]
+        };
+        Run::of_segments(segments, bytes, first, last)
+    }
+
+    /// Number of ops.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the run holds no op.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The ops, sorted by key.
-    pub fn mutations(&self) -> &[Mutation] {
-        &self.muts
+    pub fn mutations(&self) -> impl Iterator<Item = &Mutation> {
+        self.segments.iter().flat_map(|s| s.muts.iter())
     }
 
     /// Commit versions this run holds, first and last.
@@ -64,32 +181,52 @@ impl Run {
         (self.first_version, self.last_version)
     }
 
+    /// How many segments hold the ops (how many merges were concatenations, plus one).
+    #[cfg(test)]
+    pub(super) fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Whether `other` holds segment `i` of this run itself (shared, not copied).
+    #[cfg(test)]
+    pub(super) fn shares_segment(&self, i: usize, other: &Run) -> bool {
+        self.segments
+            .get(i)
+            .is_some_and(|s| other.segments.iter().any(|o| Arc::ptr_eq(s, o)))
+    }
+
+    fn first_key(&self) -> &[u8] {
+        self.segments.first().map_or(&[], |s| s.first_key())
+    }
+
+    fn last_key(&self) -> &[u8] {
+        self.segments.last().map_or(&[], |s| s.last_key())
+    }
+
     /// The op for `key` (`hash` is its [`super::key_hash`]).
     pub(super) fn find(&self, key: &[u8], hash: u64) -> Option<&Op> {
-        if !self.filter.may_contain(hash) {
+        // The only segment whose range can hold the key: the first whose last key is ≥ it.
+        let s = self.segments.partition_point(|s| s.last_key() < key);
+        let seg = self.segments.get(s)?;
+        if !seg.filter.may_contain(hash) {
             return None;
         }
-        self.muts
-            .get(self.lower_bound(key))
+        seg.muts
+            .get(seg.bound(key, false))
             .filter(|m| m.key == key)
             .map(|m| &m.op)
     }
 
     /// The first index whose key is ≥ `key` (`inclusive` false) or > `key` (true).
     fn bound(&self, key: &[u8], inclusive: bool) -> usize {
-        let p = prefix(key);
-        let lo = self.prefixes.partition_point(|&q| q < p);
-        let ties = self
-            .prefixes
-            .get(lo..)
-            .map_or(0, |rest| rest.partition_point(|&q| q == p));
-        let within = self.muts.get(lo..lo + ties).map_or(0, |tied| {
-            tied.partition_point(|m| {
-                let k = m.key.as_slice();
-                k < key || (inclusive && k == key)
-            })
+        let s = self.segments.partition_point(|s| {
+            let last = s.last_key();
+            last < key || (inclusive && last == key)
         });
-        lo + within
+        match (self.segments.get(s), self.starts.get(s)) {
+            (Some(seg), Some(start)) => start + seg.bound(key, inclusive),
+            _ => self.len,
+        }
     }
 
     /// The first index whose key is ≥ `key`.
@@ -102,8 +239,21 @@ impl Run {
         self.bound(key, true)
     }
 
+    /// The segment holding run index `i`, and `i` within it.
+    fn locate(&self, i: usize) -> Option<(&Segment, usize)> {
+        let s = self.starts.partition_point(|&st| st <= i).checked_sub(1)?;
+        Some((self.segments.get(s)?, i - self.starts.get(s)?))
+    }
+
     /// The key at index `i` with its prefix (compare the prefixes first: they are contiguous).
     pub(super) fn key_at(&self, i: usize) -> Option<(u64, &[u8])> {
-        Some((*self.prefixes.get(i)?, self.muts.get(i)?.key.as_slice()))
+        let (seg, j) = self.locate(i)?;
+        Some((*seg.prefixes.get(j)?, seg.muts.get(j)?.key.as_slice()))
+    }
+
+    /// The op at index `i`.
+    pub(super) fn mutation_at(&self, i: usize) -> Option<&Mutation> {
+        let (seg, j) = self.locate(i)?;
+        seg.muts.get(j)
     }
 }

@@ -152,6 +152,11 @@ enum Step {
 fn step_strategy() -> impl Strategy<Value = Step> {
     prop_oneof![
         8 => prop::collection::vec((any::<u8>(), op_strategy()), 1..12).prop_map(Step::Commit),
+        // Keys of a narrow window: runs that often do not overlap, so merges concatenate
+        // segments, and sometimes do, so segmented runs are also merged op by op.
+        4 => (0..40u8).prop_flat_map(|base| {
+            prop::collection::vec((base..base.saturating_add(4), op_strategy()), 1..4)
+        }).prop_map(Step::Commit),
         1 => Just(Step::Checkpoint),
     ]
 }
@@ -300,4 +305,99 @@ fn runs_pushed_during_a_checkpoint_survive_its_release() {
     assert_eq!(buf.runs().len(), 1);
     assert_eq!(buf.runs()[0].versions(), (2, 2));
     assert_eq!(buf.last_version(), Some(2));
+}
+
+fn puts(keys: std::ops::Range<u32>, version: u64) -> Vec<Mutation> {
+    keys.map(|i| Mutation {
+        key: format!("s{i:06}").into_bytes(),
+        op: Op::Put {
+            value: version.to_be_bytes().to_vec(),
+            timestamp: version,
+            expire_at: 0,
+        },
+    })
+    .collect()
+}
+
+/// A sequential load (each commit's keys above the last one's) merges runs by sharing
+/// their segments: the ops of the first commit are never copied, whatever the merges.
+#[test]
+fn runs_of_a_sequential_load_are_merged_without_copying() {
+    let mut buf = WriteBuffer::new();
+    buf.push(1, puts(0..10, 1));
+    let first = Arc::clone(&buf.runs()[0]);
+    for v in 2..=64u64 {
+        let lo = (v as u32 - 1) * 10;
+        buf.push(v, puts(lo..lo + 10, v));
+    }
+    // 64 commits of 10 keys: a few runs, 640 ops in 64 segments, each a commit's own.
+    let runs = buf.runs();
+    assert!(runs.len() < 5, "{} runs", runs.len());
+    assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), 640);
+    assert_eq!(runs.iter().map(|r| r.segment_count()).sum::<usize>(), 64);
+    let oldest = runs.last().expect("a run");
+    assert!(oldest.segment_count() > 32);
+    assert!(first.shares_segment(0, oldest));
+    assert_eq!(buf.bytes(), runs.iter().map(|r| r.bytes).sum::<usize>());
+    let tree = MemTree::default();
+    let read = buf.over(&tree, NO_PAGE);
+    for i in [0u32, 9, 10, 333, 639] {
+        let e = read
+            .get(format!("s{i:06}").as_bytes())
+            .expect("get")
+            .expect("found");
+        assert_eq!(e.timestamp, u64::from(i / 10 + 1));
+    }
+    assert!(read.get(b"s000640").expect("get").is_none());
+    let mut c = read.seek(Some(b"s000095")).expect("seek");
+    let mut n = 0;
+    while c.next_entry().expect("next").is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 640 - 95);
+    let floor = read
+        .before(b"s000100", false)
+        .expect("before")
+        .expect("found");
+    assert_eq!(floor.key, b"s000099");
+}
+
+/// A commit that overlaps a segmented run merges op by op into one segment; one that lands
+/// below it is put in front.
+#[test]
+fn an_overlapping_commit_merges_a_segmented_run_into_one_segment() {
+    let mut buf = WriteBuffer::new();
+    buf.push(1, puts(100..110, 1));
+    buf.push(2, puts(110..120, 2));
+    assert_eq!(buf.runs()[0].segment_count(), 2);
+    buf.push(3, puts(90..95, 3));
+    buf.push(4, puts(80..85, 4));
+    // The two five-key runs were concatenated (below the big run), then merged into it.
+    assert_eq!(buf.runs().len(), 1);
+    assert_eq!(buf.runs()[0].segment_count(), 4);
+    buf.push(5, puts(105..125, 5));
+    assert_eq!(buf.runs().len(), 1);
+    let run = &buf.runs()[0];
+    assert_eq!((run.len(), run.segment_count()), (35, 1));
+    let keys: Vec<&[u8]> = run.mutations().map(|m| m.key.as_slice()).collect();
+    assert!(keys.is_sorted());
+    let tree = MemTree::default();
+    let read = buf.over(&tree, NO_PAGE);
+    let ts = |i: u32| {
+        read.get(format!("s{i:06}").as_bytes())
+            .expect("get")
+            .map(|e| e.timestamp)
+    };
+    assert_eq!(
+        [ts(80), ts(90), ts(100), ts(104), ts(105), ts(119), ts(124)],
+        [
+            Some(4),
+            Some(3),
+            Some(1),
+            Some(1),
+            Some(5),
+            Some(5),
+            Some(5)
+        ]
+    );
 }
