@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod agent_scale;
 mod baseline;
 mod cloud;
 mod device;
@@ -26,6 +27,7 @@ usage: bough-bench [--smoke | --quick] [--keys N]
                    [--engines bough,redb,fjall,lmdb,rocksdb,bough-s3,slatedb]
                    [--baseline bough@REV=BINARY]... [--cloud] [--data-dir DIR] [--out DIR]
                    [--no-fio] [--no-branches] [--only-branches] [--label bough@REV]
+                   [--agent-branches N]
 
   --smoke        tiny sizes: proves every row runs (seconds per engine); figures mean nothing
   --quick        the quick set (1 M keys, larger than every engine's memtable)
@@ -43,6 +45,8 @@ usage: bough-bench [--smoke | --quick] [--keys N]
   --no-branches  skip the Bough-only branch, GC and diff/merge workloads
   --only-branches  run only the Bough-only branch, GC and diff/merge workloads (what a
                  baseline runs in each branch round)
+  --agent-branches N  with --only-branches: only the agent-scale series, its largest
+                 branch count N (e.g. 100000 in a quick run)
 ";
 
 struct Args {
@@ -57,6 +61,8 @@ struct Args {
     branches: bool,
     /// `--only-branches`: no engine rows, no cloud set.
     only_branches: bool,
+    /// `--agent-branches N`: the agent-scale series alone, up to N branches.
+    agent_branches: Option<usize>,
     /// Cloud engines selected (`--cloud`, or named in `--engines`).
     cloud: Vec<String>,
 }
@@ -79,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
         fio: true,
         branches: true,
         only_branches: false,
+        agent_branches: None,
         cloud: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -104,6 +111,10 @@ fn parse_args() -> Result<Args, String> {
             "--no-fio" => a.fio = false,
             "--no-branches" => a.branches = false,
             "--only-branches" => a.only_branches = true,
+            "--agent-branches" => {
+                let n = it.next().ok_or("--agent-branches needs a count")?;
+                a.agent_branches = Some(n.parse().map_err(|e| format!("--agent-branches: {e}"))?);
+            }
             "--cloud" => {
                 for e in cloud::CLOUD {
                     if !a.cloud.iter().any(|c| c == e) {
@@ -140,6 +151,9 @@ fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if a.agent_branches.is_some() && !a.only_branches {
+        return Err("--agent-branches goes with --only-branches".into());
     }
     if a.only_branches && !a.branches {
         return Err("--only-branches and --no-branches exclude each other".into());
@@ -247,6 +261,11 @@ fn branch_rounds(
         None
     };
     let mut points = Vec::new();
+    let rounds = if args.agent_branches.is_some() {
+        0
+    } else {
+        rounds
+    };
     for round in 0..rounds {
         let mut order: Vec<Option<&baseline::Baseline>> = std::iter::once(None)
             .chain(args.baselines.iter().map(Some))
@@ -273,6 +292,21 @@ fn branch_rounds(
         }
     }
     results.points.extend(workloads::median_points(points));
+    // Once per report, on this tree only (see agent_scale.rs): not in a labelled child round.
+    if crate::shim::revision().is_none() && args.label.is_none() {
+        let mut sizes = sizes.clone();
+        if let Some(n) = args.agent_branches {
+            sizes.agent_counts.retain(|&c| c < n);
+            sizes.agent_counts.push(n);
+        }
+        match agent_scale::run(&args.data_dir, &sizes) {
+            Ok(a) => results.agent_scale = Some(a),
+            Err(e) => {
+                eprintln!("  agent-scale series failed: {e}");
+                results.errors.push(format!("agent-scale series: {e}"));
+            }
+        }
+    }
 }
 
 fn run(args: &Args) -> Res<()> {

@@ -311,6 +311,9 @@ pub fn markdown(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> String {
         };
         let _ = writeln!(m, "| {} | {} | {:.2} | {} |", p.series, size, p.ms, p.note);
     }
+    if let Some(a) = &res.agent_scale {
+        m.push_str(&crate::agent_scale::markdown(a));
+    }
     if !res.errors.is_empty() {
         let _ = writeln!(m, "\n## Errors\n");
         for e in &res.errors {
@@ -502,6 +505,7 @@ pub fn json(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> serde_json::Val
         "bough_only": res.points.iter().map(|p| json!({
             "series": p.series, "x": p.x, "x_label": p.x_label, "ms": p.ms, "note": p.note,
         })).collect::<Vec<_>>(),
+        "agent_scale": res.agent_scale.as_ref().map(crate::agent_scale::AgentScale::to_json),
         "errors": res.errors,
     })
 }

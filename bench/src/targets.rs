@@ -1,4 +1,4 @@
-//! The report's target table: the targets of issues 16 (write path) and 17 (read path and
+//! The report's target table: the targets of issues 16 (write path), 17 (read path and
 //! space), the targets of issue 9 that neither replaced, and issue 15's before/after rule,
 //! each judged on this run's rows as PASS, MISS (by how much, and why from the run's own
 //! write, sync and space figures) or NOT MEASURED (and why).
@@ -487,9 +487,88 @@ pub fn targets(res: &Results, device: Option<&Device>, sizes: &Sizes) -> Vec<Tar
     }
     out.push(t);
 
+    agent_scale(&mut out, res, sizes);
     // Issue 15: the refactor changed no figure by more than noise.
     out.push(before_after(res));
     out
+}
+
+/// Issue 18 §7: branches at agent scale (the goals it states: creation p50 <= 1 ms and flat,
+/// <= 4 KiB per idle branch, open <= 1 s with 100,000 branches, GC that grows with what
+/// changed since the last cycle rather than with the branch count).
+fn agent_scale(out: &mut Vec<Target>, res: &Results, sizes: &Sizes) {
+    let a = res.agent_scale.as_ref();
+    let (first, last) = match a {
+        Some(a) => (a.rows.first(), a.rows.last()),
+        None => (None, None),
+    };
+    let n = last.map_or(0, |r| r.branches);
+    let not_run = || "the agent-scale series did not run".to_string();
+    let mut small = String::new();
+    if n < 100_000 {
+        small = format!(
+            "the goal is stated for 100,000 branches; this {} run made {n}",
+            sizes.mode.name()
+        );
+    }
+    let mut t = absolute(
+        "18",
+        format!("create_branch p50 with {n} branches in the partition"),
+        1.0,
+        Cmp::AtMost,
+        "ms",
+        last.map(|r| r.create_p50_ms),
+        not_run(),
+    );
+    add_detail(&mut t.detail, &small);
+    out.push(t);
+    out.push(judged(
+        "18",
+        format!(
+            "create_branch p50 flat: with {n} branches against with {}",
+            first.map_or(0, |r| r.branches)
+        ),
+        1.5,
+        Cmp::AtMost,
+        first
+            .zip(last)
+            .map(|(f, l)| (l.create_p50_ms, f.create_p50_ms)),
+        not_run(),
+    ));
+    for (what, v) in [
+        ("disk", last.map(|r| r.disk_per_branch)),
+        ("memory", last.map(|r| r.memory_per_branch)),
+    ] {
+        out.push(absolute(
+            "18",
+            format!("{what} kept per idle branch ({n} branches)"),
+            4096.0,
+            Cmp::AtMost,
+            "B",
+            v.map(|b| b as f64),
+            not_run(),
+        ));
+    }
+    let mut t = absolute(
+        "18",
+        format!("reopen to the first get with {n} branches"),
+        1000.0,
+        Cmp::AtMost,
+        "ms",
+        a.map(|a| a.reopen_to_first_get_ms),
+        not_run(),
+    );
+    add_detail(&mut t.detail, &small);
+    out.push(t);
+    out.push(absolute(
+        "18",
+        format!("manifests a GC cycle reads with nothing changed since the last ({n} branches)"),
+        crate::agent_scale::CHANGED_BRANCHES as f64,
+        Cmp::AtMost,
+        "manifests",
+        a.map(|a| a.gc_unchanged_manifests_read as f64),
+        not_run(),
+    ));
 }
 
 fn largest_create(res: &Results) -> Option<&crate::workloads::Point> {

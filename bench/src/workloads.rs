@@ -62,6 +62,10 @@ pub struct Sizes {
     pub large_len: usize,
     pub branch_sizes: Vec<u64>,
     pub gc_counts: Vec<usize>,
+    /// Branch counts the agent-scale series times creation at (the last is the largest).
+    pub agent_counts: Vec<usize>,
+    /// Keys in the agent-scale partition's `main`.
+    pub agent_base_keys: u64,
     pub diff_base: u64,
     pub divergences: Vec<u64>,
     /// The cloud set (`--cloud`): keys loaded in durable batches of 1,000.
@@ -96,6 +100,8 @@ impl Sizes {
                 large_len: 256 << 10,
                 branch_sizes: vec![2_000, 20_000],
                 gc_counts: vec![10, 50],
+                agent_counts: vec![10, 200],
+                agent_base_keys: 2_000,
                 diff_base: 20_000,
                 divergences: vec![10, 1_000],
                 cloud_keys: 5_000,
@@ -128,6 +134,8 @@ impl Sizes {
                 large_len: 256 << 10,
                 branch_sizes: vec![10_000, 100_000, 1_000_000],
                 gc_counts: vec![100, 1_000],
+                agent_counts: vec![10, 1_000, 10_000],
+                agent_base_keys: 100_000,
                 diff_base: 200_000,
                 divergences: vec![10, 1_000, 100_000],
                 cloud_keys: 50_000,
@@ -156,6 +164,8 @@ impl Sizes {
                 large_len: 256 << 10,
                 branch_sizes: vec![10_000, 1_000_000, 10_000_000],
                 gc_counts: vec![100, 1_000, 10_000],
+                agent_counts: vec![10, 1_000, 100_000],
+                agent_base_keys: 100_000,
                 diff_base: 1_000_000,
                 divergences: vec![10, 1_000, 100_000],
                 cloud_keys: 500_000,
@@ -281,6 +291,8 @@ pub struct Point {
 pub struct Results {
     pub rows: Vec<Row>,
     pub points: Vec<Point>,
+    /// The agent-scale series, when it ran.
+    pub agent_scale: Option<crate::agent_scale::AgentScale>,
     pub errors: Vec<String>,
 }
 
@@ -958,7 +970,7 @@ fn concurrent_commits(e: &dyn Engine, name: &str, s: &Sizes, writers: u64) -> Re
 // Bough-only: branches, GC, diff and merge (and a RocksDB checkpoint for comparison)
 // ---------------------------------------------------------------------------------------
 
-fn bough_load(b: &bough::Branch, keys: u64) -> Res<()> {
+pub fn bough_load(b: &bough::Branch, keys: u64) -> Res<()> {
     let mut i = 0;
     while i < keys {
         let mut batch = bough::WriteBatch::new();

@@ -368,6 +368,11 @@ impl Partition {
         if !self.terms.lock().complete {
             for name in self.storage().list(self.files.dir())? {
                 if let FileKind::CurrentTerm(ct) = classify(&name) {
+                    // Known already (recovery read it at open): the cache is what
+                    // `current_term` answers from, so reading it again adds nothing.
+                    if self.terms.lock().get(&ct.branch).is_some() {
+                        continue;
+                    }
                     match self.read_current_term(&ct.branch) {
                         Ok(Some(rec)) => {
                             self.terms.lock().insert(ct.branch, rec);
