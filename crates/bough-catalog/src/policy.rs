@@ -153,6 +153,14 @@ impl Partition {
     /// branch whose manifest cannot be read is left out (it is reported where it is used).
     pub fn due_expiries(&self, now_ms: u64) -> CatalogResult<Vec<BranchName>> {
         if self.expiries.lock().is_none() {
+            // At open nothing has scanned the state files yet: one pass gives the expiries
+            // and the used terms the first branch creation needs.
+            let mut used = self.used_terms.lock();
+            if used.is_none() {
+                self.fill_from_scan(&mut used)?;
+            }
+        }
+        if self.expiries.lock().is_none() {
             let mut map = std::collections::BTreeMap::new();
             for b in self.branches()? {
                 match self.branch_policy(&b) {

@@ -4,6 +4,14 @@
 use super::*;
 use crate::error::{CatalogError, CatalogResult};
 
+/// What [`Partition::scan_state_files`] found.
+pub(crate) struct StateScan {
+    /// The highest term each branch name is used with anywhere.
+    pub(crate) used: HashMap<BranchName, Term>,
+    /// The expiry of each live branch whose current manifest records one.
+    pub(crate) expiries: std::collections::BTreeMap<BranchName, u64>,
+}
+
 /// The `CURRENT_TERM` records known in memory, and the name index of the live branches.
 #[derive(Debug, Default)]
 pub(crate) struct TermCache {
@@ -186,7 +194,7 @@ impl Partition {
     pub fn fresh_term(&self, name: &BranchName) -> CatalogResult<Term> {
         let mut used = self.used_terms.lock();
         if used.is_none() {
-            *used = Some(self.scan_used_terms()?);
+            self.fill_from_scan(&mut used)?;
         }
         let highest = used.as_ref().and_then(|u| u.get(name).copied());
         let recorded = self.current_term(name)?.map(|ct| ct.term);
@@ -200,7 +208,28 @@ impl Partition {
         })
     }
 
-    pub(crate) fn scan_used_terms(&self) -> CatalogResult<HashMap<BranchName, Term>> {
+    /// Fills `used` (the caller holds `used_terms`, empty) and, if still unknown, the
+    /// expiries from one [`scan_state_files`](Self::scan_state_files).
+    pub(crate) fn fill_from_scan(
+        &self,
+        used: &mut Option<HashMap<BranchName, Term>>,
+    ) -> CatalogResult<()> {
+        let scan = self.scan_state_files()?;
+        *used = Some(scan.used);
+        let mut expiries = self.expiries.lock();
+        if expiries.is_none() {
+            *expiries = Some(scan.expiries);
+        }
+        Ok(())
+    }
+
+    /// One pass over every file name of the partition and every state file's contents:
+    /// the terms each name uses (what [`fresh_term`](Self::fresh_term) needs) and, from each
+    /// live branch's current manifest read on the way, its expiry (what
+    /// [`due_expiries`](Self::due_expiries) needs), so a partition with many branches reads
+    /// each manifest once for both.
+    pub(crate) fn scan_state_files(&self) -> CatalogResult<StateScan> {
+        let mut expiries = std::collections::BTreeMap::new();
         let mut used: HashMap<BranchName, Term> = HashMap::new();
         let mut note = |b: &BranchName, t: Term| {
             let e = used.entry(b.clone()).or_insert(t);
@@ -217,8 +246,9 @@ impl Partition {
                 FileKind::Archive(a) => note(&a.branch, a.term),
                 FileKind::Data(d) => note(&d.branch, d.term),
                 FileKind::CurrentTerm(c) => {
-                    // A damaged record says nothing; the other evidence still counts.
-                    if let Ok(Some(ct)) = self.read_current_term(&c.branch) {
+                    // A damaged record says nothing; the other evidence still counts. The
+                    // cached record is the one `fresh_term` compares with anyway.
+                    if let Ok(Some(ct)) = self.current_term(&c.branch) {
                         note(&c.branch, ct.term);
                     }
                 }
@@ -235,6 +265,22 @@ impl Partition {
             };
             // A damaged manifest is reported where it is used; its name was counted.
             let Ok(r) = replay(&bytes) else { continue };
+            if let FileKind::Manifest(m) = &kind
+                && let Ok(Some(ct)) = self.current_term(&m.branch)
+                && !ct.deleted
+                && ct.term == m.term
+            {
+                match bough_manifest::BranchPolicy::from_extensions(&r.state.extensions) {
+                    Ok(p) => {
+                        if let Some(at) = p.expires_at_ms {
+                            expiries.insert(m.branch.clone(), at);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(branch = %m.branch, error = ?e, "cannot read the branch's expiry");
+                    }
+                }
+            }
             for range in &r.state.meta.branch_file_ranges {
                 note(&range.branch, range.term);
             }
@@ -247,7 +293,7 @@ impl Partition {
                 }
             }
         }
-        Ok(used)
+        Ok(StateScan { used, expiries })
     }
 
     /// The replayed state of `manifest_<branch>_<term>` (`NotFound` if it does not exist,

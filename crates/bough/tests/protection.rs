@@ -209,3 +209,32 @@ fn ttl_refused_on_a_protected_branch_or_one_with_tags_without_the_explicit_flag(
     assert!(!names.contains(&"tagged".to_string()), "{names:?}");
     assert_eq!(p.tags().unwrap().len(), 1);
 }
+
+/// At open, one pass over the state files finds the expiries and the terms every name has
+/// used: the expired branch goes, its child (whose files carry the expired term) keeps
+/// reading, and a branch created again under the expired name starts above that term.
+#[test]
+fn a_name_expired_at_open_is_created_again_at_a_term_above_the_expired_one() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let agent = p.create_branch("agent", "main").unwrap();
+    put(&agent, 0..10, "a");
+    agent.checkpoint_blocking().unwrap();
+    let child = p.create_branch("agent-child", "agent").unwrap();
+    put(&child, 10..12, "c");
+    let old = p.describe("agent").unwrap().term;
+    p.set_expiry("agent", Some(T0 + HOUR), false).unwrap();
+    drop((agent, child));
+    store.close().unwrap();
+    clock.advance(2 * HOUR);
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    assert!(!p.branches().unwrap().contains(&"agent".to_string()));
+    let child = p.branch("agent-child").unwrap();
+    assert_eq!(child.get_blocking(key(3)).unwrap().unwrap().value, b"a3");
+    let again = p.create_branch("agent", "main").unwrap();
+    assert!(p.describe("agent").unwrap().term > old);
+    assert!(again.get_blocking(key(3)).unwrap().is_none());
+    assert_eq!(p.describe("agent").unwrap().policy.expires_at_ms, None);
+}
