@@ -128,8 +128,22 @@ impl Partition {
             });
         }
         Self::refuse_if_head_protected(head, "restoring it from an archive")?;
+        let snapshot = self.read_archive(archive)?;
+        self.restore_snapshot(head, snapshot, backup, now_ms)
+    }
+
+    /// Moves `head`'s branch to a new term whose manifest is `snapshot` (a recorded state
+    /// of the branch), keeping the current state as branch `backup`. The caller checked
+    /// that the branch may be restored.
+    pub(crate) fn restore_snapshot(
+        &self,
+        head: &mut Head,
+        mut snapshot: Snapshot,
+        backup: &BranchName,
+        now_ms: u64,
+    ) -> CatalogResult<Head> {
+        let name = head.branch().clone();
         let policy = Self::policy(head)?;
-        let mut snapshot = self.read_archive(archive)?;
         self.create_branch(head, backup, now_ms)?;
         let new_term = head.term() + 1;
         // Above every id this branch ever allocated, so the new term's ranges stay disjoint
@@ -154,8 +168,10 @@ impl Partition {
             Some(&ForkPoint { snapshot }),
             exts,
         )?;
+        // The restored state is the branch's state from now on: its history says so.
+        let point = self.first_history_point(&mut restored, now_ms, head.version())?;
         self.owned.lock().insert((name.clone(), new_term));
-        self.point_current_term(&name, new_term, head.incarnation())?;
+        self.name_term(&restored, head.incarnation(), point)?;
         restored.set_fence(self.fence(&name, new_term));
         let _ = self.storage().delete(
             &self

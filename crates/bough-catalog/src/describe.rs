@@ -47,6 +47,12 @@ pub struct BranchSpace {
     /// Of the bytes above, those in write-ahead log files: acknowledged writes not yet
     /// checkpointed into data files (and the laid-out space ahead of them).
     pub log_bytes: u64,
+    /// What the history window costs this branch (`Options::history_window_ms`): its
+    /// history points, and the bytes of the points and of the data and log files nothing
+    /// but those points holds (what pruning them would free).
+    pub history_points: u64,
+    /// See `history_points`.
+    pub history_bytes: u64,
 }
 
 impl Partition {

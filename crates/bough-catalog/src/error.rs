@@ -19,6 +19,13 @@ pub enum CatalogError {
     NotFound { path: String },
     /// The branch (or archive) to create exists already.
     AlreadyExists { path: String },
+    /// No state of `branch` at instant `at_ms` is kept: the instant is outside the history
+    /// window, in the future, before the branch existed, or before its history began.
+    HistoryNotKept {
+        branch: String,
+        at_ms: u64,
+        why: String,
+    },
     /// The caller asked for something impossible (a name, a term past the last, a merge
     /// of a branch with itself).
     InvalidArgument { what: String },
@@ -40,7 +47,9 @@ impl CatalogError {
         match self {
             CatalogError::Io(e) => e.kind(),
             CatalogError::Tree(e) => e.kind(),
-            CatalogError::NotFound { .. } => ErrorKind::NotFound,
+            CatalogError::NotFound { .. } | CatalogError::HistoryNotKept { .. } => {
+                ErrorKind::NotFound
+            }
             CatalogError::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             CatalogError::InvalidArgument { .. } => ErrorKind::InvalidArgument,
             CatalogError::Record { .. } | CatalogError::Content { .. } => ErrorKind::Corruption,
@@ -90,6 +99,9 @@ impl fmt::Display for CatalogError {
             CatalogError::NotFound { path } => write!(f, "{path}: not found"),
             CatalogError::AlreadyExists { path } => write!(f, "{path}: already exists"),
             CatalogError::InvalidArgument { what } => write!(f, "invalid argument: {what}"),
+            CatalogError::HistoryNotKept { branch, at_ms, why } => {
+                write!(f, "no state of {branch} at {at_ms} ms is kept: {why}")
+            }
             // The record's offset once (DecodeError's own Display says it too).
             CatalogError::Record { file, source } => write!(
                 f,
@@ -136,6 +148,9 @@ impl From<CatalogError> for IoError {
             CatalogError::NotFound { path } => IoError::NotFound { path },
             CatalogError::AlreadyExists { path } => IoError::AlreadyExists { path },
             CatalogError::InvalidArgument { what } => IoError::InvalidArgument { what },
+            e @ CatalogError::HistoryNotKept { .. } => IoError::NotFound {
+                path: e.to_string(),
+            },
             CatalogError::Record { file, source } => {
                 IoError::corruption(file, source.offset, source.reason.to_string())
             }

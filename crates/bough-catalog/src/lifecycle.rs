@@ -105,8 +105,12 @@ impl Partition {
             Some(&fork),
             exts,
         )?;
+        // The branch's history starts with its first state.
+        // A new incarnation: nothing before it to account for.
+        let before = head.version();
+        let point = self.first_history_point(&mut head, origin.created_at_ms, before)?;
         self.owned.lock().insert((name.clone(), term));
-        self.point_current_term(name, term, incarnation)?;
+        self.name_term(&head, incarnation, point)?;
         // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
         // above every term of that incarnation, so setting the fence to it keeps their heads
         // fenced and lets this one commit.
@@ -147,12 +151,13 @@ impl Partition {
         let term = self.live_term(name)?;
         self.write_current_term(name, term, true)?;
         self.fence(name, term).store(u64::MAX, Ordering::Release);
-        // Archives first, then manifests oldest term first: a deletion cut short leaves the
+        // Archives and history points first, then manifests oldest term first: a deletion cut short leaves the
         // manifest at the tombstone's term, which recovery recognises as this incarnation's.
         let mut doomed: Vec<(u8, Term, String)> = Vec::new();
         for n in self.storage().list(self.files.dir())? {
             match classify(&n) {
                 FileKind::Archive(a) if a.branch == *name => doomed.push((0, a.term, n)),
+                FileKind::History(h) if h.branch == *name => doomed.push((0, h.term, n)),
                 FileKind::Manifest(m) if m.branch == *name => doomed.push((1, m.term, n)),
                 _ => {}
             }

@@ -247,7 +247,7 @@ impl Partition {
         lineage.resolve(target.branch(), source)
     }
 
-    fn record_base(
+    pub(crate) fn record_base(
         &self,
         target: &mut Head,
         source: &BranchName,

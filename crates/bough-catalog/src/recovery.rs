@@ -90,6 +90,13 @@ impl Partition {
                 FileKind::Archive(a) => {
                     matches!(settled.get(&a.branch), Some(Settled::Deleted { upto }) if a.term <= *upto)
                 }
+                // Also a point of a term above the branch's: its creation was cut short and
+                // that state never became the branch's (a read would take it for one).
+                FileKind::History(h) => match settled.get(&h.branch) {
+                    Some(Settled::Deleted { upto }) => h.term <= *upto,
+                    Some(Settled::Live { term }) => h.term > *term,
+                    _ => false,
+                },
                 // No writer is running while a partition opens: a temp file is debris.
                 FileKind::Tmp(_) => true,
                 _ => false,

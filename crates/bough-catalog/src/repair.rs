@@ -122,8 +122,13 @@ impl Partition {
             Some(&ForkPoint { snapshot }),
             exts,
         )?;
+        // The branch's state is the archive's from now on: its history says so.
+        // What the damaged manifest held after its last point cannot be read: the repair
+        // starts the account afresh.
+        let before = head.version();
+        let point = self.first_history_point(&mut head, now_ms, before)?;
         self.owned.lock().insert((branch.clone(), new_term));
-        self.point_current_term(branch, new_term, incarnation)?;
+        self.name_term(&head, incarnation, point)?;
         let fence = self.fence(branch, new_term);
         fence.store(new_term, Ordering::Release);
         head.set_fence(fence);

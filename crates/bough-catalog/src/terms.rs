@@ -244,6 +244,7 @@ impl Partition {
             match &kind {
                 FileKind::Manifest(m) => note(&m.branch, m.term),
                 FileKind::Archive(a) => note(&a.branch, a.term),
+                FileKind::History(h) => note(&h.branch, h.term),
                 FileKind::Data(d) => note(&d.branch, d.term),
                 FileKind::CurrentTerm(c) => {
                     // A damaged record says nothing; the other evidence still counts. The

@@ -164,6 +164,9 @@ enum Cmd {
     /// Archive a branch's state, list archives, restore one.
     #[command(subcommand)]
     Archive(branches::ArchiveCmd),
+    /// Branch from or restore a branch to any instant inside the history window.
+    #[command(subcommand)]
+    History(branches::HistoryCmd),
     /// Tag a branch's state (immutable, kept until deleted), list, read or delete tags.
     #[command(subcommand)]
     Tag(branches::TagCmd),
@@ -340,6 +343,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> CliResult<u8> {
         Cmd::Ls => branches::ls(ctx).map(|_| 0),
         Cmd::Branch(c) => branches::branch(ctx, c).map(|_| 0),
         Cmd::Archive(c) => branches::archive(ctx, c).map(|_| 0),
+        Cmd::History(c) => branches::history(ctx, c).map(|_| 0),
         Cmd::Tag(c) => branches::tag(ctx, c).map(|_| 0),
         Cmd::Gc(a) => branches::gc(ctx, a).map(|_| 0),
         Cmd::Diff(a) => branches::diff(ctx, a),

@@ -21,6 +21,8 @@ pub fn space_json(s: Option<&BranchSpace>) -> Json {
             "shared_bytes": s.shared_bytes,
             "shared_files": s.shared_files,
             "log_bytes": s.log_bytes,
+            "history_points": s.history_points,
+            "history_bytes": s.history_bytes,
             "shared_with": s.shared_with.iter()
                 .map(|(b, n)| json!({"branch": b.as_str(), "bytes": n}))
                 .collect::<Vec<_>>(),
@@ -58,6 +60,13 @@ pub fn print_space(s: Option<&BranchSpace>) {
         println!(
             "log        {} of these in write-ahead log files (writes not yet checkpointed)",
             output::size(s.log_bytes)
+        );
+    }
+    if s.history_points > 0 {
+        println!(
+            "history    {} ({}): kept for point-in-time branches inside the history window",
+            plural(s.history_points, "point", "points"),
+            output::size(s.history_bytes)
         );
     }
 }

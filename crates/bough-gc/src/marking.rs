@@ -60,9 +60,11 @@ pub(crate) fn mark<'a>(
         match classify(n) {
             FileKind::Data(d) => data.push(d),
             // A tag is a root like a manifest: it outlives the branch it was taken from.
-            FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_) => {
-                manifests.push(n.clone())
-            }
+            // A history point is a root like an archive while the window keeps it.
+            FileKind::Manifest(_)
+            | FileKind::Archive(_)
+            | FileKind::History(_)
+            | FileKind::Tag(_) => manifests.push(n.clone()),
             FileKind::CurrentTerm(ct) => {
                 let path = format!("{dir}/{n}");
                 let bytes = storage.read_file(&path, 4096)?;
@@ -126,6 +128,7 @@ pub(crate) fn mark<'a>(
         let owner = match &kind {
             FileKind::Manifest(mn) => Some(mn.branch.clone()),
             FileKind::Archive(a) => Some(a.branch.clone()),
+            FileKind::History(h) => Some(h.branch.clone()),
             _ => None,
         };
         walk.begin(Some(Holder {

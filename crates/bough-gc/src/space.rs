@@ -36,8 +36,26 @@ pub fn branch_space(
             .get(*i as usize)
             .is_some_and(|h| h.owners.contains(branch))
     };
+    // A holder that is one of this branch's history points.
+    let history_point = |i: &u32| {
+        usage.holders.get(*i as usize).is_some_and(|h| {
+            matches!(&h.referent, crate::Referent::Pinned(n)
+                if matches!(classify(n), FileKind::History(p) if p.branch == *branch))
+        })
+    };
     for name in storage.list(files.dir())? {
         let (of, held_by, is_log) = match classify(&name) {
+            FileKind::History(h) if h.branch == *branch => {
+                match storage.file_len(&files.path_of(&name)) {
+                    Ok(n) => {
+                        space.history_points += 1;
+                        space.history_bytes += n;
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+                continue;
+            }
             FileKind::Data(d) => (
                 d.branch,
                 usage
@@ -71,6 +89,9 @@ pub fn branch_space(
         };
         if is_log {
             space.log_bytes += bytes;
+        }
+        if !held_by.is_empty() && held_by.iter().all(history_point) {
+            space.history_bytes += bytes;
         }
         if exclusive {
             space.exclusive_bytes += bytes;

@@ -21,6 +21,7 @@ pub const KNOWN: &[u64] = &[
     INCARNATION,
     POLICY,
     LOG,
+    HISTORY,
 ];
 
 /// Tag of the branch-origin extension (odd: must be understood). See `BranchOrigin`.
@@ -52,6 +53,10 @@ pub const POLICY: u64 = 11;
 /// acknowledged writes after the checkpoint, and GC would delete the log that holds them).
 /// See `LogRef`.
 pub const LOG: u64 = 9;
+
+/// Tag of a history point's time (even: a point without it cannot be placed in time and
+/// is not used, so losing it loses no data). History points only. See `crate::history`.
+pub const HISTORY: u64 = 8;
 
 /// Whether this version understands `tag`.
 pub fn is_known(tag: u64) -> bool {

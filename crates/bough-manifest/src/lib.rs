@@ -32,6 +32,7 @@ mod codec;
 mod current_term;
 mod error;
 pub mod ext;
+mod history;
 mod incarnation;
 pub mod invariants;
 mod log;
@@ -53,6 +54,7 @@ pub use bough_names::{BranchName, FileId, Term};
 pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
 pub use error::{DecodeError, DecodeReason, EncodeError};
 pub use ext::LOG;
+pub use history::{HISTORY, HistoryStamp, history_stamp, set_history_stamp};
 pub use incarnation::{INCARNATION, incarnation, set_incarnation};
 pub use log::{
     LOG_BLOCK, LOG_HEADER_LEN, LOG_MAGIC, LOG_VERSION, LOG_VERSION_SYNCED, LogEntry, LogHeader,

@@ -10,12 +10,13 @@ use nom::combinator::{opt, value, verify};
 use crate::grammar::{self, NameKind, NameParseError};
 use crate::ident::BranchName;
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
-    TableOpName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName, VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, HistoryName, LogFileName, ManifestName,
+    PartitionDir, TableOpName, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
+    VersionTarget,
 };
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOCK_FILE, LOG_PREFIX, MANIFEST_PREFIX,
-    TABLE_OP_PREFIX, TAG_PREFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, HISTORY_PREFIX, LOCK_FILE, LOG_PREFIX,
+    MANIFEST_PREFIX, TABLE_OP_PREFIX, TAG_PREFIX,
 };
 
 /// What a file name in a partition or store directory denotes.
@@ -29,6 +30,8 @@ pub enum FileKind {
     Data(DataFileName),
     /// `wal_<log_id>_<branch>_<term>`: a write-ahead log file.
     Log(LogFileName),
+    /// `history_<stamp>_<branch>_<term>`: a history point (one snapshot record).
+    History(HistoryName),
     /// `CURRENT_TERM.<branch>`
     CurrentTerm(CurrentTermName),
     /// `<target>.<nonce>.tmp`
@@ -60,6 +63,7 @@ impl FileKind {
             FileKind::Archive(n) => Some(&n.branch),
             FileKind::Data(n) => Some(&n.branch),
             FileKind::Log(n) => Some(&n.branch),
+            FileKind::History(n) => Some(&n.branch),
             FileKind::CurrentTerm(n) => Some(&n.branch),
             FileKind::Tmp(n) => n.target.branch(),
             FileKind::Version(n) => n.target.branch(),
@@ -89,6 +93,7 @@ impl From<TmpTarget> for FileKind {
             TmpTarget::TornTail(n) => FileKind::TornTail(n),
             TmpTarget::Tag(n) => FileKind::Tag(n),
             TmpTarget::TableOp(n) => FileKind::TableOp(n),
+            TmpTarget::History(n) => FileKind::History(n),
         }
     }
 }
@@ -102,6 +107,7 @@ impl fmt::Display for FileKind {
             FileKind::Archive(n) => n.fmt(f),
             FileKind::Data(n) => n.fmt(f),
             FileKind::Log(n) => n.fmt(f),
+            FileKind::History(n) => n.fmt(f),
             FileKind::CurrentTerm(n) => n.fmt(f),
             FileKind::Tmp(n) => n.fmt(f),
             FileKind::Lock => f.write_str(LOCK_FILE),
@@ -117,7 +123,8 @@ impl fmt::Display for FileKind {
 
 /// Prefixes that claim a name for the store: a name with one of these that
 /// fails to parse is damage or a bug, not a stranger's file.
-const KNOWN_PREFIXES: [&str; 7] = [
+const KNOWN_PREFIXES: [&str; 8] = [
+    HISTORY_PREFIX,
     MANIFEST_PREFIX,
     TABLE_OP_PREFIX,
     TAG_PREFIX,
@@ -218,6 +225,11 @@ pub fn is_branch_archive(file_name: &str) -> bool {
 /// Whether `file_name` is a write-ahead log file of some branch.
 pub fn is_branch_log_file(file_name: &str) -> bool {
     matches!(classify(file_name), FileKind::Log(_))
+}
+
+/// Whether `file_name` is a history point of some branch.
+pub fn is_branch_history_point(file_name: &str) -> bool {
+    matches!(classify(file_name), FileKind::History(_))
 }
 
 /// Whether `file_name` is a data file of some branch.
@@ -376,6 +388,32 @@ mod tests {
             known("CURRENT_TERM.feature.18446744073709551615.tmp"),
             FileKind::Tmp(TmpName::new(CurrentTermName::new(b("feature")), u64::MAX))
         );
+    }
+
+    #[test]
+    fn history_points() {
+        assert_eq!(
+            known("history_1700000000000_feature_3"),
+            FileKind::History(HistoryName::new(1_700_000_000_000, b("feature"), 3))
+        );
+        assert_eq!(
+            known("history_0_v_x_2"),
+            FileKind::History(HistoryName::new(0, b("v_x"), 2))
+        );
+        assert_eq!(classify("history_7_f_3").branch(), Some(&b("f")));
+        // A temporary file of one (local `create_new`), but no versions; canonical numbers.
+        assert_eq!(
+            known("history_7_main_3.1.tmp"),
+            FileKind::Tmp(TmpName::new(HistoryName::new(7, b("main"), 3), 1))
+        );
+        for s in [
+            "history_7_main_3.v1",
+            "history_07_main_3",
+            "history_7_main",
+            "history_7_3",
+        ] {
+            assert_eq!(classify(s), FileKind::Unknown(s.to_string()), "{s}");
+        }
     }
 
     #[test]

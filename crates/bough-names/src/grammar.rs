@@ -18,12 +18,12 @@ use nom::{IResult, Parser};
 
 use crate::ident::{BranchName, NameError, Shown, TableName, is_all_digits};
 use crate::names::{
-    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
-    TableOpName, TableOpPart, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
-    VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, HistoryName, LogFileName, ManifestName,
+    PartitionDir, TableOpName, TableOpPart, TagFileName, TmpName, TmpTarget, TornTailName,
+    VersionName, VersionTarget,
 };
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, LOG_PREFIX, MANIFEST_PREFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, GC_LEASE_FILE, HISTORY_PREFIX, LOG_PREFIX, MANIFEST_PREFIX,
     TABLE_OP_END_SUFFIX, TABLE_OP_PREFIX, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, VERSION_INFIX,
 };
 
@@ -64,6 +64,8 @@ pub enum NameKind {
     Data,
     /// `wal_<log_id>_<branch>_<term>`
     Log,
+    /// `history_<stamp>_<branch>_<term>`
+    History,
     /// `CURRENT_TERM.<branch>`
     CurrentTerm,
     /// `tag_<name>`
@@ -89,6 +91,7 @@ impl fmt::Display for NameKind {
             NameKind::Archive => "archive",
             NameKind::Data => "data file",
             NameKind::Log => "log file",
+            NameKind::History => "history point",
             NameKind::CurrentTerm => "CURRENT_TERM",
             NameKind::Tag => "tag",
             NameKind::TableOp => "table-wide operation record",
@@ -367,6 +370,24 @@ pub(crate) fn log(i: &str) -> Res<'_, LogFileName> {
     .parse(i)
 }
 
+/// `history_<stamp>_<branch>_<term>`: the shape of a log name, read by the same rule.
+pub(crate) fn history(i: &str) -> Res<'_, HistoryName> {
+    preceded(
+        tag(HISTORY_PREFIX),
+        cut((
+            context("history stamp", dec_u64),
+            preceded(tag("_"), branch),
+            sep_u64("term"),
+        )),
+    )
+    .map(|(stamp, branch, term)| HistoryName {
+        stamp,
+        branch,
+        term,
+    })
+    .parse(i)
+}
+
 pub(crate) fn current_term(i: &str) -> Res<'_, CurrentTermName> {
     preceded(tag(CURRENT_TERM_PREFIX), cut(branch))
         .map(|branch| CurrentTermName { branch })
@@ -411,6 +432,7 @@ pub(crate) fn tmp_target(i: &str) -> Res<'_, TmpTarget> {
         data.map(TmpTarget::Data),
         current_term.map(TmpTarget::CurrentTerm),
         table_op.map(TmpTarget::TableOp),
+        history.map(TmpTarget::History),
     ))
     .parse(i)
 }
@@ -568,6 +590,20 @@ impl std::str::FromStr for LogFileName {
     type Err = NameParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         LogFileName::parse(s)
+    }
+}
+
+impl HistoryName {
+    /// Parses `history_<stamp>_<branch>_<term>`.
+    pub fn parse(s: &str) -> Result<Self, NameParseError> {
+        run(NameKind::History, s, history)
+    }
+}
+
+impl std::str::FromStr for HistoryName {
+    type Err = NameParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        HistoryName::parse(s)
     }
 }
 

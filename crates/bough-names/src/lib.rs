@@ -21,11 +21,12 @@
 //! archive       = "manifest_" branch "_" term "_" timestamp
 //! data          = "data_" file-id "_" branch "_" term
 //! log           = "wal_" log-id "_" branch "_" term
+//! history       = "history_" number "_" branch "_" term ; a history point
 //! current-term  = "CURRENT_TERM." branch
 //! tag           = "tag_" branch              ; a tag's name follows the branch grammar
 //! table-op      = "tableop_" number ["_end"]  ; store root: a table-wide branch operation's
 //!                                             ; intent record, or its outcome record
-//! tmp           = (manifest | archive | data | current-term | tag | table-op) "." nonce ".tmp"
+//! tmp           = (manifest | archive | history | data | current-term | tag | table-op) "." nonce ".tmp"
 //! lock          = "LOCK"
 //! gc-lease      = "GC_LEASE"                  ; object stores only
 //! version       = (manifest | current-term | gc-lease) ".v" number
@@ -86,8 +87,8 @@ mod ident;
 mod names;
 
 pub use classify::{
-    FileKind, classify, classify_dir, is_branch_archive, is_branch_data_file, is_branch_log_file,
-    is_branch_manifest, parse_file_name,
+    FileKind, classify, classify_dir, is_branch_archive, is_branch_data_file,
+    is_branch_history_point, is_branch_log_file, is_branch_manifest, parse_file_name,
 };
 pub use grammar::{NameKind, NameParseError, NumberError, ParseFailure};
 pub use ident::{
@@ -95,9 +96,9 @@ pub use ident::{
     alias_of,
 };
 pub use names::{
-    ArchiveName, CurrentTermName, DataFileName, LogFileName, ManifestName, PartitionDir,
-    TableOpName, TableOpPart, TagFileName, TmpName, TmpTarget, TornTailName, VersionName,
-    VersionTarget,
+    ArchiveName, CurrentTermName, DataFileName, HistoryName, LogFileName, ManifestName,
+    PartitionDir, TableOpName, TableOpPart, TagFileName, TmpName, TmpTarget, TornTailName,
+    VersionName, VersionTarget,
 };
 
 /// Term of a writer on a branch; grows each time a new writer takes over.
@@ -119,6 +120,8 @@ pub const MANIFEST_PREFIX: &str = "manifest_";
 pub const DATA_PREFIX: &str = "data_";
 /// Prefix of write-ahead log file names.
 pub const LOG_PREFIX: &str = "wal_";
+/// Prefix of history point names.
+pub const HISTORY_PREFIX: &str = "history_";
 /// Prefix of tag file names.
 pub const TAG_PREFIX: &str = "tag_";
 /// Prefix of CURRENT_TERM file names.

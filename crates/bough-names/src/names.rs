@@ -7,9 +7,9 @@ use std::fmt;
 
 use crate::ident::{BranchName, TableName};
 use crate::{
-    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, LOG_PREFIX, LogId, MANIFEST_PREFIX,
-    PartitionId, TABLE_OP_END_SUFFIX, TABLE_OP_PREFIX, TAG_PREFIX, TMP_SUFFIX, TORN_INFIX, Term,
-    Timestamp, VERSION_INFIX,
+    CURRENT_TERM_PREFIX, DATA_PREFIX, FileId, GC_LEASE_FILE, HISTORY_PREFIX, LOG_PREFIX, LogId,
+    MANIFEST_PREFIX, PartitionId, TABLE_OP_END_SUFFIX, TABLE_OP_PREFIX, TAG_PREFIX, TMP_SUFFIX,
+    TORN_INFIX, Term, Timestamp, VERSION_INFIX,
 };
 
 /// Directory of one table partition: `<table>.<partition_id>`.
@@ -156,6 +156,45 @@ impl fmt::Display for LogFileName {
     }
 }
 
+/// A history point: `history_<stamp>_<branch>_<term>`, one snapshot record of a state the
+/// branch's head made durable, kept for point-in-time branches while the history window
+/// needs it (`docs/format.md`, "History points").
+///
+/// Written only by the head of `(branch, term)` with `create_new` (through a temporary
+/// file on local storage), never rewritten. `stamp` orders a branch's points: the store-clock millisecond of the state,
+/// raised past the previous point's when two fall in one millisecond (the exact time is in
+/// the record's `HISTORY` extension).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HistoryName {
+    /// Orders the branch's points (see above).
+    pub stamp: u64,
+    /// Branch whose state the point records.
+    pub branch: BranchName,
+    /// Term of the head that wrote it.
+    pub term: Term,
+}
+
+impl HistoryName {
+    /// Builds the history point name.
+    pub fn new(stamp: u64, branch: BranchName, term: Term) -> Self {
+        HistoryName {
+            stamp,
+            branch,
+            term,
+        }
+    }
+}
+
+impl fmt::Display for HistoryName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{HISTORY_PREFIX}{}_{}_{}",
+            self.stamp, self.branch, self.term
+        )
+    }
+}
+
 /// The file holding a branch's current term: `CURRENT_TERM.<branch>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CurrentTermName {
@@ -267,6 +306,8 @@ pub enum TmpTarget {
     Tag(TagFileName),
     /// A table-wide branch operation record (store root).
     TableOp(TableOpName),
+    /// A history point (`create_new` writes it through a temporary file on local storage).
+    History(HistoryName),
 }
 
 impl TmpTarget {
@@ -278,6 +319,7 @@ impl TmpTarget {
             TmpTarget::Data(n) => Some(&n.branch),
             TmpTarget::CurrentTerm(n) => Some(&n.branch),
             TmpTarget::TornTail(n) => Some(&n.manifest.branch),
+            TmpTarget::History(n) => Some(&n.branch),
             TmpTarget::Tag(_) | TmpTarget::TableOp(_) => None,
         }
     }
@@ -293,6 +335,7 @@ impl fmt::Display for TmpTarget {
             TmpTarget::TornTail(n) => n.fmt(f),
             TmpTarget::Tag(n) => n.fmt(f),
             TmpTarget::TableOp(n) => n.fmt(f),
+            TmpTarget::History(n) => n.fmt(f),
         }
     }
 }
@@ -330,6 +373,12 @@ impl From<CurrentTermName> for TmpTarget {
 impl From<TagFileName> for TmpTarget {
     fn from(n: TagFileName) -> Self {
         TmpTarget::Tag(n)
+    }
+}
+
+impl From<HistoryName> for TmpTarget {
+    fn from(n: HistoryName) -> Self {
+        TmpTarget::History(n)
     }
 }
 

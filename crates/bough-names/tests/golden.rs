@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TableOpName, TagFileName, TmpName, TornTailName, VersionName,
-    VersionTarget, classify,
+    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, HistoryName, LogFileName,
+    ManifestName, PartitionDir, TableName, TableOpName, TagFileName, TmpName, TornTailName,
+    VersionName, VersionTarget, classify,
 };
 
 fn b(s: &str) -> BranchName {
@@ -34,6 +34,10 @@ fn table(names: &[String]) -> String {
             FileKind::Log(l) => format!(
                 "log log_id={} branch={} term={}",
                 l.log_id, l.branch, l.term
+            ),
+            FileKind::History(h) => format!(
+                "history stamp={} branch={} term={}",
+                h.stamp, h.branch, h.term
             ),
             FileKind::CurrentTerm(c) => format!("current-term branch={}", c.branch),
             FileKind::Tmp(t) => format!("tmp target={} nonce={}", t.target, t.nonce),
@@ -68,6 +72,7 @@ fn every_kind_of_name() {
         DataFileName::new(10, b("feature"), 5).to_string(),
         CurrentTermName::new(b("feature")).to_string(),
         LogFileName::new(4, b("feature"), 5).to_string(),
+        HistoryName::new(1_700_000_000_123, b("feature"), 5).to_string(),
         TmpName::new(ManifestName::new(main.clone(), 5), 42).to_string(),
         TmpName::new(CurrentTermName::new(main.clone()), 3).to_string(),
         "LOCK".to_string(),

@@ -2,9 +2,9 @@
 //! classify -> format is the identity on every name classify recognises.
 
 use bough_names::{
-    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, LogFileName, ManifestName,
-    PartitionDir, TableName, TableOpName, TagFileName, TmpName, TmpTarget, TornTailName,
-    VersionName, VersionTarget, classify, classify_dir, parse_file_name,
+    ArchiveName, BranchName, CurrentTermName, DataFileName, FileKind, HistoryName, LogFileName,
+    ManifestName, PartitionDir, TableName, TableOpName, TagFileName, TmpName, TmpTarget,
+    TornTailName, VersionName, VersionTarget, classify, classify_dir, parse_file_name,
 };
 use proptest::prelude::*;
 
@@ -65,6 +65,7 @@ fn target() -> impl Strategy<Value = TmpTarget> {
         (num(), branch(), num()).prop_map(|(f, b, t)| DataFileName::new(f, b, t).into()),
         branch().prop_map(|b| CurrentTermName::new(b).into()),
         branch().prop_map(|b| TagFileName::new(b).into()),
+        (num(), branch(), num()).prop_map(|(s, b, t)| HistoryName::new(s, b, t).into()),
         (num(), any::<bool>()).prop_map(|(s, end)| if end {
             TableOpName::outcome(s).into()
         } else {
@@ -83,6 +84,7 @@ fn file_kind() -> impl Strategy<Value = FileKind> {
     prop_oneof![
         4 => target().prop_map(FileKind::from),
         1 => (num(), branch(), num()).prop_map(|(l, b, t)| FileKind::Log(LogFileName::new(l, b, t))),
+        1 => (num(), branch(), num()).prop_map(|(s, b, t)| FileKind::History(HistoryName::new(s, b, t))),
         2 => (target(), num()).prop_map(|(t, n)| FileKind::Tmp(TmpName::new(t, n))),
         1 => Just(FileKind::Lock),
         1 => Just(FileKind::GcLease),
@@ -166,6 +168,7 @@ fn check_classify(s: &str) -> Result<(), TestCaseError> {
         ArchiveName::parse(s).ok().map(FileKind::Archive),
         DataFileName::parse(s).ok().map(FileKind::Data),
         LogFileName::parse(s).ok().map(FileKind::Log),
+        HistoryName::parse(s).ok().map(FileKind::History),
         CurrentTermName::parse(s).ok().map(FileKind::CurrentTerm),
         TmpName::parse(s).ok().map(FileKind::Tmp),
         TableOpName::parse(s).ok().map(FileKind::TableOp),
@@ -195,6 +198,7 @@ proptest! {
             FileKind::Archive(n) => prop_assert_eq!(&ArchiveName::parse(&text)?, n),
             FileKind::Data(n) => prop_assert_eq!(&DataFileName::parse(&text)?, n),
             FileKind::Log(n) => prop_assert_eq!(&LogFileName::parse(&text)?, n),
+            FileKind::History(n) => prop_assert_eq!(&HistoryName::parse(&text)?, n),
             FileKind::CurrentTerm(n) => prop_assert_eq!(&CurrentTermName::parse(&text)?, n),
             FileKind::Tmp(n) => prop_assert_eq!(&TmpName::parse(&text)?, n),
             FileKind::Version(n) => prop_assert_eq!(&VersionName::parse(&text)?, n),

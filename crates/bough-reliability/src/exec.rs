@@ -12,7 +12,7 @@ use crate::workload::{BranchView, FamilyView, Op, State, TABLE, key, value};
 /// The store settings every harness run uses: small data files (16 pages), the smallest
 /// manifest rewrite threshold and frequent mapping checkpoints, so a short workload rolls
 /// files, rewrites manifests and checkpoints often; no background maintenance (the
-/// workload runs GC and compaction itself).
+/// workload runs GC and compaction itself); history points on.
 pub fn tune(opts: Options) -> Options {
     opts.page_size(PAGE_SIZE)
         .write_buffer_bytes(write_buffer_bytes())
@@ -22,6 +22,20 @@ pub fn tune(opts: Options) -> Options {
         .cache_bytes(1 << 20)
         .maintenance_interval_ms(0)
         .shards(2)
+        .history_window_ms(history_window_ms())
+}
+
+/// The history window of harness stores: on, so every manifest record is followed by a
+/// history point and every crash point lands before, in or after one, unless
+/// `BOUGH_HARNESS_HISTORY_MS` sets it (0: no history points). Longer than any clock the
+/// harness sets (its stores reopen at clocks millions of ms apart): pruning would make
+/// files GC's dry run called live before the jump collectable after it, and pruning is
+/// tested where the clock is the subject (`crates/bough/tests/point_in_time.rs`).
+fn history_window_ms() -> u64 {
+    std::env::var("BOUGH_HARNESS_HISTORY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 40)
 }
 
 /// The write buffer of harness stores: small, so the workloads' commits keep crossing

@@ -254,10 +254,14 @@ fn regression_a_missing_data_file_named_by_a_manifest_is_corruption() {
     use bough::io::Storage;
     let mem = MemoryStorage::new();
     let clock = ManualClock::new(1_000_000);
-    // Each commit must be a manifest record here: no write buffer.
+    // Each commit must be a manifest record here: no write buffer. No history either: its
+    // points would keep every overwritten version, and GC would never delete a file.
     let unbuffered = || {
-        Store::open(memory_options(mem.clone(), &clock).map_settings(|o| o.write_buffer_bytes(0)))
-            .expect("open")
+        Store::open(
+            memory_options(mem.clone(), &clock)
+                .map_settings(|o| o.write_buffer_bytes(0).history_window_ms(0)),
+        )
+        .expect("open")
     };
     let store = unbuffered();
     let p = store.partition("t", 0).expect("p");

@@ -32,6 +32,7 @@ mod buffered;
 mod checkpoint;
 mod commit;
 mod expiry;
+mod history;
 mod invariants;
 mod read_only;
 mod relocation;
@@ -81,6 +82,9 @@ pub struct HeadConfig {
     /// The bound every head of a store shares on the bytes their buffers hold together
     /// (`None`: each head is bounded by `write_buffer_bytes` alone).
     pub buffer_budget: Option<Arc<crate::buffer::BufferBudget>>,
+    /// Write a history point after every manifest record (`head/history.rs`): the store
+    /// keeps a history window for point-in-time branches.
+    pub history: bool,
 }
 
 impl Default for HeadConfig {
@@ -95,6 +99,7 @@ impl Default for HeadConfig {
             write_buffer_bytes: 0,
             log: crate::wal::LogConfig::default(),
             buffer_budget: None,
+            history: false,
         }
     }
 }
@@ -144,6 +149,8 @@ pub struct Head {
     appended: bool,
     /// The write-ahead log and write buffer (`head/buffered.rs`).
     log: buffered::HeadLog,
+    /// What history points need (`head/history.rs`); `None`: the store keeps no history.
+    history: Option<history::HistoryTrack>,
 }
 
 /// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
@@ -239,6 +246,9 @@ impl Head {
             .dropped_tail
             .and_then(|off| Some((off, bytes.get(usize::try_from(off).ok()?..)?.to_vec())));
         let st = replayed.state;
+        let history = cfg
+            .history
+            .then(|| history::HistoryTrack::new(st.overlay.clone()));
         let mut version_base = bough_manifest::commit_version(&st.extensions)
             .map_err(|e| {
                 TreeError::manifest_content(path.clone(), 0, format!("version extension: {e}"))
@@ -347,6 +357,7 @@ impl Head {
             dropped_tail,
             appended: false,
             log,
+            history,
         };
         head.charge_buffer();
         Ok(head)
@@ -419,6 +430,7 @@ impl Head {
         // Staged extensions belong to this commit: if it fails, they go with it.
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
+        let before = self.version();
         if !src.overlay.is_empty() {
             return Err(TreeError::InvalidArgument {
                 what: "an adopted snapshot must be checkpointed (no overlay)".into(),
@@ -447,7 +459,6 @@ impl Head {
             changes: Vec::new(),
             extensions: staged_ext.clone(),
         };
-        let _ = now_ms;
         self.append_log(&log, "an adoption record")?;
         self.seq += 1;
         self.state = st;
@@ -456,6 +467,7 @@ impl Head {
         }
         self.files.set_writing(&self.writer_id(), None);
         self.publish();
+        self.write_history_point(now_ms, before)?;
         Ok(())
     }
 

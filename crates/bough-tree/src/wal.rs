@@ -463,5 +463,107 @@ pub fn recover(
     Ok((buffer, replays))
 }
 
+/// What a point-in-time read finds in the log a history point names.
+#[derive(Debug, Default)]
+pub struct LogSpan {
+    /// The commits stamped at or before the instant, in order.
+    pub commits: WriteBuffer,
+    /// The last version the span holds (any stamp); `None`: no commit.
+    pub reached: Option<u64>,
+    /// The store-clock time of that commit.
+    pub last_clock: Option<u64>,
+    /// The span skips a version (a state change with no log record and no history point:
+    /// its point's write failed). Nothing after the skip is read.
+    pub skips: bool,
+}
+
+/// Reads the log `refs` name (a history point's `LOG`) for a point-in-time read at
+/// `at_ms`: every commit up to `end` (a file and offset: where the branch's next point
+/// left the log, since a record that changes content takes a version with no log record
+/// there), the ones stamped at or before `at_ms` collected. A version the log skips before
+/// `end` ends the span (`skips`) instead of failing: what follows it cannot be told
+/// without the point that is missing there, and the caller refuses those instants.
+pub fn read_span(
+    storage: &dyn Storage,
+    dir: &str,
+    refs: &[LogRef],
+    at_ms: u64,
+    end: Option<(&LogFileName, u64)>,
+) -> TreeResult<LogSpan> {
+    let mut span = LogSpan::default();
+    let mut passed = false;
+    for r in refs {
+        let bound = end
+            .filter(|(f, at)| *f == &r.file && *at >= r.start)
+            .map(|(_, at)| at);
+        let (replayed, skips) = replay_span(storage, dir, r, bound)?;
+        span.skips |= skips;
+        let expected_first = span.reached.unwrap_or(r.covered).saturating_add(1);
+        for c in replayed
+            .records
+            .iter()
+            .filter(|c| c.entry.kind == LogRecordKind::Commit && c.entry.version > r.covered)
+        {
+            if r.until != 0 && c.entry.version > r.until {
+                break;
+            }
+            let want = span.reached.map_or(expected_first, |v| v.saturating_add(1));
+            if c.entry.version != want {
+                // The first commit after the point is not the next version: a state change
+                // between them has no point.
+                span.skips = true;
+                break;
+            }
+            span.reached = Some(c.entry.version);
+            span.last_clock = Some(c.entry.clock_ms);
+            if passed || c.entry.clock_ms > at_ms {
+                passed = true;
+                continue;
+            }
+            let muts: Vec<Mutation> = c
+                .entry
+                .mutations
+                .iter()
+                .cloned()
+                .map(|m| Mutation {
+                    key: m.key,
+                    op: from_log_op(m.op),
+                })
+                .collect();
+            span.commits.push(c.entry.version, muts);
+        }
+        if span.skips {
+            break;
+        }
+    }
+    Ok(span)
+}
+
+/// Replays the file `r` names up to `end`, ending at a version the log skips (returned
+/// as `true`) instead of failing there; other damage is `Corruption` as for [`replay_ref`].
+fn replay_span(
+    storage: &dyn Storage,
+    dir: &str,
+    r: &LogRef,
+    end: Option<u64>,
+) -> TreeResult<(LogReplayed, bool)> {
+    let path = format!("{dir}/{}", r.file);
+    let mut bytes = storage.read_file(&path, MAX_LOG_FILE_BYTES)?;
+    if let Some(end) = end.and_then(|e| usize::try_from(e).ok()) {
+        bytes.truncate(end);
+    }
+    match replay_log(&bytes, r.salt(), r.start) {
+        Ok(replayed) => Ok((replayed, false)),
+        Err(e) if matches!(e.reason, bough_manifest::DecodeReason::LogVersionGap { .. }) => {
+            let at = usize::try_from(e.offset).unwrap_or(usize::MAX);
+            bytes.truncate(at);
+            let replayed = replay_log(&bytes, r.salt(), r.start)
+                .map_err(|e| TreeError::manifest(path.clone(), e))?;
+            Ok((replayed, true))
+        }
+        Err(e) => Err(TreeError::manifest(path, e)),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -169,6 +169,8 @@ pub struct PartitionReport {
     pub archives: usize,
     /// Tags.
     pub tags: usize,
+    /// History points (kept for point-in-time branches).
+    pub history_points: usize,
     /// Merge bases recorded in the manifests.
     pub merge_bases: usize,
     /// Snapshots walked (heads, archives, merge bases).

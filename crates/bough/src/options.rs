@@ -153,6 +153,13 @@ pub struct Options {
     /// overwrite until the clock caught up. Default: 3 600 000 (one hour,
     /// [`DEFAULT_MAX_TIMESTAMP_SKEW_MS`]).
     pub max_timestamp_skew_ms: u64,
+    /// How far back a point-in-time branch or restore may reach (`branch_at`,
+    /// `restore_at`), in ms; 0 keeps no history. While it is above 0 every head writes a
+    /// history point (one small file, a snapshot record) after each manifest record it
+    /// makes durable — each checkpoint with the write buffer on, each commit without it —
+    /// and GC keeps the points, pages and log files the window needs (ARCHITECTURE.md,
+    /// "Point in time"). Default: 0.
+    pub history_window_ms: u64,
     /// Most write batches coalesced into one commit (at least 1). Default: 1024.
     pub max_group_commit: usize,
     /// Bytes of acknowledged writes a branch holds in its write buffer before a checkpoint
@@ -218,6 +225,7 @@ impl Default for Options {
             compaction_garbage_ratio: 0.5,
             tombstone_retention_ms: 24 * 60 * 60 * 1000,
             max_timestamp_skew_ms: DEFAULT_MAX_TIMESTAMP_SKEW_MS,
+            history_window_ms: 0,
             max_group_commit: 1024,
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             write_buffer_total_bytes: DEFAULT_WRITE_BUFFER_TOTAL_BYTES,
@@ -416,6 +424,19 @@ impl Options {
     /// Sets how long delete tombstones are kept.
     pub fn tombstone_retention_ms(mut self, ms: u64) -> Self {
         self.tombstone_retention_ms = ms;
+        self
+    }
+
+    /// Sets how far back point-in-time branches and restores may reach (0: no history).
+    ///
+    /// ```
+    /// use bough::Options;
+    /// // Branches of any branch as it was up to an hour ago (`PartitionHandle::branch_at`).
+    /// let opts = Options::in_memory().history_window_ms(60 * 60 * 1000);
+    /// assert_eq!(opts.history_window_ms, 3_600_000);
+    /// ```
+    pub fn history_window_ms(mut self, ms: u64) -> Self {
+        self.history_window_ms = ms;
         self
     }
 

@@ -389,6 +389,24 @@ pub use bough_gc::KeepReason;
 #[doc(inline)]
 pub use bough_names::ArchiveName;
 
+/// A history point's file name: the branch, its term and its stamp (the store-clock ms of
+/// the state it records, made unique per branch). Kept while `Options::history_window_ms`
+/// needs it.
+///
+/// ```
+/// use bough::{Options, Store};
+///
+/// let store = Store::open(Options::in_memory().history_window_ms(60_000))?;
+/// let orders = store.partition("orders", 0)?;
+/// orders.branch("main")?.put_blocking("a", "1")?;
+/// let points = orders.history_points("main")?;
+/// assert!(points.iter().all(|p| p.branch.as_str() == "main"));
+/// assert!(!points.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[doc(inline)]
+pub use bough_names::HistoryName;
+
 /// A valid branch (or tag) name.
 ///
 /// ```

@@ -38,6 +38,7 @@ mod branch;
 mod check;
 mod durability;
 mod gc;
+mod history;
 mod maintenance;
 mod partition;
 mod pick;
@@ -263,6 +264,7 @@ impl Store {
                 0 => usize::MAX,
                 n => usize::try_from(n).unwrap_or(usize::MAX),
             }))),
+            history: opts.history_window_ms > 0,
         };
         let head_cfg = crate::cloud::head_config(&opts, head_cfg);
         let mut shards = Vec::new();

@@ -1,7 +1,8 @@
 //! Model-based test of branches: random create (from any live branch), write, read, scan,
 //! floor, delete, archive, prune, restore, branch-from-archive, new term, compaction,
 //! truncation, GC, reopen, tag create/read/delete, branch-from-tag and protect/unprotect,
-//! and cherry-picks and reverts of ranges between archives and branch states (issue 18),
+//! cherry-picks and reverts of ranges between archives and branch states (issue 18), and
+//! point-in-time branches and restores at instants of each branch's recorded history,
 //! checked against one `BTreeMap` per branch and per tag (a protected branch's delete and
 //! restore must be refused and change nothing). Every value written is unique, so two equal
 //! values are the same write and a value model predicts conflicts.
@@ -20,8 +21,8 @@ use std::sync::Arc;
 use bough::io::MemoryStorage;
 use bough::object::{CloudConfig, MemoryObjectStore, ObjectStore, OpendalStore, RetryPolicy};
 use bough::{
-    ArchiveName, Backend, Branch, ConflictPolicy, ErrorKind, ManualClock, Options, PickOptions,
-    ScanOptions, StateRef, Store, StoreBuilder, WriteBatch,
+    ArchiveName, Backend, Branch, Clock, ConflictPolicy, ErrorKind, ManualClock, Options,
+    PickOptions, ScanOptions, StateRef, Store, StoreBuilder, WriteBatch,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -86,7 +87,15 @@ struct World {
     seq: u64,
     /// Cherry-picks and reverts: (run, that applied keys, that met conflicts).
     picks: (u64, u64, u64),
+    /// Each live branch's states since its history began (its creation; `main`'s first
+    /// change), with the store-clock instant each became the branch's state.
+    history: BTreeMap<String, Vec<(u64, Model)>>,
+    /// Point-in-time branches and restores run.
+    points_in_time: u64,
 }
+
+/// How far back point-in-time reads may go: short against a run, so GC prunes points.
+const HISTORY_WINDOW_MS: u64 = 300;
 
 impl World {
     fn opts(
@@ -118,6 +127,7 @@ impl World {
             o.maintenance_interval_ms(0)
                 .data_file_size(64 * 4096)
                 .write_buffer_bytes(WRITE_BUFFER.with(|b| b.get()))
+                .history_window_ms(HISTORY_WINDOW_MS)
         })
     }
 
@@ -150,6 +160,8 @@ impl World {
             log,
             seq: 0,
             picks: (0, 0, 0),
+            history: BTreeMap::new(),
+            points_in_time: 0,
         }
     }
 
@@ -248,7 +260,7 @@ impl World {
 
     fn step(&mut self) {
         self.clock.advance(self.rng.below(3) as u64);
-        let roll = self.rng.below(112);
+        let roll = self.rng.below(116);
         match roll {
             0..=34 => self.write(),
             35..=44 => self.read(),
@@ -268,7 +280,89 @@ impl World {
             98..=101 => self.tag_create(),
             102..=103 => self.tag_delete(),
             104..=106 => self.tag_read(),
-            _ => self.protect(),
+            107..=111 => self.protect(),
+            _ => self.point_in_time(),
+        }
+        self.record_history();
+    }
+
+    /// After each step: every live branch's state as of now (a later change in the same
+    /// millisecond replaces an earlier one: an instant reads every commit made at it).
+    fn record_history(&mut self) {
+        let now = self.clock.now_ms();
+        self.history
+            .retain(|name, _| self.models.contains_key(name));
+        for (name, model) in &self.models {
+            match self.history.get_mut(name) {
+                Some(h) => match h.last_mut() {
+                    Some((t, m)) if *m == *model => {
+                        let _ = t;
+                    }
+                    Some((t, m)) if *t == now => *m = model.clone(),
+                    _ => h.push((now, model.clone())),
+                },
+                // `main` starts empty with no history point: its history begins with its
+                // first change. Every other branch's begins when it is created.
+                None if name == "main" && model.is_empty() => {}
+                None => {
+                    self.history
+                        .insert(name.clone(), vec![(now, model.clone())]);
+                }
+            }
+        }
+    }
+
+    /// A point-in-time branch (or, one time in three, a restore) of a live branch at an
+    /// instant of its recorded history inside the window, checked against the model's
+    /// state at that instant.
+    fn point_in_time(&mut self) {
+        let now = self.clock.now_ms();
+        let oldest = now.saturating_sub(HISTORY_WINDOW_MS);
+        let with: Vec<String> = self
+            .history
+            .iter()
+            .filter(|(n, h)| self.models.contains_key(*n) && !h.is_empty())
+            .map(|(n, _)| n.clone())
+            .collect();
+        let free = self.free_names();
+        if with.is_empty() || free.is_empty() {
+            return;
+        }
+        let name = self.rng.pick(&with).clone();
+        let h = &self.history[&name];
+        let (first, _) = h[0];
+        let lo = first.max(oldest);
+        let at = lo + self.rng.below((now - lo + 1) as usize) as u64;
+        let want = h
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= at)
+            .map(|(_, m)| m.clone())
+            .expect("an instant after the history's first");
+        let new = *self.rng.pick(&free);
+        self.points_in_time += 1;
+        let p = self.store.partition("t", 0).unwrap();
+        if self.rng.chance(33) {
+            self.note(format!(
+                "restore_at {name} at {at} (now {now}), backup {new}"
+            ));
+            if self.protected.contains(&name) {
+                let e = self.branch(&name).restore_at(at, new).unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+                return;
+            }
+            self.branch(&name).restore_at(at, new).unwrap();
+            let old = self.models.insert(name.clone(), want).unwrap();
+            self.models.insert(new.to_string(), old);
+            self.archives.insert(new.to_string(), Vec::new());
+            self.check(&name);
+            self.check(new);
+        } else {
+            self.note(format!("branch_at {new} from {name} at {at} (now {now})"));
+            p.branch_at(new, &name, at).unwrap();
+            self.models.insert(new.to_string(), want);
+            self.archives.insert(new.to_string(), Vec::new());
+            self.check(new);
         }
     }
 
@@ -854,13 +948,15 @@ fn run_with(backend: Backend, obj: Option<Arc<dyn ObjectStore>>, seed: u64, ops:
             w.tags.len(),
             w.protected.len(),
             w.picks,
+            w.points_in_time,
         )
     }));
     match result {
-        Ok((branches, archives, tags, protected, picks)) => {
+        Ok((branches, archives, tags, protected, picks, pits)) => {
             eprintln!(
                 "  done: {branches} live branches ({protected} protected), {archives} archives, \
-                 {tags} tags; (picks, that applied, that conflicted): {picks:?}"
+                 {tags} tags; (picks, that applied, that conflicted): {picks:?}; {pits} \
+                 point-in-time branches and restores"
             );
             // A run long enough picks ranges that change keys, and some that conflict.
             if ops >= 400 {

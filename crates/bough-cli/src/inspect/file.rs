@@ -86,6 +86,26 @@ pub(crate) fn file(ctx: &Ctx, arg: &str) -> CliResult<u8> {
                 c,
             )
         }
+        FileKind::History(h) => {
+            let storage = walk::storage(&root)?;
+            let r = walk::read_manifest(storage.as_ref(), &format!("{dir}/{name}"));
+            let text = format!(
+                "{base}: history point of branch {} term {} at {}{}; `bough inspect manifest {dir}/{name}` decodes it",
+                h.branch,
+                h.term,
+                output::time(h.stamp),
+                r.as_ref()
+                    .err()
+                    .map_or(String::new(), |e| format!(", damaged: {e}"))
+            );
+            let c = if r.is_ok() { code::OK } else { code::CORRUPT };
+            report(
+                ctx,
+                &text,
+                json!({"path": path.display().to_string(), "kind": "history", "branch": h.branch.as_str(), "term": h.term, "stamp_ms": h.stamp, "ok": r.is_ok()}),
+                c,
+            )
+        }
         FileKind::Tag(t) => {
             let storage = walk::storage(&root)?;
             let r = walk::read_manifest(storage.as_ref(), &format!("{dir}/{name}"));

@@ -368,6 +368,7 @@ pub(crate) fn not_a_manifest(kind: &FileKind, bytes: &[u8], shown: &str) -> CliR
     let what = match kind {
         FileKind::Manifest(_)
         | FileKind::Archive(_)
+        | FileKind::History(_)
         | FileKind::Tag(_)
         | FileKind::CurrentTerm(_) => return Ok(()),
         FileKind::Tmp(t) if !matches!(t.target, bough_names::TmpTarget::Data(_)) => return Ok(()),

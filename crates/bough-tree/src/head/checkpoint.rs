@@ -93,13 +93,21 @@ impl Head {
         let bytes = encode_snapshot(&snapshot).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
         })?;
-        self.install_snapshot(&bytes)
+        // Checkpointed just above: no overlay.
+        self.install_snapshot(&bytes, &[])
     }
 
-    /// Replaces the manifest with `bytes`, one snapshot record of the durable state, and goes
-    /// on from the version it carries.
-    pub(crate) fn install_snapshot(&mut self, bytes: &[u8]) -> TreeResult<()> {
+    /// Replaces the manifest with `bytes`, one snapshot record of the durable state (whose
+    /// overlay is `overlay`), and goes on from the version it carries.
+    pub(crate) fn install_snapshot(
+        &mut self,
+        bytes: &[u8],
+        overlay: &[(PageId, u64)],
+    ) -> TreeResult<()> {
         self.replace_manifest(bytes)?;
+        if let Some(h) = self.history.as_mut() {
+            h.replaced(overlay);
+        }
         // The new snapshot carries the version: it continues from there, not from 0.
         self.version_base = self.version();
         self.seq = 0;

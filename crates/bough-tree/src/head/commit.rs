@@ -86,6 +86,7 @@ impl Head {
         // operation that staged them failed too), never riding along with a later commit.
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
+        let before = self.version();
         // The record also checkpoints the write buffer (its ops first, then `muts`).
         let absorbed = self.absorb_buffer(muts);
         let muts = absorbed.as_deref().unwrap_or(muts);
@@ -204,7 +205,9 @@ impl Head {
                 );
             }
         }
+        // The state is durable: readers see it whatever becomes of its history point.
         self.publish();
+        self.write_history_point(now_ms, before)?;
         Ok(applied)
     }
 
@@ -334,6 +337,9 @@ impl Head {
         self.append_manifest(&bytes)?;
         if with_ref.is_some() {
             self.log_record_durable(log);
+        }
+        if let Some(h) = self.history.as_mut() {
+            h.follow(log);
         }
         Ok(())
     }

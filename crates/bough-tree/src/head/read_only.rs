@@ -113,6 +113,8 @@ impl Head {
             dropped_tail: None,
             appended: false,
             log,
+            // A reader writes no points.
+            history: None,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,

@@ -147,7 +147,7 @@ impl Head {
         if (bytes.len() as u64).saturating_mul(2) > self.manifest_end {
             return Ok(false);
         }
-        self.install_snapshot(&bytes)?;
+        self.install_snapshot(&bytes, &snapshot.overlay)?;
         tracing::debug!(manifest = %self.manifest_path, bytes = bytes.len(), "folded the manifest log");
         Ok(true)
     }

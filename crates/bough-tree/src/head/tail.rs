@@ -120,12 +120,14 @@ impl Head {
             ));
         }
         let version = self.version();
-        let sealed = encode_snapshot(&replayed.state.to_snapshot()).map_err(|e| {
-            TreeError::InvalidArgument {
-                what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
-            }
+        let sealed_state = replayed.state.to_snapshot();
+        let sealed = encode_snapshot(&sealed_state).map_err(|e| TreeError::InvalidArgument {
+            what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
         })?;
         self.replace_manifest(&sealed)?;
+        if let Some(h) = self.history.as_mut() {
+            h.replaced(&sealed_state.overlay);
+        }
         self.version_base = version;
         self.seq = 0;
         self.appended = false;

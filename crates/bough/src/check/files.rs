@@ -135,6 +135,11 @@ fn head_referent(name: &str) -> Referent {
             branch: m.branch.to_string(),
             manifest: name.to_string(),
         },
+        FileKind::History(h) => Referent::History {
+            branch: h.branch.to_string(),
+            stamp: h.stamp,
+            file: name.to_string(),
+        },
         FileKind::Tag(t) => Referent::Tag {
             tag: t.tag.to_string(),
             file: name.to_string(),
@@ -165,7 +170,10 @@ impl PartitionFiles {
             // A tag is one snapshot record in the manifest format, like an archive.
             if matches!(
                 k,
-                FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
+                FileKind::Manifest(_)
+                    | FileKind::Archive(_)
+                    | FileKind::History(_)
+                    | FileKind::Tag(_)
             ) {
                 let path = format!("{dir}/{n}");
                 // Listed, then gone before it was read: a writer removed it (a manifest of
@@ -223,9 +231,9 @@ impl PartitionFiles {
             let state = &r.state;
             let head = head_referent(name);
             let branch = match &head {
-                Referent::Branch { branch, .. } | Referent::Archive { branch, .. } => {
-                    branch.clone()
-                }
+                Referent::Branch { branch, .. }
+                | Referent::Archive { branch, .. }
+                | Referent::History { branch, .. } => branch.clone(),
                 Referent::MergeBase { branch, .. } => branch.clone(),
                 Referent::Tag { tag, .. } => tag.clone(),
             };

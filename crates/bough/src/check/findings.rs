@@ -84,6 +84,15 @@ pub enum Referent {
         /// The archive file.
         file: String,
     },
+    /// A history point (kept for point-in-time branches while the history window needs it).
+    History {
+        /// The branch whose state it records.
+        branch: String,
+        /// Its stamp (store-clock ms of the state, made unique per branch).
+        stamp: u64,
+        /// The history point file.
+        file: String,
+    },
     /// A tag (its state; the merge bases it keeps are `MergeBase`s with `branch` the tag).
     Tag {
         /// The tag.
@@ -98,7 +107,9 @@ impl Referent {
     pub fn file(&self) -> &str {
         match self {
             Referent::Branch { manifest, .. } | Referent::MergeBase { manifest, .. } => manifest,
-            Referent::Archive { file, .. } | Referent::Tag { file, .. } => file,
+            Referent::Archive { file, .. }
+            | Referent::History { file, .. }
+            | Referent::Tag { file, .. } => file,
         }
     }
 
@@ -118,6 +129,9 @@ impl fmt::Display for Referent {
             Referent::Archive {
                 branch, timestamp, ..
             } => write!(f, "archive {timestamp} of {branch}"),
+            Referent::History { branch, stamp, .. } => {
+                write!(f, "history point {stamp} of {branch}")
+            }
             Referent::Tag { tag, .. } => write!(f, "tag {tag}"),
         }
     }

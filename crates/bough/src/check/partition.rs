@@ -1,6 +1,6 @@
 //! One run of the check over one partition directory.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bough_gc::{KeepReason, Pins};
@@ -79,7 +79,7 @@ pub(super) fn run(
                             },
                         );
                     }
-                    FileKind::Archive(_) if r.records != 1 => {
+                    FileKind::Archive(_) | FileKind::History(_) if r.records != 1 => {
                         run.add(name, Problem::ArchiveRecords { records: r.records })
                     }
                     FileKind::Tag(_) if r.records != 1 || !r.state.overlay.is_empty() => {
@@ -129,6 +129,7 @@ pub(super) fn run(
 /// (the replay an open does, without opening): a branch whose acknowledged commits are in a
 /// log it cannot read is an error, named by the log file.
 fn logs(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
+    let next_points = next_history_points(pf);
     for (name, res) in &pf.manifests {
         let Ok(r) = res else { continue };
         let refs = match bough_manifest::log_refs(&r.state.extensions) {
@@ -145,7 +146,22 @@ fn logs(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
                 continue;
             }
         };
-        if let Err(e) = bough_tree::wal::recover(storage, &pf.dir, &refs) {
+        // A history point's log is read up to where the branch's next point left it, as
+        // point-in-time reads do: past it, the log skips the version the next point's
+        // record took. A version skipped before it is a point whose write failed (reads
+        // refuse the instants it leaves open), not damage.
+        let read = match next_points.get(name.as_str()) {
+            Some(end) => bough_tree::wal::read_span(
+                storage,
+                &pf.dir,
+                &refs,
+                u64::MAX,
+                end.as_ref().map(|r| (&r.file, r.start)),
+            )
+            .map(|_| ()),
+            None => bough_tree::wal::recover(storage, &pf.dir, &refs).map(|_| ()),
+        };
+        if let Err(e) = read {
             let file = refs.last().map_or(name.clone(), |r| r.file.to_string());
             run.add(
                 file,
@@ -156,6 +172,41 @@ fn logs(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
             );
         }
     }
+}
+
+/// For each history point, the first log reference of its branch's next point (`None`
+/// for the newest, or a next point that does not read).
+fn next_history_points(pf: &PartitionFiles) -> HashMap<&str, Option<bough_manifest::LogRef>> {
+    // (term, stamp): the order the points were written in.
+    let mut by_branch: HashMap<&BranchName, Vec<(u64, u64, &str)>> = HashMap::new();
+    for (name, kind) in &pf.names {
+        if let FileKind::History(h) = kind {
+            by_branch
+                .entry(&h.branch)
+                .or_default()
+                .push((h.term, h.stamp, name.as_str()));
+        }
+    }
+    let replayed: HashMap<&str, _> = pf
+        .manifests
+        .iter()
+        .filter_map(|(n, r)| Some((n.as_str(), r.as_ref().ok()?)))
+        .collect();
+    let first_ref = |name: &str| {
+        replayed
+            .get(name)
+            .and_then(|r| bough_manifest::log_refs(&r.state.extensions).ok().flatten())
+            .and_then(|refs| refs.into_iter().next())
+    };
+    let mut out = HashMap::new();
+    for (_, mut points) in by_branch {
+        points.sort_unstable();
+        for (i, (_, _, name)) in points.iter().enumerate() {
+            let next = points.get(i + 1).and_then(|(_, _, n)| first_ref(n));
+            out.insert(*name, next);
+        }
+    }
+    out
 }
 
 /// The directory listing: `CURRENT_TERM` records, live branches' manifests, stray files.
@@ -189,6 +240,10 @@ fn names(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
             }
             FileKind::Tag(_) => {
                 run.r.tags += 1;
+                continue;
+            }
+            FileKind::History(_) => {
+                run.r.history_points += 1;
                 continue;
             }
             FileKind::Tmp(_) => Problem::TempFile,

@@ -34,6 +34,19 @@ pub(super) fn pins_of(p: &PartitionEntry) -> Pins {
 /// In cloud mode the run holds the partition's GC lease (one process at a time collects a
 /// partition; `Busy` while another does): every deletion checks it, so a run that lost it
 /// deletes nothing more.
+/// Deletes the history points the window no longer needs, before a GC pass, so the pass
+/// frees what only they held. A failure leaves them for the next pass.
+pub(super) fn prune_history(p: &PartitionEntry, inner: &Inner) {
+    let now = inner.clock.now_ms();
+    let pruned = {
+        let _catalog = p.catalog.lock();
+        p.part.prune_history(now, inner.opts.history_window_ms)
+    };
+    if let Err(e) = pruned {
+        tracing::warn!(partition = %p.part.dir(), error = %e, "cannot prune history points");
+    }
+}
+
 pub(super) fn gc_partition(
     p: &PartitionEntry,
     cloud: Option<&bough_object::CloudStorage>,
@@ -156,6 +169,7 @@ impl Store {
             self.inner.partitions.lock().values().cloned().collect();
         let mut out = Vec::with_capacity(parts.len());
         for p in &parts {
+            prune_history(p, &self.inner);
             match gc_partition(p, self.inner.cloud.as_ref(), false) {
                 Ok(report) => out.push((p.part.dir().to_string(), report)),
                 Err(e) if e.kind() == ErrorKind::Busy && self.inner.cloud.is_some() => {

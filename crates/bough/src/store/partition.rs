@@ -486,7 +486,9 @@ impl PartitionHandle {
     /// ```
     pub fn gc(&self) -> Result<GcReport> {
         self.store.check_writable()?;
-        gc_partition(&*self.entry()?, self.store.inner.cloud.as_ref(), false)
+        let entry = self.entry()?;
+        gc::prune_history(&entry, &self.store.inner);
+        gc_partition(&entry, self.store.inner.cloud.as_ref(), false)
     }
 
     /// What [`gc`](Self::gc) would delete, deleting nothing (also on a read-only store).

@@ -74,6 +74,24 @@ pub(super) enum BranchOp {
         backup: BranchName,
         reply: Reply<()>,
     },
+    /// Restore the branch to its state at `at_ms` (inside a history window of `window_ms`),
+    /// keeping the state it replaces as `backup`.
+    RestoreAt {
+        part: Arc<PartitionEntry>,
+        at_ms: u64,
+        window_ms: u64,
+        backup: BranchName,
+        reply: Reply<()>,
+    },
+    /// Create branch `name` at this branch's state at `at_ms` (inside a history window of
+    /// `window_ms`).
+    BranchAt {
+        part: Arc<PartitionEntry>,
+        name: BranchName,
+        at_ms: u64,
+        window_ms: u64,
+        reply: Reply<Arc<BranchEntry>>,
+    },
     /// Create branch `name` (a staging branch when `staging` says what it stages) at this
     /// branch's latest commit.
     CreateBranch {
@@ -199,6 +217,8 @@ impl BranchOp {
             BranchOp::Sync { reply } => reply.send(Err(e)),
             BranchOp::Archive { reply, .. } => reply.send(Err(e)),
             BranchOp::Restore { reply, .. } => reply.send(Err(e)),
+            BranchOp::RestoreAt { reply, .. } => reply.send(Err(e)),
+            BranchOp::BranchAt { reply, .. } => reply.send(Err(e)),
             BranchOp::CreateBranch { reply, .. } => reply.send(Err(e)),
             BranchOp::Delete { reply, .. } => reply.send(Err(e)),
             BranchOp::PruneMergeBases { reply, .. } => reply.send(Err(e)),

@@ -124,6 +124,30 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
             label,
             restore(head, now, branch, &part, &archive, backup, ctx.shards),
         ),
+        BranchOp::RestoreAt {
+            part,
+            at_ms,
+            window_ms,
+            backup,
+            reply,
+        } => answer(
+            reply,
+            label,
+            restore_at(
+                head, now, branch, &part, at_ms, window_ms, backup, ctx.shards,
+            ),
+        ),
+        BranchOp::BranchAt {
+            part,
+            name,
+            at_ms,
+            window_ms,
+            reply,
+        } => answer(
+            reply,
+            label,
+            branch_at(head, now, &part, name, at_ms, window_ms, ctx.shards),
+        ),
         BranchOp::CreateBranch {
             part,
             name,

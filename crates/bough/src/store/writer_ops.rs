@@ -111,6 +111,50 @@ pub(super) fn restore(
     Ok(())
 }
 
+/// Restores the branch to its state at `at_ms`, keeping the state it replaces as `backup`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn restore_at(
+    head: &mut Head,
+    now: u64,
+    branch: &BranchEntry,
+    part: &PartitionEntry,
+    at_ms: u64,
+    window_ms: u64,
+    backup: BranchName,
+    shards: usize,
+) -> Result<()> {
+    let _catalog = part.catalog_change();
+    let mut restored = part.part.restore_at(head, at_ms, &backup, now, window_ms)?;
+    if let Ok(b) = part.part.open_head(&backup) {
+        let be = new_branch_entry(b, &branch.dir, shards);
+        part.branches.lock().insert(backup, be);
+    }
+    restored.share_published(branch.published.clone());
+    *head = restored;
+    Ok(())
+}
+
+/// Creates branch `name` at this branch's state at `at_ms`.
+pub(super) fn branch_at(
+    head: &mut Head,
+    now: u64,
+    part: &PartitionEntry,
+    name: BranchName,
+    at_ms: u64,
+    window_ms: u64,
+    shards: usize,
+) -> Result<Arc<BranchEntry>> {
+    let _catalog = part.catalog_change();
+    let dir = part.part.dir();
+    let new_head = part
+        .part
+        .branch_at(head, &name, at_ms, now, window_ms)
+        .map_err(|e| Error::from(e).at(format!("{dir}@{name}")))?;
+    let b = new_branch_entry(new_head, dir, shards);
+    part.branches.lock().insert(name, b.clone());
+    Ok(b)
+}
+
 pub(super) fn create_branch(
     head: &mut Head,
     now: u64,
