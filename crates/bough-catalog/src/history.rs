@@ -20,6 +20,13 @@ struct Next<'a> {
     before: u64,
 }
 
+/// A history point as a read needs it.
+struct ReadPoint {
+    state: bough_manifest::ManifestState,
+    stamp: bough_manifest::HistoryStamp,
+    refs: Vec<LogRef>,
+}
+
 /// A branch's state at an instant.
 #[derive(Debug)]
 pub struct PointInTime {
@@ -85,60 +92,96 @@ impl Partition {
             )));
         }
         let points = self.history_points(branch)?;
-        let mut first_time = None;
-        // What the point just newer than the one looked at says: its first log reference
-        // and the version the branch had before it (the head's version now, for the newest).
-        let mut newer: (Option<LogRef>, u64) = (None, head.version());
-        // Newest first, in the order the branch's heads wrote them.
-        for p in points.iter().rev() {
-            let path = self.files.path_of(&p.to_string());
-            let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
-                Ok(b) => b,
-                // Pruned since the listing: the window moved past it, so an older point
-                // would be a wrong answer.
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(refuse(format!(
-                        "history point {p} was pruned meanwhile (the window moved past it)"
-                    )));
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let r = replay(&bytes).map_err(|e| CatalogError::record(path.clone(), e))?;
-            if r.records != 1 {
-                return Err(CatalogError::corruption(
-                    path,
-                    0,
-                    "a history point holds exactly one snapshot record",
-                ));
-            }
-            // A point of an earlier life of the name (its deletion was cut short) is no
-            // state of this branch.
-            if state_incarnation(&r.state, &path)? != incarnation {
+        // In written order a branch's point times never go back (the store clock is
+        // monotonic), and a stamp is never below its time: every point up to the last one
+        // stamped at or before the instant has its time there too, and the answer is that
+        // one or a later point whose stamp was raised past the instant. So the read starts
+        // there and goes forward to the first point after the instant (the answer's
+        // successor), reading a few points whatever the history's length.
+        let from = points.iter().rposition(|h| h.stamp <= at_ms).unwrap_or(0);
+        let mut chosen: Option<(HistoryName, ReadPoint)> = None;
+        let mut next = Next {
+            log: None,
+            before: head.version(),
+        };
+        let mut successor: Option<ReadPoint> = None;
+        for p in points.iter().skip(from) {
+            let Some(rp) = self.read_point(p, incarnation, &refuse)? else {
                 continue;
-            }
-            let stamp = history_stamp(&r.state.extensions)
-                .map_err(|e| CatalogError::corruption(&path, 0, format!("HISTORY: {e}")))?
-                .ok_or_else(|| CatalogError::corruption(&path, 0, "no HISTORY extension"))?;
-            let time = stamp.time_ms;
-            first_time = Some(time);
-            let refs = log_refs(&r.state.extensions)
-                .map_err(|e| CatalogError::corruption(&path, 0, format!("LOG extension: {e}")))?
-                .unwrap_or_default();
-            if time > at_ms {
-                newer = (refs.into_iter().next(), stamp.before);
-                continue;
-            }
-            let next = Next {
-                log: newer.0.as_ref(),
-                before: newer.1,
             };
-            return self.materialize(p.clone(), r.state, time, &refs, next, at_ms);
+            if rp.stamp.time_ms > at_ms {
+                successor = Some(rp);
+                break;
+            }
+            chosen = Some((p.clone(), rp));
         }
-        Err(refuse(match first_time {
-            Some(t) => format!("its oldest kept state is at {t} ms"),
-            None => "it has no history point (none written since it was created or the \
-                     window began)"
-                .into(),
+        if let Some(s) = &successor {
+            next = Next {
+                log: s.refs.first(),
+                before: s.stamp.before,
+            };
+        }
+        if chosen.is_none() {
+            // Only points of another life of the name from `from` on: an earlier point of
+            // this one (all earlier points' times are at or before the instant).
+            for p in points.iter().take(from).rev() {
+                if let Some(rp) = self.read_point(p, incarnation, &refuse)? {
+                    chosen = Some((p.clone(), rp));
+                    break;
+                }
+            }
+        }
+        let Some((point, rp)) = chosen else {
+            return Err(refuse(match successor {
+                Some(s) => format!("its oldest kept state is at {} ms", s.stamp.time_ms),
+                None => "it has no history point (none written since it was created or the \
+                         window began)"
+                    .into(),
+            }));
+        };
+        self.materialize(point, rp.state, rp.stamp.time_ms, &rp.refs, next, at_ms)
+    }
+
+    /// Reads history point `p`: `None` when it belongs to another incarnation of the name
+    /// (an earlier life whose deletion was cut short); a point pruned since the listing is
+    /// refused with `refuse` (the window moved past it: an older point would be wrong).
+    fn read_point(
+        &self,
+        p: &HistoryName,
+        incarnation: u64,
+        refuse: &dyn Fn(String) -> CatalogError,
+    ) -> CatalogResult<Option<ReadPoint>> {
+        let path = self.files.path_of(&p.to_string());
+        let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(refuse(format!(
+                    "history point {p} was pruned meanwhile (the window moved past it)"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let r = replay(&bytes).map_err(|e| CatalogError::record(path.clone(), e))?;
+        if r.records != 1 {
+            return Err(CatalogError::corruption(
+                path,
+                0,
+                "a history point holds exactly one snapshot record",
+            ));
+        }
+        if state_incarnation(&r.state, &path)? != incarnation {
+            return Ok(None);
+        }
+        let stamp = history_stamp(&r.state.extensions)
+            .map_err(|e| CatalogError::corruption(&path, 0, format!("HISTORY: {e}")))?
+            .ok_or_else(|| CatalogError::corruption(&path, 0, "no HISTORY extension"))?;
+        let refs = log_refs(&r.state.extensions)
+            .map_err(|e| CatalogError::corruption(&path, 0, format!("LOG extension: {e}")))?
+            .unwrap_or_default();
+        Ok(Some(ReadPoint {
+            state: r.state,
+            stamp,
+            refs,
         }))
     }
 
