@@ -49,6 +49,11 @@ impl Partition {
             }
             other => other.map(Some),
         };
+        // Every branch's record, read at once into the cache the loop below answers from.
+        let branches: Vec<&BranchName> = manifests.keys().chain(archived.keys()).collect();
+        bough_io::fan_out::map_parallel(&branches, |b| {
+            let _ = self.current_term(b);
+        });
         let mut settled: HashMap<BranchName, Settled> = HashMap::new();
         for (branch, terms) in &mut manifests {
             terms.sort_unstable();

@@ -12,6 +12,15 @@ pub(crate) struct StateScan {
     pub(crate) expiries: std::collections::BTreeMap<BranchName, u64>,
 }
 
+/// What one state file contributes to a [`StateScan`].
+#[derive(Default)]
+struct FileScan {
+    /// The live branch whose current manifest this is, and its expiry.
+    expiry: Option<(BranchName, u64)>,
+    /// (name, term) pairs its states use.
+    terms: Vec<(BranchName, Term)>,
+}
+
 /// The `CURRENT_TERM` records known in memory, and the name index of the live branches.
 #[derive(Debug, Default)]
 pub(crate) struct TermCache {
@@ -235,12 +244,9 @@ impl Partition {
             let e = used.entry(b.clone()).or_insert(t);
             *e = (*e).max(t);
         };
+        let mut state_files = Vec::new();
         for n in self.storage().list(self.files.dir())? {
             let kind = classify(&n);
-            let state_file = matches!(
-                kind,
-                FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
-            );
             match &kind {
                 FileKind::Manifest(m) => note(&m.branch, m.term),
                 FileKind::Archive(a) => note(&a.branch, a.term),
@@ -255,46 +261,69 @@ impl Partition {
                 }
                 _ => {}
             }
-            if !state_file {
-                continue;
+            if matches!(
+                kind,
+                FileKind::Manifest(_) | FileKind::Archive(_) | FileKind::Tag(_)
+            ) {
+                state_files.push((n, kind));
             }
-            let path = self.files.path_of(&n);
-            let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
-                Ok(b) => b,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(e.into()),
-            };
-            // A damaged manifest is reported where it is used; its name was counted.
-            let Ok(r) = replay(&bytes) else { continue };
-            if let FileKind::Manifest(m) = &kind
-                && let Ok(Some(ct)) = self.current_term(&m.branch)
-                && !ct.deleted
-                && ct.term == m.term
-            {
-                match bough_manifest::BranchPolicy::from_extensions(&r.state.extensions) {
-                    Ok(p) => {
-                        if let Some(at) = p.expires_at_ms {
-                            expiries.insert(m.branch.clone(), at);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(branch = %m.branch, error = ?e, "cannot read the branch's expiry");
-                    }
-                }
+        }
+        // The state files' contents, read at once (one manifest per branch).
+        let read = bough_io::fan_out::map_parallel(&state_files, |(n, kind)| {
+            self.scan_state_file(n, kind)
+        });
+        for found in read {
+            let Some(found) = found? else { continue };
+            if let Some((branch, at)) = found.expiry {
+                expiries.insert(branch, at);
             }
-            for range in &r.state.meta.branch_file_ranges {
-                note(&range.branch, range.term);
-            }
-            if let Ok(bases) = bough_manifest::merge_bases(&r.state.extensions) {
-                for b in bases {
-                    note(&b.state.meta.branch, b.state.meta.term);
-                    for range in &b.state.meta.branch_file_ranges {
-                        note(&range.branch, range.term);
-                    }
-                }
+            for (b, t) in &found.terms {
+                note(b, *t);
             }
         }
         Ok(StateScan { used, expiries })
+    }
+
+    /// What one state file says for [`scan_state_files`](Self::scan_state_files): the
+    /// terms its states use and, for a live branch's current manifest, its expiry. `None`:
+    /// gone since the listing, or damaged (reported where it is used; its name counted).
+    fn scan_state_file(&self, n: &str, kind: &FileKind) -> CatalogResult<Option<FileScan>> {
+        let path = self.files.path_of(n);
+        let bytes = match self.storage().read_file(&path, MAX_MANIFEST_BYTES) {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Ok(r) = replay(&bytes) else {
+            return Ok(None);
+        };
+        let mut found = FileScan::default();
+        if let FileKind::Manifest(m) = kind
+            && let Ok(Some(ct)) = self.current_term(&m.branch)
+            && !ct.deleted
+            && ct.term == m.term
+        {
+            match bough_manifest::BranchPolicy::from_extensions(&r.state.extensions) {
+                Ok(p) => found.expiry = p.expires_at_ms.map(|at| (m.branch.clone(), at)),
+                Err(e) => {
+                    tracing::warn!(branch = %m.branch, error = ?e, "cannot read the branch's expiry");
+                }
+            }
+        }
+        for range in &r.state.meta.branch_file_ranges {
+            found.terms.push((range.branch.clone(), range.term));
+        }
+        if let Ok(bases) = bough_manifest::merge_bases(&r.state.extensions) {
+            for b in bases {
+                found
+                    .terms
+                    .push((b.state.meta.branch.clone(), b.state.meta.term));
+                for range in &b.state.meta.branch_file_ranges {
+                    found.terms.push((range.branch.clone(), range.term));
+                }
+            }
+        }
+        Ok(Some(found))
     }
 
     /// The replayed state of `manifest_<branch>_<term>` (`NotFound` if it does not exist,

@@ -25,6 +25,7 @@
 #![allow(unsafe_code)]
 
 pub mod error;
+pub mod fan_out;
 pub mod faults;
 pub mod layout;
 mod local;

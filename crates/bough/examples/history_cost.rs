@@ -1,8 +1,8 @@
 //! What a history window (`Options::history_window_ms`) costs on the write path: the same
 //! commits with it off and on, three alternating rounds, in one run (ratios are what
 //! count on a shared machine). `cargo run --release --example history_cost -p bough`.
-use std::time::Instant;
 use bough::{Options, Store, WriteBatch};
+use std::time::Instant;
 
 fn run(history: u64, buffer: u64, commits: usize, keys: usize) -> (f64, u64, usize) {
     let dir = tempfile::tempdir().unwrap();
@@ -19,14 +19,21 @@ fn run(history: u64, buffer: u64, commits: usize, keys: usize) -> (f64, u64, usi
     for c in 0..commits {
         let mut wb = WriteBatch::new();
         for k in 0..keys {
-            wb.put(format!("k{:08}", (c * 7919 + k * 104729) % 1_000_000), vec![b'v'; 100]);
+            wb.put(
+                format!("k{:08}", (c * 7919 + k * 104729) % 1_000_000),
+                vec![b'v'; 100],
+            );
         }
         main.write_blocking(wb).unwrap();
     }
     main.checkpoint_blocking().unwrap();
     let secs = t.elapsed().as_secs_f64();
     let points = p.history_points("main").unwrap().len();
-    let space = p.describe("main").unwrap().space.map_or(0, |s| s.history_bytes);
+    let space = p
+        .describe("main")
+        .unwrap()
+        .space
+        .map_or(0, |s| s.history_bytes);
     store.close().unwrap();
     (secs, space, points)
 }
@@ -42,7 +49,9 @@ fn main() {
             let (on, hb, pts) = run(3_600_000, buffer, commits, keys);
             println!(
                 "{label} round {round}: off {:.3} s, on {:.3} s ({:.2}x); {pts} points, {hb} history bytes",
-                off, on, on / off
+                off,
+                on,
+                on / off
             );
         }
     }
