@@ -236,7 +236,8 @@ impl Partition {
 
     /// Creates branch `name` as `from` was at `at_ms` (inside the history window of
     /// `window_ms` before `now_ms`). `from` is the source branch's head, so its log is not
-    /// appended to meanwhile.
+    /// appended to meanwhile. The branch is created in one step from the whole state (see
+    /// [`Partition::whole_state`]): a crash leaves it whole or absent.
     pub fn branch_at(
         &self,
         from: &Head,
@@ -247,35 +248,22 @@ impl Partition {
     ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
         let pit = self.state_at(from, at_ms, now_ms, window_ms)?;
+        // Its first merge base with `from` is that state (commits included).
         let origin = BranchOrigin {
             parent: Some((from.branch().clone(), pit.point.term)),
             fork_version: pit.version,
             created_at_ms: now_ms,
         };
-        let mut head = self.create_from(
-            ForkPoint {
-                snapshot: pit.snapshot,
-            },
-            name,
-            term,
-            origin,
-            None,
-            None,
-        )?;
-        if apply_commits(&mut head, pit.commits, now_ms)? {
-            // The fork's merge base is the state at the instant, commits included, not
-            // the point's tree they were applied to: else a later merge back would see the
-            // replayed commits as changes of the new branch.
-            let at = head.fork_point(now_ms)?;
-            self.record_base(&mut head, from.branch(), &at.snapshot, now_ms)?;
-            head.checkpoint(now_ms)?;
-        }
-        Ok(head)
+        let (snapshot, staging) = self.whole_state(pit, now_ms)?;
+        let head = self.create_from(ForkPoint { snapshot }, name, term, origin, None, None);
+        self.drop_staging(staging);
+        head
     }
 
     /// Restores `head`'s branch to its state at `at_ms` in place, keeping the current state
-    /// as branch `backup` (as [`Partition::restore`] does for an archive). The caller must
-    /// drop `head` (it is fenced) and use the returned one.
+    /// as branch `backup` (as [`Partition::restore`] does for an archive), in one step from
+    /// the whole state (see [`Partition::whole_state`]). The caller must drop `head` (it is
+    /// fenced) and use the returned one.
     pub fn restore_at(
         &self,
         head: &mut Head,
@@ -286,9 +274,73 @@ impl Partition {
     ) -> CatalogResult<Head> {
         Self::refuse_if_head_protected(head, "restoring it to an earlier instant")?;
         let pit = self.state_at(head, at_ms, now_ms, window_ms)?;
-        let mut restored = self.restore_snapshot(head, pit.snapshot, backup, now_ms)?;
-        apply_commits(&mut restored, pit.commits, now_ms)?;
-        Ok(restored)
+        let (snapshot, staging) = self.whole_state(pit, now_ms)?;
+        let restored = self.restore_snapshot(head, snapshot, backup, now_ms);
+        self.drop_staging(staging);
+        restored
+    }
+
+    /// The state at an instant as one checkpointed snapshot: the point's tree itself when
+    /// no logged commit follows it; else that tree with the commits applied in a staging
+    /// branch (`pitr-<random>`, marked `STAGING`), whose checkpointed state it returns with
+    /// the staging head. A branch or restore made from it then takes one step, so a crash
+    /// never leaves it with the point's tree and not the commits (the staging branch of a
+    /// crashed operation is removed at the next writing open, as every staging branch).
+    fn whole_state(
+        &self,
+        pit: PointInTime,
+        now_ms: u64,
+    ) -> CatalogResult<(Snapshot, Option<(BranchName, Head)>)> {
+        let mut commits = pit.commits;
+        let Some((_, muts)) = commits.frozen_batch() else {
+            return Ok((pit.snapshot, None));
+        };
+        let name =
+            BranchName::new(&format!("pitr-{:016x}", (self.incarnations.0)())).map_err(|e| {
+                CatalogError::InvalidArgument {
+                    what: format!("staging branch name: {e}"),
+                }
+            })?;
+        let term = self.check_new_name(&name)?;
+        let origin = BranchOrigin {
+            parent: None,
+            fork_version: pit.version,
+            created_at_ms: now_ms,
+        };
+        let purpose = format!("the state of {} at a point in time", pit.point.branch);
+        let mut staging = self.create_from(
+            ForkPoint {
+                snapshot: pit.snapshot,
+            },
+            &name,
+            term,
+            origin,
+            Some(&purpose),
+            None,
+        )?;
+        let built = staging
+            .commit_direct(&muts, now_ms)
+            .and_then(|_| staging.fork_point(now_ms));
+        match built {
+            Ok(fork) => Ok((fork.snapshot, Some((name, staging)))),
+            Err(e) => {
+                self.drop_staging(Some((name, staging)));
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Deletes a staging branch [`Partition::whole_state`] made (what it wrote stays while
+    /// the state made from it references it). A failure leaves it to the next writing
+    /// open, which removes every staging branch.
+    fn drop_staging(&self, staging: Option<(BranchName, Head)>) {
+        let Some((name, mut head)) = staging else {
+            return;
+        };
+        if let Err(e) = self.delete_branch(&name) {
+            tracing::warn!(branch = %name, error = %e, "could not delete a point-in-time staging branch");
+        }
+        head.retire();
     }
 
     /// Deletes the history points no instant of the window needs any more: of each
@@ -381,14 +433,4 @@ impl Partition {
         }
         Err(e)
     }
-}
-
-/// Applies the logged commits a point-in-time state adds to its point's tree, as one commit
-/// of the new head; whether there were any.
-fn apply_commits(head: &mut Head, mut commits: WriteBuffer, now_ms: u64) -> CatalogResult<bool> {
-    let Some((_, muts)) = commits.frozen_batch() else {
-        return Ok(false);
-    };
-    head.commit_direct(&muts, now_ms)?;
-    Ok(true)
 }

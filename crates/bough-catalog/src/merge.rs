@@ -247,7 +247,7 @@ impl Partition {
         lineage.resolve(target.branch(), source)
     }
 
-    pub(crate) fn record_base(
+    fn record_base(
         &self,
         target: &mut Head,
         source: &BranchName,

@@ -49,11 +49,17 @@ impl Partition {
             }
             other => other.map(Some),
         };
-        // Every branch's record, read at once into the cache the loop below answers from.
+        // Every branch's record, read at once into the cache the loop below answers from. A
+        // failed read fails recovery as it would below (a damaged record is the loop's to
+        // report): a read that failed is not retried here and taken for an answer.
         let branches: Vec<&BranchName> = manifests.keys().chain(archived.keys()).collect();
-        bough_io::fan_out::map_parallel(&branches, |b| {
-            let _ = self.current_term(b);
-        });
+        for read in bough_io::fan_out::map_parallel(&branches, |b| self.current_term(b)) {
+            if let Err(e) = read
+                && e.kind() != ErrorKind::Corruption
+            {
+                return Err(e);
+            }
+        }
         let mut settled: HashMap<BranchName, Settled> = HashMap::new();
         for (branch, terms) in &mut manifests {
             terms.sort_unstable();

@@ -16,7 +16,7 @@ use bough_tree::head::Head;
 use crate::Partition;
 
 /// Name prefixes of staging branches.
-pub const STAGING_PREFIXES: &[&str] = &["import-", "load-"];
+pub const STAGING_PREFIXES: &[&str] = &["import-", "load-", "pitr-"];
 
 /// Whether `name` can be a staging branch's (its manifest says whether it is).
 pub fn is_staging_name(name: &str) -> bool {
