@@ -100,10 +100,6 @@ impl Partition {
         // successor), reading a few points whatever the history's length.
         let from = points.iter().rposition(|h| h.stamp <= at_ms).unwrap_or(0);
         let mut chosen: Option<(HistoryName, ReadPoint)> = None;
-        let mut next = Next {
-            log: None,
-            before: head.version(),
-        };
         let mut successor: Option<ReadPoint> = None;
         for p in points.iter().skip(from) {
             let Some(rp) = self.read_point(p, incarnation, &refuse)? else {
@@ -115,12 +111,17 @@ impl Partition {
             }
             chosen = Some((p.clone(), rp));
         }
-        if let Some(s) = &successor {
-            next = Next {
+        // What follows the answer: its successor point, or the branch now.
+        let next = match &successor {
+            Some(s) => Next {
                 log: s.refs.first(),
                 before: s.stamp.before,
-            };
-        }
+            },
+            None => Next {
+                log: None,
+                before: head.version(),
+            },
+        };
         if chosen.is_none() {
             // Only points of another life of the name from `from` on: an earlier point of
             // this one (all earlier points' times are at or before the instant).

@@ -389,6 +389,19 @@ fn from_log_op(op: LogOp) -> Op {
     }
 }
 
+/// A logged commit's batch as the tree's mutations.
+fn entry_mutations(entry: &LogEntry) -> Vec<Mutation> {
+    entry
+        .mutations
+        .iter()
+        .cloned()
+        .map(|m| Mutation {
+            key: m.key,
+            op: from_log_op(m.op),
+        })
+        .collect()
+}
+
 /// Reads and replays the log file a reference names. Damage is `Corruption` naming the
 /// file and the record's offset; a torn last record is dropped (and logged).
 pub fn replay_ref(storage: &dyn Storage, dir: &str, r: &LogRef) -> TreeResult<LogReplayed> {
@@ -446,17 +459,7 @@ pub fn recover(
                     ),
                 ));
             }
-            let muts: Vec<Mutation> = c
-                .entry
-                .mutations
-                .iter()
-                .cloned()
-                .map(|m| Mutation {
-                    key: m.key,
-                    op: from_log_op(m.op),
-                })
-                .collect();
-            buffer.push(c.entry.version, muts);
+            buffer.push(c.entry.version, entry_mutations(&c.entry));
         }
         replays.push(replayed);
     }
@@ -498,7 +501,6 @@ pub fn read_span(
             .map(|(_, at)| at);
         let (replayed, skips) = replay_span(storage, dir, r, bound)?;
         span.skips |= skips;
-        let expected_first = span.reached.unwrap_or(r.covered).saturating_add(1);
         for c in replayed
             .records
             .iter()
@@ -507,8 +509,7 @@ pub fn read_span(
             if r.until != 0 && c.entry.version > r.until {
                 break;
             }
-            let want = span.reached.map_or(expected_first, |v| v.saturating_add(1));
-            if c.entry.version != want {
+            if c.entry.version != span.reached.unwrap_or(r.covered).saturating_add(1) {
                 // The first commit after the point is not the next version: a state change
                 // between them has no point.
                 span.skips = true;
@@ -520,17 +521,8 @@ pub fn read_span(
                 passed = true;
                 continue;
             }
-            let muts: Vec<Mutation> = c
-                .entry
-                .mutations
-                .iter()
-                .cloned()
-                .map(|m| Mutation {
-                    key: m.key,
-                    op: from_log_op(m.op),
-                })
-                .collect();
-            span.commits.push(c.entry.version, muts);
+            span.commits
+                .push(c.entry.version, entry_mutations(&c.entry));
         }
         if span.skips {
             break;
