@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -25,7 +26,7 @@ use crate::error::{IoError, IoResult};
 use crate::faults::{self, FaultInjector, FaultOp};
 use crate::path::{self, components};
 use crate::stats::{IoStats, Poison};
-use crate::storage::{BackendKind, OpenOptions, Storage, StorageFile};
+use crate::storage::{BackendKind, FileStamp, OpenOptions, Storage, StorageFile};
 
 /// Largest file the memory backend holds (larger writes fail with `EFBIG`), so a wild offset
 /// never turns into a huge allocation.
@@ -63,13 +64,40 @@ struct MemInode {
     data: RwLock<FileData>,
 }
 
-#[derive(Default)]
 struct FileData {
     current: Vec<u8>,
     durable: Vec<u8>,
     /// Writes and length changes since the last sync, oldest first: applied to `durable`
     /// they give `current`.
     pending: Vec<PendingWrite>,
+    /// Which version of the file `current` is: drawn from [`next_version`] when the inode is
+    /// made and at every change of `current`, so no two versions of any file share it (the
+    /// exact mark [`Storage::cheap_stamp`] reports).
+    version: u64,
+}
+
+impl FileData {
+    /// A file holding `bytes`, durably.
+    fn holding(bytes: Vec<u8>) -> FileData {
+        FileData {
+            durable: bytes.clone(),
+            current: bytes,
+            pending: Vec::new(),
+            version: next_version(),
+        }
+    }
+}
+
+impl Default for FileData {
+    fn default() -> Self {
+        FileData::holding(Vec::new())
+    }
+}
+
+/// A version number no file of any memory storage of this process had before.
+fn next_version() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// One change to a file's contents that is not durable yet.
@@ -241,11 +269,7 @@ impl MemoryStorage {
         self.sync_fault("sync", path)?;
         self.shared.stats.add_sync();
         let inode = Arc::new(MemInode {
-            data: RwLock::new(FileData {
-                current: bytes.to_vec(),
-                durable: bytes.to_vec(),
-                pending: Vec::new(),
-            }),
+            data: RwLock::new(FileData::holding(bytes.to_vec())),
         });
         {
             let mut g = d.lock();
@@ -478,6 +502,16 @@ impl Storage for MemoryStorage {
 
     fn file_len(&self, path: &str) -> IoResult<u64> {
         Ok(self.inode(path)?.data.read().current.len() as u64)
+    }
+
+    /// Exact: every change of a file's contents draws a new version number.
+    fn cheap_stamp(&self, path: &str) -> IoResult<Option<FileStamp>> {
+        let inode = self.inode(path)?;
+        let data = inode.data.read();
+        Ok(Some(FileStamp::new(
+            data.current.len() as u64,
+            [data.version, 0, 0, 0],
+        )))
     }
 
     fn stats(&self) -> &IoStats {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::{IoError, IoResult};
 use crate::stats::IoStats;
-use crate::storage::{BackendKind, OpenOptions, Storage, StorageFile};
+use crate::storage::{BackendKind, FileStamp, OpenOptions, Storage, StorageFile};
 
 /// Wraps a backend: reads go through, every write, create, rename, delete or truncation
 /// fails with [`IoError::ReadOnly`] (kind `InvalidArgument`). A file's `sync` goes through:
@@ -82,6 +82,10 @@ impl Storage for ReadOnlyStorage {
 
     fn file_len(&self, path: &str) -> IoResult<u64> {
         self.inner.file_len(path)
+    }
+
+    fn cheap_stamp(&self, path: &str) -> IoResult<Option<FileStamp>> {
+        self.inner.cheap_stamp(path)
     }
 
     fn stats(&self) -> &IoStats {

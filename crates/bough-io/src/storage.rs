@@ -76,6 +76,35 @@ impl OpenOptions {
     }
 }
 
+/// One version of a file, as its backend's metadata tells it ([`Storage::cheap_stamp`]):
+/// two stamps of one path are equal only if no byte of the file changed between them — an
+/// append changes the length, a write in place or a truncation the backend's change mark,
+/// a replacement (`write_atomic`) the file's identity. So whatever was derived from the
+/// bytes read under a stamp holds as long as the path's stamp is that stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileStamp {
+    len: u64,
+    version: [u64; 4],
+}
+
+impl FileStamp {
+    /// A stamp of a file `len` bytes long; `version` is the backend's own marks (file
+    /// identity and change times, or a change counter), opaque to callers.
+    pub fn new(len: u64, version: [u64; 4]) -> Self {
+        FileStamp { len, version }
+    }
+
+    /// Length of the file in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the file was empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// One open file. Offsets are absolute; reads are exact (a short read is an error).
 pub trait StorageFile: Send + Sync + Debug {
     /// Path of the file, for error messages.
@@ -148,6 +177,17 @@ pub trait Storage: Send + Sync + Debug {
     fn sync_dir(&self, dir: &str) -> IoResult<()>;
     /// Size of a file in bytes.
     fn file_len(&self, path: &str) -> IoResult<u64>;
+    /// The file's [`FileStamp`] — its length and what tells this version of it from every
+    /// other version the path has had or will have — if the backend can tell it without
+    /// reading the file or a network round trip. `None`: the backend cannot vouch for it
+    /// (no cheap metadata, or the file changed too recently for its timestamps to tell it
+    /// from a later change): a caller that caches what it derives from the file then reads
+    /// it and caches nothing. `NotFound` for a missing file, as `file_len`, where the
+    /// backend looks at all (the default, and the object tier, answer `None` unseen).
+    fn cheap_stamp(&self, path: &str) -> IoResult<Option<FileStamp>> {
+        let _ = path;
+        Ok(None)
+    }
     /// The I/O counters of this instance (shared by its clones and open files).
     fn stats(&self) -> &IoStats;
 }

@@ -103,6 +103,7 @@ conformance!(
     counters_are_exact,
     concurrent_readers,
     short_reads_are_continued_or_fail_cleanly,
+    cheap_stamp_tells_every_version_apart,
 );
 
 fn kind_of<T: std::fmt::Debug>(r: Result<T, IoError>) -> ErrorKind {
@@ -606,4 +607,51 @@ fn short_reads_are_continued_or_fail_cleanly(env: Env) {
     assert!(buf == data[..8_192]);
     f.write_at(0, b"still writable")
         .expect("write after a failed read");
+}
+
+/// `cheap_stamp`: `NotFound` for a missing file, an error for a directory; a stamp, when
+/// the backend gives one, carries the length, stays while nothing changes, and differs
+/// after any change — an append, a write in place of the same length, a truncation, a
+/// replacement with bytes of the same length. The memory backend always knows; a local
+/// backend gives none for a file changed within the last seconds (its timestamps could not
+/// tell that version from the next; `local/stamp.rs` tests settled files).
+fn cheap_stamp_tells_every_version_apart(env: Env) {
+    let s = &*env.storage;
+    assert_eq!(kind_of(s.cheap_stamp("missing")), ErrorKind::NotFound);
+    assert_eq!(kind_of(s.cheap_stamp("nodir/missing")), ErrorKind::NotFound);
+    s.create_dir("d").expect("create_dir");
+    assert!(s.cheap_stamp("d").is_err());
+    let exact = s.kind() == BackendKind::Memory;
+    let mut seen = Vec::new();
+    let mut look = |what: &str| {
+        let len = s.file_len("f").expect("file_len");
+        let stamp = s.cheap_stamp("f").expect("cheap_stamp");
+        assert_eq!(stamp.is_some(), exact, "{what}: {stamp:?}");
+        if let Some(st) = stamp {
+            assert_eq!(st.len(), len, "{what}");
+            assert_eq!(
+                s.cheap_stamp("f").expect("again"),
+                Some(st),
+                "{what}: unchanged"
+            );
+            assert!(!seen.contains(&st), "{what}: a stamp seen before");
+            seen.push(st);
+        }
+    };
+    s.create_new("f", b"abcd").expect("create_new");
+    look("created");
+    let f = s.open("f", OpenOptions::write_create()).expect("open");
+    f.write_at(4, b"ef").expect("append");
+    look("appended");
+    f.write_at(0, b"AB").expect("write in place");
+    look("written in place");
+    f.set_len(4).expect("truncate");
+    look("truncated");
+    f.write_at(4, b"ef").expect("append again");
+    look("appended to the old length");
+    s.write_atomic("f", b"123456").expect("write_atomic");
+    look("replaced");
+    assert_eq!(kind_of(s.cheap_stamp("gone")), ErrorKind::NotFound);
+    s.delete("f").expect("delete");
+    assert_eq!(kind_of(s.cheap_stamp("f")), ErrorKind::NotFound);
 }

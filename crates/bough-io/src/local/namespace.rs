@@ -65,7 +65,7 @@ pub(super) fn read_file(local: &Arc<Local>, path: &str, max_len: u64) -> IoResul
     }
     let len = usize::try_from(len).map_err(|_| IoError::errno("read", path, libc::EFBIG))?;
     let mut buf = vec![0u8; len];
-    local.read_into(&file, path, &mut [(0, &mut buf[..])])?;
+    local.read_whole(&file, path, &mut buf)?;
     Ok(buf)
 }
 

@@ -258,11 +258,7 @@ impl Crash {
         }
         drop(data);
         let out = Arc::new(MemInode {
-            data: RwLock::new(FileData {
-                current: bytes.clone(),
-                durable: bytes,
-                pending: Vec::new(),
-            }),
+            data: RwLock::new(FileData::holding(bytes)),
         });
         self.done.insert(key, out.clone());
         out

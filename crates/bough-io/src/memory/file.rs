@@ -82,6 +82,7 @@ impl StorageFile for MemFile {
         if let Some(dst) = data.current.get_mut(start..end) {
             dst.copy_from_slice(buf);
         }
+        data.version = super::next_version();
         data.pending.push(PendingWrite::Write {
             offset: start,
             data: buf.to_vec(),
@@ -101,6 +102,7 @@ impl StorageFile for MemFile {
             current,
             durable,
             pending,
+            ..
         } = &mut *data;
         durable.clone_from(current);
         pending.clear();
@@ -118,6 +120,7 @@ impl StorageFile for MemFile {
         let len = self.end("set_len", len, 0)?;
         let mut data = self.inode.data.write();
         data.current.resize(len, 0);
+        data.version = super::next_version();
         data.pending.push(PendingWrite::SetLen(len));
         Ok(())
     }

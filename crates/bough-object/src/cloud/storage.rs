@@ -418,6 +418,14 @@ impl Storage for CloudStorage {
         })
     }
 
+    /// Never known cheaply: a state file's version is the object's, which only a `HEAD`
+    /// (a network round trip) tells, and other processes replace objects behind the local
+    /// cache. Callers read the file.
+    fn cheap_stamp(&self, path: &str) -> IoResult<Option<bough_io::FileStamp>> {
+        check_path(path, true)?;
+        Ok(None)
+    }
+
     fn stats(&self) -> &IoStats {
         &self.inner.stats
     }
