@@ -50,10 +50,12 @@ use bough_tree::mapping::{NodePos, Radix, Slot};
 pub mod error;
 mod marking;
 mod space;
+mod state_cache;
 mod sweeping;
 mod walk;
 use marking::{Marked, mark};
 pub use space::branch_space;
+pub use state_cache::StateCache;
 use sweeping::sweep;
 use walk::{Shadow, Track, Walk};
 
@@ -88,6 +90,9 @@ pub struct GcReport {
     pub bytes_freed: u64,
     /// Manifests and archives read.
     pub manifests_read: usize,
+    /// Manifests and archives not read: a [`StateCache`] held their state, and their files
+    /// had not changed since it was read.
+    pub manifests_reused: usize,
     /// Distinct mapping pages visited.
     pub mapping_pages_visited: usize,
 }
@@ -174,6 +179,8 @@ pub struct Usage {
     pub logs: LogHolders,
     /// Manifests and archives read.
     pub manifests_read: usize,
+    /// Manifests and archives whose state a [`StateCache`] supplied instead.
+    pub manifests_reused: usize,
     /// Distinct mapping pages visited.
     pub mapping_pages_visited: usize,
     /// The durable referents [`FileUsage::held_by`] points into.
@@ -218,7 +225,7 @@ pub fn collect_with(
     dry_run: bool,
 ) -> GcResult<GcReport> {
     let mut report = GcReport::default();
-    let marked = mark(files, pins, false, &mut report)?;
+    let marked = mark(files, pins, false, None, &mut report)?;
     sweep(files, &marked, dry_run, &mut report)?;
     Ok(report)
 }
@@ -229,8 +236,22 @@ pub fn collect_measured(
     pins: impl FnOnce() -> Pins,
     dry_run: bool,
 ) -> GcResult<(GcReport, Usage)> {
+    collect_measured_cached(files, pins, dry_run, None)
+}
+
+/// [`collect_measured`] reusing, through `cache`, the states of the state files that did
+/// not change since an earlier walk of the same directory with the same cache stored them
+/// (see [`StateCache`]); `None` reads every file, as [`collect_measured`]. What is marked
+/// and deleted is the same either way: only reading and replaying unchanged files is saved
+/// ([`GcReport::manifests_reused`] counts them).
+pub fn collect_measured_cached(
+    files: &FileTable,
+    pins: impl FnOnce() -> Pins,
+    dry_run: bool,
+    cache: Option<&StateCache>,
+) -> GcResult<(GcReport, Usage)> {
     let mut report = GcReport::default();
-    let mut marked = mark(files, pins, true, &mut report)?;
+    let mut marked = mark(files, pins, true, cache, &mut report)?;
     sweep(files, &marked, dry_run, &mut report)?;
     let usage = marked.usage(files, &report);
     Ok((report, usage))
@@ -242,7 +263,16 @@ pub fn collect_measured(
 /// visited once), so it costs what a GC run costs minus the deletions, plus one bit per
 /// page of the partition's data files.
 pub fn measure(files: &FileTable, pins: impl FnOnce() -> Pins) -> GcResult<Usage> {
+    measure_cached(files, pins, None)
+}
+
+/// [`measure`] reusing the unchanged states `cache` holds, as [`collect_measured_cached`].
+pub fn measure_cached(
+    files: &FileTable,
+    pins: impl FnOnce() -> Pins,
+    cache: Option<&StateCache>,
+) -> GcResult<Usage> {
     let mut report = GcReport::default();
-    let mut marked = mark(files, pins, true, &mut report)?;
+    let mut marked = mark(files, pins, true, cache, &mut report)?;
     Ok(marked.usage(files, &report))
 }

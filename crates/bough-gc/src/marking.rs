@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::error::{GcError, GcResult};
+use crate::state_cache::DecodedState;
 use crate::walk::READER;
 
 /// What the mark phase found.
@@ -34,6 +35,7 @@ impl Marked<'_> {
             files: files_used,
             logs,
             manifests_read: report.manifests_read,
+            manifests_reused: report.manifests_reused,
             mapping_pages_visited: report.mapping_pages_visited,
             holders,
         }
@@ -42,10 +44,13 @@ impl Marked<'_> {
 
 /// Lists the directory and marks everything reachable from every manifest, archive, merge
 /// base and (pins taken last) reader snapshot. `track`: also record pages and holders.
+/// `cache`: reuse the states of state files unchanged since it stored them, and store the
+/// ones read (see [`StateCache`]).
 pub(crate) fn mark<'a>(
     files: &'a FileTable,
     pins: impl FnOnce() -> Pins,
     track: bool,
+    cache: Option<&StateCache>,
     report: &mut GcReport,
 ) -> GcResult<Marked<'a>> {
     let storage = files.storage().clone();
@@ -55,7 +60,7 @@ pub(crate) fn mark<'a>(
     let mut data: Vec<DataFileName> = Vec::new();
     let mut logs: Vec<LogFileName> = Vec::new();
     let mut manifests: Vec<String> = Vec::new();
-    let mut terms: HashMap<BranchName, CurrentTerm> = HashMap::new();
+    let mut term_names: Vec<(BranchName, &String)> = Vec::new();
     for n in &names {
         match classify(n) {
             FileKind::Data(d) => data.push(d),
@@ -65,15 +70,8 @@ pub(crate) fn mark<'a>(
             | FileKind::Archive(_)
             | FileKind::History(_)
             | FileKind::Tag(_) => manifests.push(n.clone()),
-            FileKind::CurrentTerm(ct) => {
-                let path = format!("{dir}/{n}");
-                let bytes = storage.read_file(&path, 4096)?;
-                let rec = CurrentTerm::decode(&bytes).map_err(|e| GcError::Record {
-                    file: path,
-                    source: e,
-                })?;
-                terms.insert(ct.branch, rec);
-            }
+            // Read below, all at once.
+            FileKind::CurrentTerm(ct) => term_names.push((ct.branch, n)),
             FileKind::Unknown(u) => report.unknown.push(u),
             // Write-ahead log files are referents like data files: kept while a `LOG`
             // reference of a state GC reads names them, or while their writer may be about
@@ -90,7 +88,33 @@ pub(crate) fn mark<'a>(
             FileKind::TableOp(_) => {}
         }
     }
+    if let Some(c) = cache {
+        c.begin(
+            &dir,
+            &term_names.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+        );
+    }
+    // Read on a few threads; the first failure in listing order is the error, as reading
+    // them one by one would give. A record is replaced by rename (another inode), so with a
+    // cache one whose stamp is unchanged is the record read before.
+    let read = read_terms(&storage, cache, &dir, &term_names)?;
+    let terms: HashMap<BranchName, CurrentTerm> = term_names
+        .into_iter()
+        .map(|(branch, _)| branch)
+        .zip(read)
+        .collect();
     require_live_manifests(&storage, &dir, &terms, &mut manifests)?;
+    if let Some(c) = cache {
+        c.keep_only(&manifests);
+    }
+    // Each state file's stamp, on a few threads (only with a cache: without one every file
+    // is read anyway). An error counts where its file comes in the walk below.
+    let stamps = match cache {
+        Some(_) => bough_io::fan_out::map_parallel(&manifests, |m| {
+            Some(storage.cheap_stamp(&format!("{dir}/{m}")))
+        }),
+        None => manifests.iter().map(|_| None).collect(),
+    };
     let fanout =
         bough_tree::page::mapping::fanout(bough_io::layout::max_payload(files.page_size()));
     let mut walk = Walk {
@@ -102,21 +126,36 @@ pub(crate) fn mark<'a>(
     };
     let mut high_water: BTreeMap<(BranchName, Term), u64> = BTreeMap::new();
     let mut named = NamedLogs::default();
-    for m in &manifests {
+    for (m, stamp) in manifests.iter().zip(stamps) {
         let path = format!("{dir}/{m}");
-        let bytes = match storage.read_file(&path, MAX_MANIFEST_BYTES) {
-            Ok(b) => b,
+        let stamp = match stamp.transpose() {
+            Ok(s) => s.flatten(),
             // Deleted since the listing (a branch deletion): it protects nothing any more.
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
             Err(e) => return Err(e.into()),
         };
-        let state = replay(&bytes)
-            .map_err(|e| GcError::Record {
-                file: path.clone(),
-                source: e,
-            })?
-            .state;
-        report.manifests_read += 1;
+        let cached = match (cache, stamp) {
+            (Some(c), Some(s)) => c.get(m, s),
+            _ => None,
+        };
+        let decoded = match cached {
+            Some(decoded) => {
+                report.manifests_reused += 1;
+                decoded
+            }
+            None => match forget_then_read(cache, m, &storage, &path)? {
+                Some(read) => {
+                    report.manifests_read += 1;
+                    if let Some(c) = cache {
+                        remember(c, m, stamp, read)
+                    } else {
+                        Arc::new(read.decoded)
+                    }
+                }
+                None => continue,
+            },
+        };
+        let state = &decoded.state;
         let why = KeepReason::Referenced { by: m.clone() };
         let kind = classify(m);
         let own = match &kind {
@@ -150,11 +189,7 @@ pub(crate) fn mark<'a>(
             walk.slot(ranges, raw, None, m, &why)?;
         }
         // Merge bases are states a later three-way merge reads: their pages stay.
-        let bases = merge_bases(&state.extensions).map_err(|r| GcError::State {
-            file: path.clone(),
-            what: format!("merge bases: {r:?}"),
-        })?;
-        for b in bases {
+        for b in &decoded.bases {
             walk.begin(Some(Holder {
                 referent: Referent::Pinned(format!("{m} (merge base with {})", b.branch)),
                 owners: owner.iter().chain([&b.branch]).cloned().collect(),
@@ -203,6 +238,142 @@ pub(crate) fn mark<'a>(
         logs_named: named.by_name,
         log_high_water: named.high_water,
     })
+}
+
+/// A state file's bytes' length and the state they replay to; `None` if the file was
+/// deleted since the listing (a branch deletion: it protects nothing any more).
+fn read_state(storage: &Arc<dyn bough_io::Storage>, path: &str) -> GcResult<Option<ReadState>> {
+    let bytes = match storage.read_file(path, MAX_MANIFEST_BYTES) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let state = replay(&bytes)
+        .map_err(|e| GcError::Record {
+            file: path.to_string(),
+            source: e,
+        })?
+        .state;
+    let bases = merge_bases(&state.extensions).map_err(|r| GcError::State {
+        file: path.to_string(),
+        what: format!("merge bases: {r:?}"),
+    })?;
+    Ok(Some(ReadState {
+        len: bytes.len() as u64,
+        decoded: DecodedState { state, bases },
+    }))
+}
+
+/// The `CURRENT_TERM` records of the files `names` lists, in its order; the first failure
+/// in that order is the error. With a cache, each file whose stamp is the one its record
+/// was read under gives that record; the others are read (on a few threads) and kept under
+/// the stamp taken before the read when the bytes read are as long as it says (as
+/// [`remember`] does for states).
+fn read_terms(
+    storage: &Arc<dyn bough_io::Storage>,
+    cache: Option<&StateCache>,
+    dir: &str,
+    names: &[(BranchName, &String)],
+) -> GcResult<Vec<CurrentTerm>> {
+    enum Slot {
+        Hit(CurrentTerm),
+        Miss(Option<bough_io::FileStamp>),
+    }
+    let path = |n: &str| format!("{dir}/{n}");
+    let stamps = match cache {
+        Some(_) => bough_io::fan_out::map_parallel(names, |(_, n)| storage.cheap_stamp(&path(n))),
+        None => names.iter().map(|_| Ok(None)).collect(),
+    };
+    // Up to the first file whose stamp cannot be taken: its error comes after the records
+    // before it.
+    let mut slots = Vec::with_capacity(names.len());
+    let mut stamp_error = None;
+    for ((_, n), stamp) in names.iter().zip(stamps) {
+        match stamp {
+            Err(e) => {
+                stamp_error = Some(e);
+                break;
+            }
+            Ok(Some(s)) if let Some(rec) = cache.and_then(|c| c.term(n, s)) => {
+                slots.push(Slot::Hit(rec));
+            }
+            Ok(s) => slots.push(Slot::Miss(s)),
+        }
+    }
+    let missed: Vec<(&String, Option<bough_io::FileStamp>)> = names
+        .iter()
+        .zip(&slots)
+        .filter_map(|((_, n), slot)| match slot {
+            Slot::Miss(s) => Some((*n, *s)),
+            Slot::Hit(_) => None,
+        })
+        .collect();
+    let mut read =
+        bough_io::fan_out::map_parallel(&missed, |&(n, stamp)| -> GcResult<CurrentTerm> {
+            let p = path(n);
+            let bytes = storage.read_file(&p, 4096)?;
+            let rec =
+                CurrentTerm::decode(&bytes).map_err(|e| GcError::Record { file: p, source: e })?;
+            if let Some(c) = cache {
+                c.put_term(n, stamp.filter(|s| s.len() == bytes.len() as u64), &rec);
+            }
+            Ok(rec)
+        })
+        .into_iter();
+    let mut out = Vec::with_capacity(slots.len());
+    for slot in slots {
+        match slot {
+            Slot::Hit(rec) => out.push(rec),
+            Slot::Miss(_) => match read.next() {
+                Some(rec) => out.push(rec?),
+                None => break,
+            },
+        }
+    }
+    match stamp_error {
+        Some(e) => Err(e.into()),
+        None => Ok(out),
+    }
+}
+
+/// [`read_state`], after dropping what `cache` holds for `name` (another version's state,
+/// or none): whatever the read gives — a state, an error, a file gone — the old entry is
+/// never used again.
+fn forget_then_read(
+    cache: Option<&StateCache>,
+    name: &str,
+    storage: &Arc<dyn bough_io::Storage>,
+    path: &str,
+) -> GcResult<Option<ReadState>> {
+    if let Some(c) = cache {
+        c.forget(name);
+    }
+    read_state(storage, path)
+}
+
+struct ReadState {
+    len: u64,
+    decoded: DecodedState,
+}
+
+/// Stores a state just read under the stamp taken before the read, when the bytes read are
+/// as long as the stamp says (otherwise the file changed in between: the state read is used
+/// this once, and nothing is kept for the name). A file changed in between to other bytes
+/// of the same length leaves its newer state under the older stamp, which the file never
+/// shows again: the next walk reads it anew.
+fn remember(
+    cache: &StateCache,
+    name: &str,
+    stamp: Option<bough_io::FileStamp>,
+    read: ReadState,
+) -> Arc<DecodedState> {
+    let state = Arc::new(read.decoded);
+    if let Some(s) = stamp
+        && s.len() == read.len
+    {
+        cache.put(name, s, state.clone());
+    }
+    state
 }
 
 /// The log files the states read so far name.

@@ -110,6 +110,9 @@ struct PartitionEntry {
     epoch: AtomicU64,
     /// The last measured usage and the epoch it was measured at (see [`usage_of`]).
     usage: Mutex<Option<(u64, Arc<Usage>)>>,
+    /// The decoded states GC's walks read, kept for the next walk: a cycle reads only the
+    /// state files that changed since the last (see `bough_gc::StateCache`).
+    gc_states: bough_gc::StateCache,
     /// States read from tags ([`PartitionHandle::tag`]): no manifest protects them once the
     /// tag is deleted, so GC pins them until the last reader lets go.
     tag_views: Mutex<Vec<Weak<TreeSnapshot>>>,
@@ -437,6 +440,7 @@ impl Store {
             retired: Mutex::new(Vec::new()),
             epoch: AtomicU64::new(0),
             usage: Mutex::new(None),
+            gc_states: bough_gc::StateCache::default(),
             tag_views: Mutex::new(Vec::new()),
             staging_removed,
         });

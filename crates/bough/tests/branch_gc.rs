@@ -538,7 +538,8 @@ fn many_branches(backend: Backend, n: usize, seed: u64) {
         r.manifests_read,
         r.mapping_pages_visited
     );
-    assert!(r.manifests_read >= models.len());
+    // The dry run's walk may have left unchanged states in the partition's cache.
+    assert!(r.manifests_read + r.manifests_reused >= models.len());
     // Every deleted file was unreachable: garbage already, or written by a deleted branch
     // and referenced by no live one (the reads below prove the latter).
     for (f, _) in &r.deleted {
@@ -789,7 +790,8 @@ fn gc_reports_what_it_freed_and_why_it_kept() {
         "{k:?}"
     );
     assert_eq!(r.unknown, ["notes.txt"]);
-    assert_eq!(r.manifests_read, manifests);
+    // Read now, or (unchanged since the dry run) reused from the partition's state cache.
+    assert_eq!(r.manifests_read + r.manifests_reused, manifests);
     assert!(r.mapping_pages_visited > 0);
 
     // Once the reader and the writer are gone, their files go too.

@@ -78,8 +78,13 @@ pub(super) fn gc_partition(
                 }
             });
         }
-        let r = bough_gc::collect_measured(p.part.files(), || pins_of(p), dry_run)
-            .map_err(|e| Error::from(e).at(p.part.dir()));
+        let r = bough_gc::collect_measured_cached(
+            p.part.files(),
+            || pins_of(p),
+            dry_run,
+            Some(&p.gc_states),
+        )
+        .map_err(|e| Error::from(e).at(p.part.dir()));
         drop(stop);
         r
     });
@@ -112,7 +117,7 @@ pub(super) fn usage_of(p: &PartitionEntry) -> Result<Arc<Usage>> {
     }
     let _catalog = p.catalog.lock();
     let epoch = p.epoch.load(Ordering::Acquire);
-    let usage = bough_gc::measure(p.part.files(), || pins_of(p))
+    let usage = bough_gc::measure_cached(p.part.files(), || pins_of(p), Some(&p.gc_states))
         .map_err(|e| Error::from(e).at(p.part.dir()))?;
     let usage = Arc::new(usage);
     *p.usage.lock() = Some((epoch, usage.clone()));
@@ -123,7 +128,7 @@ pub(super) fn usage_of(p: &PartitionEntry) -> Result<Arc<Usage>> {
 /// for the next compactions as [`usage_of`] would.
 pub(super) fn measure_locked(p: &PartitionEntry) -> Result<Arc<Usage>> {
     let epoch = p.epoch.load(Ordering::Acquire);
-    let usage = bough_gc::measure(p.part.files(), || pins_of(p))
+    let usage = bough_gc::measure_cached(p.part.files(), || pins_of(p), Some(&p.gc_states))
         .map_err(|e| Error::from(e).at(p.part.dir()))?;
     let usage = Arc::new(usage);
     *p.usage.lock() = Some((epoch, usage.clone()));
