@@ -9,8 +9,8 @@
 
 use bough_manifest::checksum::{Domain, checksum};
 use bough_manifest::{
-    BLOCK_SIZE, CURRENT_TERM_LEN, CurrentTerm, FORMAT_VERSION, HEADER_LEN, ManifestState, Record,
-    RecordHeader, decode_record, encode_snapshot, record_len, replay,
+    BLOCK_SIZE, CURRENT_TERM_LEN, CURRENT_TERM_V2_LEN, CurrentTerm, FORMAT_VERSION, HEADER_LEN,
+    ManifestState, Record, RecordHeader, decode_record, encode_snapshot, record_len, replay,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -103,12 +103,18 @@ fn check_replay(data: &[u8]) {
 
 fn check_current_term(data: &[u8]) {
     if let Ok(ct) = CurrentTerm::decode(data) {
-        assert_eq!(data.len(), CURRENT_TERM_LEN);
-        assert_eq!(
-            &ct.encode()[..],
-            data,
-            "CURRENT_TERM decoding is not canonical"
-        );
+        // Version 3 is canonical; a version-2 record re-encodes as version 3 and reads back
+        // the same.
+        if data.len() == CURRENT_TERM_LEN {
+            assert_eq!(
+                &ct.encode()[..],
+                data,
+                "CURRENT_TERM decoding is not canonical"
+            );
+        } else {
+            assert_eq!(data.len(), CURRENT_TERM_V2_LEN);
+            assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
+        }
     }
     if let Some(head) = data.get(..CURRENT_TERM_LEN)
         && let Ok(ct) = CurrentTerm::decode(head)

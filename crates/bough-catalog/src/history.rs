@@ -353,6 +353,11 @@ impl Partition {
         let cutoff = now_ms.saturating_sub(window_ms);
         let mut by_branch: HashMap<BranchName, Vec<HistoryName>> = HashMap::new();
         for n in self.storage().list(self.files.dir())? {
+            // Parse only the names that can be history points: a partition of many branches
+            // lists two files per branch.
+            if !n.starts_with(bough_names::HISTORY_PREFIX) {
+                continue;
+            }
             if let FileKind::History(h) = classify(&n) {
                 by_branch.entry(h.branch.clone()).or_default().push(h);
             }
@@ -419,7 +424,7 @@ impl Partition {
         incarnation: u64,
         point: Option<HistoryName>,
     ) -> CatalogResult<()> {
-        let Err(e) = self.point_current_term(head.branch(), head.term(), incarnation) else {
+        let Err(e) = self.point_current_term(head, incarnation) else {
             return Ok(());
         };
         let gone = matches!(

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bough_io::{ErrorKind, Storage};
-use bough_manifest::{BranchOrigin, CurrentTerm, Snapshot, encode_snapshot, replay};
+use bough_manifest::{BranchOrigin, CurrentTerm, ExpiryHint, Snapshot, encode_snapshot, replay};
 use bough_names::{
     ArchiveName, BranchName, CurrentTermName, FileKind, ManifestName, PartitionDir, TagFileName,
     Term, Timestamp, classify,
@@ -103,7 +103,10 @@ pub struct Partition {
     /// branch file ranges use (`None` until first needed: one scan of the partition, then
     /// kept up to date by every term this catalog writes). A new incarnation of a name
     /// starts above it.
-    used_terms: Mutex<Option<HashMap<BranchName, Term>>>,
+    used_terms: Mutex<terms::UsedTerms>,
+    /// Held for the whole of a [`prefill_used_terms`](Self::prefill_used_terms) scan, so a
+    /// [`fresh_term`](Self::fresh_term) meanwhile waits for it instead of scanning too.
+    term_scan: Mutex<()>,
     /// Per live branch with an expiry, when it expires (`None` until first needed: one read
     /// of every live branch's manifest, then kept up to date by every policy this catalog
     /// writes and every branch it deletes).
@@ -179,7 +182,8 @@ impl Partition {
             owned: Mutex::default(),
             read_only: false,
             incarnations: Incarnations(os_random()),
-            used_terms: Mutex::new(None),
+            used_terms: Mutex::default(),
+            term_scan: Mutex::new(()),
             expiries: Mutex::new(None),
             known_tags: Mutex::new(None),
         };

@@ -187,7 +187,7 @@ impl Partition {
             exts,
         )?;
         self.owned.lock().insert((name.clone(), new_term));
-        self.point_current_term(&name, new_term, old.incarnation())?;
+        self.point_current_term(&head, old.incarnation())?;
         head.set_fence(self.fence(&name, new_term));
         // The old term's manifest is superseded; its files stay reachable through the new one.
         self.storage().delete(

@@ -129,8 +129,25 @@ impl Partition {
         if policy.expires_at_ms == expires_at_ms {
             return Ok(policy);
         }
+        let (old, new) = (
+            ExpiryHint::of(policy.expires_at_ms),
+            ExpiryHint::of(expires_at_ms),
+        );
         policy.expires_at_ms = expires_at_ms;
+        // The `CURRENT_TERM` hint is never later than the manifest's expiry, whichever of
+        // the two writes a crash leaves durable: an earlier expiry goes to the hint first,
+        // a later one (or none) to the manifest first.
+        let hint = |p: &Self, head: &Head| {
+            p.write_term_record_hinted(&branch, head.term(), false, head.incarnation(), Some(new))
+        };
+        let sooner = new.earlier(old) != old;
+        if sooner && self.keeps_expiry_hints() {
+            hint(self, head)?;
+        }
         self.set_policy(head, policy, now_ms)?;
+        if !sooner && self.keeps_expiry_hints() {
+            hint(self, head)?;
+        }
         Ok(policy)
     }
 
@@ -148,36 +165,19 @@ impl Partition {
         }
     }
 
-    /// The live branches whose expiry is at or before `now_ms`. The first call reads every
-    /// live branch's manifest once; later calls look at what the catalog remembers. A
-    /// branch whose manifest cannot be read is left out (it is reported where it is used).
+    /// The live branches whose expiry may be at or before `now_ms` (the caller deletes them
+    /// through [`delete_expired_branch`](Self::delete_expired_branch), which reads the
+    /// manifest again). The first call takes the expiries from the `CURRENT_TERM` records
+    /// recovery read at open, and reads only the manifests of branches whose record has no
+    /// hint; later calls look at what the catalog remembers. A branch whose manifest cannot
+    /// be read is left out (it is reported where it is used).
     pub fn due_expiries(&self, now_ms: u64) -> CatalogResult<Vec<BranchName>> {
         if self.expiries.lock().is_none() {
-            // At open nothing has scanned the state files yet: one pass gives the expiries
-            // and the used terms the first branch creation needs.
-            let mut used = self.used_terms.lock();
-            if used.is_none() {
-                self.fill_from_scan(&mut used)?;
+            let map = self.expiries_from_records()?;
+            let mut known = self.expiries.lock();
+            if known.is_none() {
+                *known = Some(map);
             }
-        }
-        if self.expiries.lock().is_none() {
-            let mut map = std::collections::BTreeMap::new();
-            for b in self.branches()? {
-                match self.branch_policy(&b) {
-                    Ok(BranchPolicy {
-                        expires_at_ms: Some(at),
-                        ..
-                    }) => {
-                        map.insert(b, at);
-                    }
-                    Ok(_) => {}
-                    Err(e) if matches!(e.kind(), ErrorKind::Corruption | ErrorKind::NotFound) => {
-                        tracing::warn!(branch = %b, error = %e, "cannot read the branch's expiry");
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            *self.expiries.lock() = Some(map);
         }
         Ok(self
             .expiries
@@ -187,6 +187,42 @@ impl Partition {
             .filter(|(_, at)| **at <= now_ms)
             .map(|(b, _)| b.clone())
             .collect())
+    }
+
+    /// Every live branch's expiry at its earliest: its `CURRENT_TERM` hint, or its
+    /// manifest's `POLICY` where the record has none (read on a few threads).
+    fn expiries_from_records(&self) -> CatalogResult<std::collections::BTreeMap<BranchName, u64>> {
+        let mut map = std::collections::BTreeMap::new();
+        let mut unknown = Vec::new();
+        for b in self.branches()? {
+            match self.current_term(&b) {
+                Ok(Some(ct)) if !ct.deleted => match ct.expiry {
+                    ExpiryHint::Never => {}
+                    ExpiryHint::NotBefore(at) => {
+                        map.insert(b, at);
+                    }
+                    ExpiryHint::Unknown => unknown.push(b),
+                },
+                _ => unknown.push(b),
+            }
+        }
+        let read = bough_io::fan_out::map_parallel(&unknown, |b| self.branch_policy(b));
+        for (b, policy) in unknown.into_iter().zip(read) {
+            match policy {
+                Ok(BranchPolicy {
+                    expires_at_ms: Some(at),
+                    ..
+                }) => {
+                    map.insert(b, at);
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::Corruption | ErrorKind::NotFound) => {
+                    tracing::warn!(branch = %b, error = %e, "cannot read the branch's expiry");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(map)
     }
 
     /// Deletes `name` because it expired, as [`delete_branch`](Self::delete_branch) would,

@@ -56,7 +56,8 @@ impl Partition {
             owned: Mutex::default(),
             read_only: true,
             incarnations: Incarnations(os_random()),
-            used_terms: Mutex::new(None),
+            used_terms: Mutex::default(),
+            term_scan: Mutex::new(()),
             expiries: Mutex::new(None),
             known_tags: Mutex::new(None),
         })

@@ -30,12 +30,20 @@ impl Partition {
     /// unreadable) is left exactly as it is.
     pub(crate) fn recover(&self) -> CatalogResult<()> {
         let names = self.storage().list(self.files.dir())?;
+        let kinds: Vec<FileKind> = names.iter().map(|n| classify(n)).collect();
         let mut manifests: HashMap<BranchName, Vec<Term>> = HashMap::new();
         let mut archived: HashMap<BranchName, Vec<ArchiveName>> = HashMap::new();
-        for n in &names {
-            match classify(n) {
-                FileKind::Manifest(m) => manifests.entry(m.branch).or_default().push(m.term),
-                FileKind::Archive(a) => archived.entry(a.branch.clone()).or_default().push(a),
+        let mut recorded: Vec<BranchName> = Vec::new();
+        for kind in &kinds {
+            match kind {
+                FileKind::Manifest(m) => {
+                    manifests.entry(m.branch.clone()).or_default().push(m.term)
+                }
+                FileKind::Archive(a) => archived
+                    .entry(a.branch.clone())
+                    .or_default()
+                    .push(a.clone()),
+                FileKind::CurrentTerm(c) => recorded.push(c.branch.clone()),
                 _ => {}
             }
         }
@@ -49,11 +57,11 @@ impl Partition {
             }
             other => other.map(Some),
         };
-        // Every branch's record, read at once into the cache the loop below answers from. A
-        // failed read fails recovery as it would below (a damaged record is the loop's to
-        // report): a read that failed is not retried here and taken for an answer.
-        let branches: Vec<&BranchName> = manifests.keys().chain(archived.keys()).collect();
-        for read in bough_io::fan_out::map_parallel(&branches, |b| self.current_term(b)) {
+        // Every record listed, read at once into the cache the loop below answers from (and
+        // `branches` lists from: the cache is complete once recovery is done). A failed read
+        // fails recovery as it would below (a damaged record is the loop's to report): a
+        // read that failed is not retried here and taken for an answer.
+        for read in bough_io::fan_out::map_parallel(&recorded, |b| self.current_term(b)) {
             if let Err(e) = read
                 && e.kind() != ErrorKind::Corruption
             {
@@ -90,9 +98,9 @@ impl Partition {
                 }
             }
         }
-        for n in names {
-            let path = self.files.path_of(&n);
-            let doomed = match classify(&n) {
+        for (n, kind) in names.iter().zip(kinds) {
+            let path = self.files.path_of(n);
+            let doomed = match kind {
                 FileKind::Manifest(m) => match settled.get(&m.branch) {
                     Some(Settled::Live { term }) => m.term < *term,
                     Some(Settled::Deleted { upto }) => m.term <= *upto,
@@ -116,6 +124,9 @@ impl Partition {
                 self.storage().delete(&path)?;
             }
         }
+        // Every listed record was read (or is damaged, which `branches` leaves out too), and
+        // every record written since went through the cache.
+        self.terms.lock().complete = true;
         Ok(())
     }
 

@@ -4,6 +4,14 @@
 use super::*;
 use crate::error::{CatalogError, CatalogResult};
 
+/// The highest term each branch name is used with anywhere, once scanned, and how many
+/// terms were recorded so far (a scan that ran while one was recorded is stale).
+#[derive(Debug, Default)]
+pub(crate) struct UsedTerms {
+    pub(crate) map: Option<HashMap<BranchName, Term>>,
+    pub(crate) notes: u64,
+}
+
 /// What [`Partition::scan_state_files`] found.
 pub(crate) struct StateScan {
     /// The highest term each branch name is used with anywhere.
@@ -157,7 +165,9 @@ impl Partition {
 
     /// [`write_current_term`](Self::write_current_term) for incarnation `incarnation`. A
     /// live record replacing a live one of another incarnation (a foreign or stale record
-    /// being repaired) does not know where this incarnation began: first term 0.
+    /// being repaired) does not know where this incarnation began: first term 0. The expiry
+    /// hint carries over from a live record of the same incarnation (new terms and restores
+    /// keep the branch's policy); otherwise it is unknown.
     pub(crate) fn write_term_record(
         &self,
         branch: &BranchName,
@@ -165,21 +175,46 @@ impl Partition {
         deleted: bool,
         incarnation: u64,
     ) -> CatalogResult<()> {
+        self.write_term_record_hinted(branch, term, deleted, incarnation, None)
+    }
+
+    /// [`write_term_record`](Self::write_term_record) with the expiry hint `hint` (`None`:
+    /// carried over as there). The hint must never be later than the expiry the branch's
+    /// manifest records once this record is durable (see [`set_expiry`](Self::set_expiry)).
+    pub(crate) fn write_term_record_hinted(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        deleted: bool,
+        incarnation: u64,
+        hint: Option<ExpiryHint>,
+    ) -> CatalogResult<()> {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
         // An unreadable previous record counts as none: replacing it must not fail on it.
-        let first_term = match self.current_term(branch).ok().flatten() {
+        let prev = self.current_term(branch).ok().flatten();
+        let first_term = match prev {
             Some(prev) if prev.deleted && !deleted => term,
             Some(prev) if prev.incarnation != incarnation => 0,
             Some(prev) => prev.first_term.min(term),
             None => 0,
+        };
+        let carried = match prev {
+            Some(p) if !p.deleted && p.incarnation == incarnation => p.expiry,
+            _ => ExpiryHint::Unknown,
+        };
+        let expiry = match (deleted, self.keeps_expiry_hints(), hint) {
+            (true, _, _) | (_, false, _) => ExpiryHint::Unknown,
+            (false, true, Some(h)) => h,
+            (false, true, None) => carried,
         };
         let ct = CurrentTerm {
             term,
             deleted,
             first_term,
             incarnation,
+            expiry,
         };
         self.storage().write_atomic(&path, &ct.encode())?;
         self.terms.lock().insert(branch.clone(), ct);
@@ -187,12 +222,45 @@ impl Partition {
         Ok(())
     }
 
+    /// Whether this instance keeps the expiry hints of `CURRENT_TERM` records: only where
+    /// it is the partition's one writer. Where several processes share the storage (object
+    /// stores: takeovers), rewriting a record only for its hint could race another owner's
+    /// new term, so records are written with the hint unknown and expiry reads manifests.
+    pub(crate) fn keeps_expiry_hints(&self) -> bool {
+        self.take_over.is_none() && !self.read_only
+    }
+
     /// Records that `term` is used by `branch` (for [`fresh_term`](Self::fresh_term)).
     pub(crate) fn note_term(&self, branch: &BranchName, term: Term) {
-        if let Some(used) = self.used_terms.lock().as_mut() {
-            let e = used.entry(branch.clone()).or_insert(term);
+        let mut used = self.used_terms.lock();
+        used.notes = used.notes.wrapping_add(1);
+        if let Some(map) = used.map.as_mut() {
+            let e = map.entry(branch.clone()).or_insert(term);
             *e = (*e).max(term);
         }
+    }
+
+    /// Runs the scan [`fresh_term`](Self::fresh_term) needs ahead of the first branch
+    /// creation (a partition with many branches reads every manifest for it), so it can run
+    /// on a thread of its own after the partition opens. Its result is kept only if no term
+    /// was recorded while it ran (a term written after its listing would be missing from
+    /// it); otherwise the first `fresh_term` scans again. A `fresh_term` that comes while it
+    /// runs waits for it.
+    pub fn prefill_used_terms(&self) -> CatalogResult<()> {
+        let _scanning = self.term_scan.lock();
+        let notes = {
+            let used = self.used_terms.lock();
+            if used.map.is_some() {
+                return Ok(());
+            }
+            used.notes
+        };
+        let scan = self.scan_state_files()?;
+        let mut used = self.used_terms.lock();
+        if used.map.is_none() && used.notes == notes {
+            used.map = Some(scan.used);
+        }
+        Ok(())
     }
 
     /// The lowest term a new incarnation of `name` may start at: above every term any file
@@ -201,11 +269,13 @@ impl Partition {
     /// not only above what `CURRENT_TERM` remembers, which an operator may have lost. The
     /// scan runs once per partition; every term this catalog writes later is added to it.
     pub fn fresh_term(&self, name: &BranchName) -> CatalogResult<Term> {
+        // Waits for a scan in progress (see `prefill_used_terms`).
+        drop(self.term_scan.lock());
         let mut used = self.used_terms.lock();
-        if used.is_none() {
-            self.fill_from_scan(&mut used)?;
+        if used.map.is_none() {
+            self.fill_from_scan(&mut used.map)?;
         }
-        let highest = used.as_ref().and_then(|u| u.get(name).copied());
+        let highest = used.map.as_ref().and_then(|u| u.get(name).copied());
         let recorded = self.current_term(name)?.map(|ct| ct.term);
         Ok(match highest.max(recorded) {
             Some(t) => t
@@ -358,13 +428,12 @@ impl Partition {
     /// create it anew, and a reopen does not finish an operation that reported failure. If
     /// the removal fails too, heads of the older terms are fenced (a reopen will finish the
     /// operation, as after a crash, so they must not acknowledge anything meanwhile).
-    pub(crate) fn point_current_term(
-        &self,
-        branch: &BranchName,
-        term: Term,
-        incarnation: u64,
-    ) -> CatalogResult<()> {
-        let Err(e) = self.write_term_record(branch, term, false, incarnation) else {
+    pub(crate) fn point_current_term(&self, head: &Head, incarnation: u64) -> CatalogResult<()> {
+        let (branch, term) = (head.branch(), head.term());
+        let hint =
+            Self::policy(head).map_or(ExpiryHint::Unknown, |p| ExpiryHint::of(p.expires_at_ms));
+        let Err(e) = self.write_term_record_hinted(branch, term, false, incarnation, Some(hint))
+        else {
             return Ok(());
         };
         // What storage holds now is what counts (the write may have happened or not).

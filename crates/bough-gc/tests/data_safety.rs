@@ -112,6 +112,7 @@ fn regression_current_term_ahead_of_every_manifest_deletes_nothing() {
         deleted: false,
         first_term: 0,
         incarnation: 0x5eed,
+        expiry: bough_manifest::ExpiryHint::Unknown,
     };
     write_current_term(&mem, "feature", foreign);
     let p = open(&mem);
@@ -155,6 +156,7 @@ fn regression_foreign_tombstone_does_not_delete_a_live_branch() {
             deleted: true,
             first_term: 0,
             incarnation: 0xf0e1,
+            expiry: bough_manifest::ExpiryHint::Unknown,
         },
     );
     let p = open(&mem);

@@ -136,6 +136,8 @@ pub enum DecodeReason {
     },
     /// A `CURRENT_TERM` record has flag bits this version does not define.
     UnknownFlags(u32),
+    /// A `CURRENT_TERM` record holds an expiry hint without the flag that says it has one.
+    HintWithoutFlag(u64),
     /// A `CURRENT_TERM` record's first term (where this incarnation of the branch began) is
     /// above its current term.
     FirstTermAboveTerm {
@@ -236,6 +238,7 @@ impl std::fmt::Display for DecodeReason {
                 write!(f, "next_page_id went down from {previous} to {found}")
             }
             UnknownFlags(v) => write!(f, "unknown flag bits {v:#x}"),
+            HintWithoutFlag(v) => write!(f, "expiry hint {v:#x} without its flag"),
             FirstTermAboveTerm { first_term, term } => {
                 write!(f, "first term {first_term} is above the term {term}")
             }

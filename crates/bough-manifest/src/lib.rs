@@ -51,7 +51,10 @@ pub mod varint;
 mod version;
 
 pub use bough_names::{BranchName, FileId, Term};
-pub use current_term::{CURRENT_TERM_LEN, CURRENT_TERM_VERSION, CurrentTerm, FLAG_DELETED};
+pub use current_term::{
+    CURRENT_TERM_LEN, CURRENT_TERM_V2_LEN, CURRENT_TERM_VERSION, CurrentTerm, ExpiryHint,
+    FLAG_DELETED, FLAG_EXPIRY_HINT,
+};
 pub use error::{DecodeError, DecodeReason, EncodeError};
 pub use ext::LOG;
 pub use history::{HISTORY, HistoryStamp, history_stamp, set_history_stamp};

@@ -117,6 +117,7 @@ fn current_term_live() {
         deleted: false,
         first_term: 0,
         incarnation: 0x0123_4567_89ab_cdef,
+        expiry: bough_manifest::ExpiryHint::Unknown,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -129,6 +130,7 @@ fn current_term_tombstone() {
         deleted: true,
         first_term: 0,
         incarnation: 0x0123_4567_89ab_cdef,
+        expiry: bough_manifest::ExpiryHint::Unknown,
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -142,6 +144,22 @@ fn current_term_reused_name() {
         deleted: false,
         first_term: 3,
         incarnation: 0xfedc_ba98_7654_3210,
+        expiry: bough_manifest::ExpiryHint::Unknown,
+    }
+    .encode();
+    insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
+}
+
+/// A live branch whose manifest records an expiry: flag bit 1 and the instant (ms since the
+/// epoch) in bytes 40..48. `u64::MAX` there would mean "never expires".
+#[test]
+fn current_term_with_expiry_hint() {
+    let bytes = CurrentTerm {
+        term: 5,
+        deleted: false,
+        first_term: 2,
+        incarnation: 0x0123_4567_89ab_cdef,
+        expiry: bough_manifest::ExpiryHint::NotBefore(1_796_428_800_000),
     }
     .encode();
     insta::assert_snapshot!(hex_dump(&bytes, bytes.len()));
@@ -162,6 +180,7 @@ fn checksums_match_the_reference_crc() {
         deleted: true,
         first_term: 2,
         incarnation: 9,
+        expiry: bough_manifest::ExpiryHint::Unknown,
     }
     .encode();
     let covered = [&b"bough/current-term"[..], &term[8..]].concat();

@@ -183,12 +183,14 @@ fn sample_records_round_trip() {
             deleted: false,
             first_term: 0,
             incarnation: 0,
+            expiry: bough_manifest::ExpiryHint::Unknown,
         },
         CurrentTerm {
             term: 42,
             deleted: true,
             first_term: 40,
             incarnation: u64::MAX - 1,
+            expiry: bough_manifest::ExpiryHint::Unknown,
         },
     ] {
         assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
@@ -221,8 +223,9 @@ proptest! {
     }
 
     #[test]
-    fn current_term_round_trips(term in any::<u64>(), deleted in any::<bool>(), first in any::<u64>(), incarnation in any::<u64>()) {
-        let ct = CurrentTerm { term, deleted, first_term: first.min(term), incarnation };
+    fn current_term_round_trips(term in any::<u64>(), deleted in any::<bool>(), first in any::<u64>(), incarnation in any::<u64>(), hint in any::<Option<Option<u64>>>()) {
+        let expiry = hint.map_or(bough_manifest::ExpiryHint::Unknown, bough_manifest::ExpiryHint::of);
+        let ct = CurrentTerm { term, deleted, first_term: first.min(term), incarnation, expiry };
         prop_assert_eq!(CurrentTerm::decode(&ct.encode()), Ok(ct));
     }
 
@@ -239,8 +242,8 @@ proptest! {
     }
 
     #[test]
-    fn current_term_bit_flips_are_detected(term in any::<u64>(), deleted in any::<bool>(), bit in 0..320usize) {
-        let mut bytes = CurrentTerm { term, deleted, first_term: term / 2, incarnation: term ^ 0x55 }.encode();
+    fn current_term_bit_flips_are_detected(term in any::<u64>(), deleted in any::<bool>(), bit in 0..384usize, at in any::<u64>()) {
+        let mut bytes = CurrentTerm { term, deleted, first_term: term / 2, incarnation: term ^ 0x55, expiry: bough_manifest::ExpiryHint::of(Some(at)) }.encode();
         bytes[bit / 8] ^= 1 << (bit % 8);
         prop_assert!(CurrentTerm::decode(&bytes).is_err());
     }

@@ -214,6 +214,7 @@ fn make_mistake(
                 deleted: r.chance(40),
                 first_term: 0,
                 incarnation: r.next_u64(),
+                expiry: bough_manifest::ExpiryHint::Unknown,
             };
             image.write_atomic(&path, &foreign.encode()).map_err(e)?;
             tally.op_foreign_current_term += 1;

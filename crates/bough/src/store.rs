@@ -445,6 +445,9 @@ impl Store {
             staging_removed,
         });
         parts.insert(key, entry.clone());
+        if !self.inner.read_only && self.inner.opts.backend != Backend::Object {
+            prefill_used_terms(&entry);
+        }
         Ok(entry)
     }
 
@@ -693,5 +696,34 @@ fn new_branch_entry(head: Head, dir: &PartitionDir, shards: usize) -> Arc<Branch
 impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Branches from which a partition's open starts the scan a branch creation needs (every
+/// manifest read once, see `Partition::prefill_used_terms`) on a thread of its own. Below
+/// it the scan is quick, and runs at the first creation as before.
+const PREFILL_FROM_BRANCHES: usize = 1_024;
+
+/// Starts the used-terms scan of a partition with many branches in the background, so the
+/// first branch created after opening it waits for what is left of the scan, not all of it.
+/// A failure is logged and leaves the scan to the first creation.
+fn prefill_used_terms(entry: &Arc<PartitionEntry>) {
+    let many = entry
+        .part
+        .branches()
+        .is_ok_and(|b| b.len() >= PREFILL_FROM_BRANCHES);
+    if !many {
+        return;
+    }
+    let entry = entry.clone();
+    let spawned = std::thread::Builder::new()
+        .name("bough-term-scan".into())
+        .spawn(move || {
+            if let Err(e) = entry.part.prefill_used_terms() {
+                tracing::debug!(partition = %entry.part.dir(), error = %e, "used-terms scan left to the first branch creation");
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "cannot start the used-terms scan");
     }
 }

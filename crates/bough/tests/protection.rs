@@ -238,3 +238,148 @@ fn a_name_expired_at_open_is_created_again_at_a_term_above_the_expired_one() {
     assert!(again.get_blocking(key(3)).unwrap().is_none());
     assert_eq!(p.describe("agent").unwrap().policy.expires_at_ms, None);
 }
+
+/// The `CURRENT_TERM` record at `branch` of partition `t.0` in `mem`.
+fn term_record(mem: &MemoryStorage, branch: &str) -> bough_manifest::CurrentTerm {
+    use bough::io::Storage;
+    let bytes = mem
+        .read_file(&format!("t.0/CURRENT_TERM.{branch}"), 4096)
+        .unwrap();
+    bough_manifest::CurrentTerm::decode(&bytes).unwrap()
+}
+
+/// Rewrites every `CURRENT_TERM` record of `t.0` as version 2 wrote it (40 bytes, no
+/// expiry hint): a store written before version 3.
+fn downgrade_term_records(mem: &MemoryStorage) -> usize {
+    use bough::io::Storage;
+    use bough_manifest::checksum::{Domain, checksum};
+    let mut n = 0;
+    for name in mem.list("t.0").unwrap() {
+        if !name.starts_with("CURRENT_TERM.") {
+            continue;
+        }
+        let path = format!("t.0/{name}");
+        let v3 = mem.read_file(&path, 4096).unwrap();
+        assert_eq!(v3.len(), 48, "{name}");
+        let mut v2 = v3[..40].to_vec();
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let flags = u32::from_le_bytes(v2[12..16].try_into().unwrap()) & 1;
+        v2[12..16].copy_from_slice(&flags.to_le_bytes());
+        let sum = checksum(Domain::CurrentTerm, &v2[8..]);
+        v2[0..8].copy_from_slice(&sum.to_le_bytes());
+        mem.write_atomic(&path, &v2).unwrap();
+        n += 1;
+    }
+    n
+}
+
+/// Partition `t` with `idle` branches that never expire and `short`, expiring at T0 + 1 h;
+/// closed.
+fn idle_branches_and_one_expiring(idle: usize) -> (MemoryStorage, ManualClock) {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    put(&p.branch("main").unwrap(), 0..10, "m");
+    for i in 0..idle {
+        drop(p.create_branch(&format!("idle{i}"), "main").unwrap());
+    }
+    p.create_branch("short", "main").unwrap();
+    p.set_expiry("short", Some(T0 + HOUR), false).unwrap();
+    store.close().unwrap();
+    (mem, clock)
+}
+
+/// Opens `t` at T0 + 2 h: the files read by the open (store, partition, expiry at open),
+/// and the branches left.
+fn reads_of_open_after_expiry(mem: &MemoryStorage, clock: &ManualClock) -> (u64, Vec<String>) {
+    clock.set(T0 + 2 * HOUR);
+    let store = open(mem, clock);
+    let before = store.io_stats();
+    // The partition opens at its first use.
+    let names = store.partition("t", 0).unwrap().branches().unwrap();
+    let reads = store.io_stats().since(&before).reads;
+    store.close().unwrap();
+    (reads, names)
+}
+
+/// Each branch's `CURRENT_TERM` record says when it can expire at the earliest, so opening
+/// a partition finds the branches whose expiry passed while it was closed from the records
+/// recovery reads anyway: no manifest of an idle branch is read for it. A store whose
+/// records are version 2 (no hint) still expires its branches at open, reading every
+/// branch's manifest to find out.
+#[test]
+fn open_finds_expired_branches_in_the_term_records_and_in_version_2_stores() {
+    const IDLE: usize = 40;
+    let (mem, clock) = idle_branches_and_one_expiring(IDLE);
+    assert_eq!(
+        term_record(&mem, "short").expiry,
+        bough_manifest::ExpiryHint::NotBefore(T0 + HOUR)
+    );
+    assert_eq!(
+        term_record(&mem, "idle0").expiry,
+        bough_manifest::ExpiryHint::Never
+    );
+    let old = mem.clone_durable();
+    let (hinted_reads, names) = reads_of_open_after_expiry(&mem, &clock);
+    assert!(!names.contains(&"short".to_string()), "{names:?}");
+    assert_eq!(names.len(), IDLE + 1, "{names:?}");
+    assert!(
+        hinted_reads < (IDLE as u64) * 2 + 20,
+        "open read {hinted_reads} files for {IDLE} idle branches"
+    );
+    // The same store as version 2 wrote it.
+    assert_eq!(downgrade_term_records(&old), IDLE + 2);
+    let (v2_reads, names) = reads_of_open_after_expiry(&old, &clock);
+    assert!(!names.contains(&"short".to_string()), "{names:?}");
+    assert_eq!(names.len(), IDLE + 1, "{names:?}");
+    assert!(
+        v2_reads >= hinted_reads + IDLE as u64,
+        "version-2 open read {v2_reads} files, hinted {hinted_reads}: the hints saved no reads"
+    );
+    // Records written from then on carry the hint again.
+    let store = open(&old, &clock);
+    let p = store.partition("t", 0).unwrap();
+    p.set_expiry("idle1", Some(T0 + 5 * HOUR), false).unwrap();
+    store.close().unwrap();
+    assert_eq!(
+        term_record(&old, "idle1").expiry,
+        bough_manifest::ExpiryHint::NotBefore(T0 + 5 * HOUR)
+    );
+}
+
+/// An operator restores a `CURRENT_TERM` record saved before the branch's expiry was
+/// extended: its hint is earlier than the manifest's expiry. Open takes the hint only as a
+/// reason to look, reads the manifest and keeps the branch until the expiry it records.
+#[test]
+fn a_restored_term_record_with_an_earlier_hint_deletes_nothing_before_its_time() {
+    use bough::io::Storage;
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    let b = p.create_branch("extended", "main").unwrap();
+    put(&b, 0..5, "e");
+    p.set_expiry("extended", Some(T0 + HOUR), false).unwrap();
+    let saved = mem.read_file("t.0/CURRENT_TERM.extended", 4096).unwrap();
+    p.set_expiry("extended", Some(T0 + 3 * HOUR), false)
+        .unwrap();
+    drop(b);
+    store.close().unwrap();
+    mem.write_atomic("t.0/CURRENT_TERM.extended", &saved)
+        .unwrap();
+    clock.set(T0 + 2 * HOUR);
+    let store = open(&mem, &clock);
+    let p = store.partition("t", 0).unwrap();
+    assert!(p.branches().unwrap().contains(&"extended".to_string()));
+    assert_eq!(
+        p.describe("extended").unwrap().policy.expires_at_ms,
+        Some(T0 + 3 * HOUR)
+    );
+    let b = p.branch("extended").unwrap();
+    assert_eq!(b.get_blocking(key(3)).unwrap().unwrap().value, b"e3");
+    drop(b);
+    store.run_maintenance().unwrap();
+    assert!(p.branches().unwrap().contains(&"extended".to_string()));
+    clock.set(T0 + 4 * HOUR);
+    store.run_maintenance().unwrap();
+    assert!(!p.branches().unwrap().contains(&"extended".to_string()));
+}
