@@ -53,14 +53,19 @@ impl Ctx {
                 if !text.contains("write_buffer_bytes") {
                     o.write_buffer_bytes = 0;
                 }
+                if !text.contains("prewarm_on_open") {
+                    o.prewarm_on_open = false;
+                }
                 o
             }
             // A command commits a few times and exits: a write buffer would only add a log
             // file to create, name and checkpoint at close (more syncs than writing the
-            // pages directly), so the CLI runs without one unless its config asks.
+            // pages directly), so the CLI runs without one unless its config asks. Nor
+            // does it prewarm: a command reads a few pages, not a branch's whole index.
             None => Options::default()
                 .maintenance_interval_ms(0)
                 .write_buffer_bytes(0)
+                .prewarm_on_open(false)
                 .lock_wait_ms(DEFAULT_LOCK_WAIT_MS),
         };
         if let Some(secs) = self.wait {

@@ -34,6 +34,7 @@ mod commit;
 mod expiry;
 mod history;
 mod invariants;
+mod prewarm;
 mod read_only;
 mod relocation;
 mod reservation;
@@ -44,6 +45,7 @@ mod txn;
 
 pub use checkpoint::ForkPoint;
 pub use expiry::ttl_key;
+pub use prewarm::Prewarmed;
 use reservation::FIRST_RESERVATION;
 use snapshot::{Fetch, tree_node};
 pub use snapshot::{Published, TreeSnapshot};

@@ -126,6 +126,15 @@ pub struct Options {
     /// Whether leaf (data) pages are cached too; index and mapping pages always are.
     /// Default: true.
     pub cache_data_pages: bool,
+    /// How much of `cache_bytes` index and mapping pages may hold where leaves never evict
+    /// them, only other index and mapping pages do (a few MiB per GiB of data; clamped to
+    /// three quarters of `cache_bytes`, so leaves keep at least a quarter). Default: 64 MiB.
+    pub structure_cache_bytes: u64,
+    /// Whether opening a branch reads its index and mapping pages into the cache (within
+    /// `structure_cache_bytes`), so that its cold gets read only their leaves. The `bough`
+    /// CLI turns it off: a one-shot command reads a few pages, not a whole index.
+    /// Default: true.
+    pub prewarm_on_open: bool,
     /// Writer threads (1 to 256); each (partition, branch) is served by one of them.
     /// Default: 2.
     pub shards: usize,
@@ -218,6 +227,8 @@ impl Default for Options {
             data_file_size: 8 << 20,
             cache_bytes: 256 << 20,
             cache_data_pages: true,
+            structure_cache_bytes: 64 << 20,
+            prewarm_on_open: true,
             shards: 2,
             checkpoint_chunks: 128,
             manifest_rewrite_bytes: 16 << 20,
@@ -331,6 +342,21 @@ impl Options {
     /// Whether data pages are cached.
     pub fn cache_data_pages(mut self, yes: bool) -> Self {
         self.cache_data_pages = yes;
+        self
+    }
+    /// Sets how much of the cache index and mapping pages may hold ahead of leaves.
+    pub fn structure_cache_bytes(mut self, n: u64) -> Self {
+        self.structure_cache_bytes = n;
+        self
+    }
+    /// Whether opening a branch prewarms its index and mapping pages.
+    ///
+    /// ```
+    /// let opts = bough::Options::in_memory().prewarm_on_open(false);
+    /// assert!(!opts.prewarm_on_open);
+    /// ```
+    pub fn prewarm_on_open(mut self, yes: bool) -> Self {
+        self.prewarm_on_open = yes;
         self
     }
     /// Sets the number of writer threads.

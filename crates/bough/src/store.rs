@@ -39,11 +39,13 @@ mod check;
 mod durability;
 mod gc;
 mod history;
+mod idle_branches;
 mod maintenance;
 mod partition;
 mod pick;
 mod policy;
 mod range;
+mod read_ahead;
 mod read_only;
 mod read_view;
 mod readers;
@@ -288,7 +290,10 @@ impl Store {
             );
         }
         let inner = Arc::new(Inner {
-            cache: Arc::new(PageCache::new(opts.cache_bytes as usize)),
+            cache: Arc::new(PageCache::with_structure_budget(
+                opts.cache_bytes as usize,
+                opts.structure_cache_bytes as usize,
+            )),
             clock,
             registry: registry::Registry::default(),
             head_cfg,
@@ -445,9 +450,7 @@ impl Store {
             staging_removed,
         });
         parts.insert(key, entry.clone());
-        if !self.inner.read_only && self.inner.opts.backend != Backend::Object {
-            prefill_used_terms(&entry);
-        }
+        read_ahead::after_partition_open(&self.inner, &entry);
         Ok(entry)
     }
 
@@ -486,69 +489,8 @@ impl Store {
         branches.insert(branch.clone(), entry.clone());
         drop(branches);
         self.evict_idle_branches();
+        read_ahead::after_branch_open(&self.inner, &entry);
         Ok(entry)
-    }
-
-    /// Keeps the number of open branch heads (replayed manifests, mapping chunks in memory)
-    /// bounded: beyond `max_open_branches`, heads nobody holds — no handle, no queued job,
-    /// no reader snapshot older than the current one — are closed; they replay again lazily
-    /// on next use.
-    fn evict_idle_branches(&self) {
-        let limit = self.inner.opts.max_open_branches;
-        let parts: Vec<Arc<PartitionEntry>> =
-            self.inner.partitions.lock().values().cloned().collect();
-        let mut open: usize = parts.iter().map(|p| p.branches.lock().len()).sum();
-        for p in parts {
-            if open <= limit {
-                return;
-            }
-            let mut branches = p.branches.lock();
-            // Only as many as must close: past the limit every creation closes one, and a
-            // pass over every open branch per creation would make creating one cost what
-            // the open branches count.
-            let idle: Vec<BranchName> = branches
-                .iter()
-                .filter(|(_, b)| Arc::strong_count(b) == 1 && b.published.live().len() <= 1)
-                .map(|(n, _)| n.clone())
-                .take(open - limit)
-                .collect();
-            let mut closed = Vec::new();
-            for n in idle {
-                if open <= limit {
-                    break;
-                }
-                closed.extend(branches.remove(&n));
-                open -= 1;
-            }
-            drop(branches);
-            // A head poisoned by an upload whose outcome is unknown must not be reopened at
-            // its term: on shared storage the next open takes the branch over anew.
-            for b in &closed {
-                let mut head = b.head.lock();
-                if head.poisoned().is_some() {
-                    p.part.disown(head.branch(), head.term());
-                } else if !self.inner.read_only
-                    && let Err(e) = head
-                        .checkpoint_buffer(self.inner.clock.now_ms())
-                        .and_then(|()| head.close_clean())
-                {
-                    // Closing an idle head is a clean close of it: its manifest is sealed
-                    // as at store close. Every acknowledged commit is durable either way.
-                    tracing::warn!(branch = %b.label, error = %e, "could not seal the manifest of a closed idle head");
-                }
-            }
-            // A reader may still hold a closed head's current snapshot: GC keeps pinning it,
-            // as for a deleted branch, until no reader holds it. (No new reader can come: a
-            // view needs a handle, and a closed head had none.)
-            let mut retired = p.retired.lock();
-            retired.retain(|r| !r.held_by_readers().is_empty());
-            retired.extend(
-                closed
-                    .into_iter()
-                    .map(|b| b.published.clone())
-                    .filter(|pb| !pb.held_by_readers().is_empty()),
-            );
-        }
     }
 
     fn register(&self, head: Head, dir: &PartitionDir) -> Arc<BranchEntry> {
@@ -696,34 +638,5 @@ fn new_branch_entry(head: Head, dir: &PartitionDir, shards: usize) -> Arc<Branch
 impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-/// Branches from which a partition's open starts the scan a branch creation needs (every
-/// manifest read once, see `Partition::prefill_used_terms`) on a thread of its own. Below
-/// it the scan is quick, and runs at the first creation as before.
-const PREFILL_FROM_BRANCHES: usize = 1_024;
-
-/// Starts the used-terms scan of a partition with many branches in the background, so the
-/// first branch created after opening it waits for what is left of the scan, not all of it.
-/// A failure is logged and leaves the scan to the first creation.
-fn prefill_used_terms(entry: &Arc<PartitionEntry>) {
-    let many = entry
-        .part
-        .branches()
-        .is_ok_and(|b| b.len() >= PREFILL_FROM_BRANCHES);
-    if !many {
-        return;
-    }
-    let entry = entry.clone();
-    let spawned = std::thread::Builder::new()
-        .name("bough-term-scan".into())
-        .spawn(move || {
-            if let Err(e) = entry.part.prefill_used_terms() {
-                tracing::debug!(partition = %entry.part.dir(), error = %e, "used-terms scan left to the first branch creation");
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::debug!(error = %e, "cannot start the used-terms scan");
     }
 }
