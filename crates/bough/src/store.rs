@@ -40,6 +40,7 @@ mod durability;
 mod gc;
 mod history;
 mod idle_branches;
+mod lifetime;
 mod maintenance;
 mod partition;
 mod pick;
@@ -154,6 +155,8 @@ struct Inner {
     read_only: bool,
     /// Threads for async reads that need storage.
     readers: readers::Readers,
+    /// Held while a maintenance pass runs; shutting down waits for it (`lifetime.rs`).
+    maintaining: Mutex<()>,
 }
 
 /// An open store. Cheap to clone; every clone is the same store.
@@ -174,6 +177,9 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+    /// Shared by every handle a caller holds, never by the store's own threads: the last
+    /// one to go shuts the store down on the caller's thread (`lifetime.rs`).
+    _caller: Option<Arc<lifetime::CallerHold>>,
 }
 
 impl Store {
@@ -307,12 +313,13 @@ impl Store {
             maintenance_stop: Mutex::new(None),
             read_only,
             readers: readers::Readers::default(),
+            maintaining: Mutex::new(()),
             opts,
         });
         if inner.opts.maintenance_interval_ms > 0 && !read_only {
             start_maintenance(&inner);
         }
-        Ok(Store { inner })
+        Ok(Store::for_caller(inner))
     }
 
     /// Which backend serves the store (`io_uring`, `pread` or `memory`).
@@ -525,6 +532,8 @@ impl Inner {
         if let Some(stop) = self.maintenance_stop.lock().take() {
             let _ = stop.send(());
         }
+        // A pass in flight finishes while the writers it may wait on still run.
+        self.wait_for_maintenance();
         for s in &self.shards {
             let _ = s.lock().send(Request::Stop);
         }
@@ -569,9 +578,11 @@ impl Inner {
     }
 
     fn maintain(self: &Arc<Self>) -> Result<()> {
-        let store = Store {
-            inner: self.clone(),
-        };
+        self.maintenance_pass(|| self.maintain_partitions())
+    }
+
+    fn maintain_partitions(self: &Arc<Self>) -> Result<()> {
+        let store = Store::internal(self.clone());
         let parts: Vec<Arc<PartitionEntry>> = self.partitions.lock().values().cloned().collect();
         let ratio = self.opts.compaction_garbage_ratio;
         for p in parts {
