@@ -424,7 +424,7 @@ pub fn targets(res: &Results, device: Option<&Device>, sizes: &Sizes) -> Vec<Tar
         );
         if t.status == "MISS" {
             t.detail = format!(
-                "{}; why: a cold get downloads the whole data object; issue 17's ranged GETs fetch the page",
+                "{}; why: a cold page read fetches its whole 64 KiB range (`range_read_bytes`), and a cold get reads index and mapping pages too (each its own range until cached)",
                 t.detail
             );
         }

@@ -1,8 +1,13 @@
-//! The local disk cache of immutable data objects: whole files in a local directory,
-//! bounded by a byte budget, evicted least-recently-used first. A file being read right now
-//! is pinned (its handle is borrowed); everything else may go. Files being written never
-//! live here: they stay in memory until uploaded (see `cloud.rs`), so nothing in the cache
-//! is ever the only copy.
+//! The local disk cache of immutable data objects: whole files, and ranges of objects read
+//! page by page (`cloud/ranges.rs`), in a local directory, bounded by one byte budget,
+//! evicted least-recently-used first. A file being read right now is pinned (its handle is
+//! borrowed); everything else may go. Files being written never live here: they stay in
+//! memory until uploaded (see `cloud.rs`), so nothing in the cache is ever the only copy.
+//!
+//! A whole file is installed synced (it survives a restart: a warm cache). A range is
+//! written without a sync and named `<object>.range<index>`, which no data file name
+//! matches, so reopening the cache deletes every range: a crash can leave a torn range on
+//! disk, never one that is read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -41,7 +46,20 @@ pub struct CacheStats {
     pub peak_bytes: AtomicU64,
     /// Objects loaded by a prewarm.
     pub prewarmed: AtomicU64,
+    /// Ranged GETs of data objects (page-granular reads).
+    pub range_gets: AtomicU64,
+    /// Bytes those ranged GETs fetched.
+    pub range_bytes: AtomicU64,
+    /// Ranges stored in the cache.
+    pub ranges_cached: AtomicU64,
 }
+
+/// The cache key of range `index` of the data object `path`.
+pub(crate) fn range_key(path: &str, index: u64) -> String {
+    format!("{path}{RANGE_MARK}{index}")
+}
+
+const RANGE_MARK: &str = ".range";
 
 /// The bounded cache.
 #[derive(Debug)]
@@ -164,16 +182,56 @@ impl DiskCache {
     }
 
     /// Stores `bytes` as the cached copy of `path` if it fits in the budget (evicting what
-    /// it must). Returns the cached handle, or `None` when it cannot fit.
+    /// it must), synced so it survives a restart. Returns the cached handle, or `None` when
+    /// it cannot fit.
     pub(crate) fn insert(
         &self,
         path: &str,
         bytes: &[u8],
     ) -> IoResult<Option<Arc<dyn StorageFile>>> {
-        if let Some((f, _)) = self.get(path) {
+        self.admit(path, bytes.len() as u64, || {
+            self.local.write_atomic(path, bytes)?;
+            self.local.open(path, OpenOptions::read())
+        })
+    }
+
+    /// Stores range `index` of the data object `path` (its bytes at `index` × the range
+    /// size), unsynced: ranges never outlive the process's cache (see the module). `None`
+    /// when it cannot fit, or when another reader is storing the same range right now.
+    pub(crate) fn insert_range(
+        &self,
+        path: &str,
+        index: u64,
+        bytes: &[u8],
+    ) -> IoResult<Option<Arc<dyn StorageFile>>> {
+        let key = range_key(path, index);
+        let stored = self.admit(&key, bytes.len() as u64, || {
+            let f = self.local.open(&key, OpenOptions::write_new(0))?;
+            f.write_at(0, bytes)?;
+            Ok(f)
+        });
+        match stored {
+            Ok(Some(f)) => {
+                self.stats.ranges_cached.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(f))
+            }
+            // Another reader created the file first; it registers it when done.
+            Err(bough_io::IoError::AlreadyExists { .. }) => Ok(None),
+            other => other,
+        }
+    }
+
+    /// Reserves `size` bytes for `key`, runs `write` to put the file in place, and
+    /// registers it most recently used. A failed write leaves nothing behind.
+    fn admit(
+        &self,
+        key: &str,
+        size: u64,
+        write: impl FnOnce() -> IoResult<Arc<dyn StorageFile>>,
+    ) -> IoResult<Option<Arc<dyn StorageFile>>> {
+        if let Some((f, _)) = self.get(key) {
             return Ok(Some(f));
         }
-        let size = bytes.len() as u64;
         if size > self.budget {
             return Ok(None);
         }
@@ -186,7 +244,7 @@ impl DiskCache {
             }
             st.used += size;
         }
-        let (dir, _) = path.rsplit_once('/').unwrap_or(("", path));
+        let (dir, _) = key.rsplit_once('/').unwrap_or(("", key));
         let made = if self.dirs.lock().contains(dir) {
             Ok(())
         } else {
@@ -194,14 +252,13 @@ impl DiskCache {
                 self.dirs.lock().insert(dir.to_string());
             })
         };
-        let written = made
-            .and_then(|()| self.local.write_atomic(path, bytes))
-            .and_then(|()| self.local.open(path, OpenOptions::read()));
-        let file = match written {
+        let file = match made.and_then(|()| write()) {
             Ok(f) => f,
             Err(e) => {
                 self.state.lock().used -= size;
-                let _ = self.local.delete(path);
+                if !matches!(e, bough_io::IoError::AlreadyExists { .. }) {
+                    let _ = self.local.delete(key);
+                }
                 return Err(e);
             }
         };
@@ -209,7 +266,7 @@ impl DiskCache {
         st.tick += 1;
         let tick = st.tick;
         if let Some(old) = st.entries.insert(
-            path.to_string(),
+            key.to_string(),
             Entry {
                 file: file.clone(),
                 size,
@@ -219,27 +276,37 @@ impl DiskCache {
             st.lru.remove(&old.tick);
             st.used -= old.size;
         }
-        st.lru.insert(tick, path.to_string());
+        st.lru.insert(tick, key.to_string());
         let used = st.used;
         self.stats.peak_bytes.fetch_max(used, Ordering::Relaxed);
         Ok(Some(file))
     }
 
-    /// Drops the cached copy of `path` (the object was deleted).
+    /// Drops the cached copy of `path` and every cached range of it (the object was
+    /// deleted).
     pub(crate) fn remove(&self, path: &str) -> IoResult<()> {
-        let removed = {
+        self.drop_keys(|key| key == path || is_range_of(key, path))
+    }
+
+    /// Drops the cached ranges of `path` (its whole copy replaces them).
+    pub(crate) fn remove_ranges(&self, path: &str) -> IoResult<()> {
+        self.drop_keys(|key| is_range_of(key, path))
+    }
+
+    fn drop_keys(&self, doomed: impl Fn(&str) -> bool) -> IoResult<()> {
+        let gone: Vec<String> = {
             let mut st = self.state.lock();
-            match st.entries.remove(path) {
-                Some(e) => {
+            let keys: Vec<String> = st.entries.keys().filter(|k| doomed(k)).cloned().collect();
+            for k in &keys {
+                if let Some(e) = st.entries.remove(k) {
                     st.lru.remove(&e.tick);
                     st.used -= e.size;
-                    true
                 }
-                None => false,
             }
+            keys
         };
-        if removed {
-            self.local.delete(path)?;
+        for key in gone {
+            self.local.delete(&key)?;
         }
         Ok(())
     }
@@ -248,4 +315,11 @@ impl DiskCache {
     pub(crate) fn files(&self) -> usize {
         self.state.lock().entries.len()
     }
+}
+
+/// Whether `key` names a range of `path`.
+fn is_range_of(key: &str, path: &str) -> bool {
+    key.strip_prefix(path)
+        .and_then(|rest| rest.strip_prefix(RANGE_MARK))
+        .is_some_and(|index| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -1,16 +1,19 @@
 //! [`CloudStorage`]: the [`Storage`] trait over an object store, with a bounded local cache.
 //!
 //! The pieces: `fencing` (who may write), `envelopes` (conditional writes of small objects),
-//! `claims` (numbered versions), `lease` (GC lease), `data` (data objects), `file` (open
-//! files), `listing`, `prewarm`, and `storage` (the `Storage` trait over all of it).
+//! `claims` (numbered versions), `lease` (GC lease), `data` (data objects), `ranges`
+//! (page-granular reads of them), `file` (open files), `listing`, `prewarm`, and `storage`
+//! (the `Storage` trait over all of it).
 //!
 //! How file operations become object operations (details in docs/format.md, "Object
 //! storage layout"):
 //!
 //! - **Data files** (`data_*`) are written once. While written they live in memory; their
 //!   `sync` uploads the whole file as one object with create-if-absent, then the bytes move
-//!   to the disk cache (if they fit) and the memory is freed. Reads go through the cache,
-//!   downloading a whole object on a miss (or reading ranges when it cannot fit).
+//!   to the disk cache (if they fit) and the memory is freed. Reads go through the cache.
+//!   A miss fetches the aligned ranges the read touches (`range_read_bytes`, one ranged
+//!   GET) and caches them; a scan (ranges in a row), a read of most of an object, a
+//!   prewarm, or `range_read_bytes = 0` downloads the whole object.
 //! - **Every other file** (manifests, archives, `CURRENT_TERM`, anything else) is a small
 //!   object wrapped in an [`Envelope`] carrying a writer token. Writes are buffered. A
 //!   manifest is a chain of numbered versions (`cloud/claims.rs`): its `sync` creates the
@@ -46,6 +49,7 @@ mod file;
 mod lease;
 mod listing;
 mod prewarm;
+mod ranges;
 mod storage;
 
 use data::get_full;
@@ -168,6 +172,10 @@ struct Inner {
     dirs: Mutex<BTreeSet<String>>,
     stats: IoStats,
     counters: CloudCounters,
+    /// `CloudConfig::range_read_bytes` (0: whole objects).
+    range_bytes: u64,
+    /// The ranges read last from each object, to tell a scan (`ranges.rs`).
+    recent_ranges: Mutex<ranges::RecentRanges>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -315,6 +323,8 @@ impl CloudStorage {
                 dirs: Mutex::default(),
                 stats: IoStats::default(),
                 counters: CloudCounters::default(),
+                range_bytes: cfg.range_read_bytes,
+                recent_ranges: Mutex::default(),
             }),
         })
     }

@@ -146,6 +146,13 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The default [`CloudConfig::range_read_bytes`]: a cold get fetches 64 KiB around its
+/// page (16 pages: the leaf and the neighbours a short scan reads next), about what an
+/// LSM's block fetch costs, and far below a whole 8 MiB data object.
+pub const DEFAULT_RANGE_READ_BYTES: u64 = 64 << 10;
+const MIN_RANGE_READ_BYTES: u64 = 4 << 10;
+const MAX_RANGE_READ_BYTES: u64 = 64 << 20;
+
 /// Configuration of the object store and of the cloud tier over it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -171,6 +178,12 @@ pub struct CloudConfig {
     pub allow_anonymous: bool,
     /// Byte budget of the local cache of data objects.
     pub cache_bytes: u64,
+    /// Page-granular reads: a read of a data object the cache does not hold fetches the
+    /// aligned ranges of this many bytes it touches (one ranged GET, neighbours coalesced)
+    /// and caches them, instead of downloading the whole object; three ranges in a row of
+    /// one object (a scan) download it whole. 0 = whole objects always, as before. At
+    /// least 4096 when set.
+    pub range_read_bytes: u64,
     /// Fill the cache at open with the most recently written data objects (newest first,
     /// within `cache_bytes`, never evicting what a warm cache already holds).
     pub prewarm: bool,
@@ -204,6 +217,7 @@ impl Default for CloudConfig {
             request_timeout_ms: 30_000,
             allow_anonymous: false,
             cache_bytes: 1 << 30,
+            range_read_bytes: DEFAULT_RANGE_READ_BYTES,
             prewarm: false,
             min_delete_age_ms: 10 * 60 * 1000,
             gc_lease_ms: 60_000,
@@ -229,6 +243,18 @@ impl CloudConfig {
                 format!(
                     "{} is above retry.max_delay_ms ({})",
                     self.retry.base_delay_ms, self.retry.max_delay_ms
+                ),
+            );
+        }
+        if self.range_read_bytes != 0
+            && !(MIN_RANGE_READ_BYTES..=MAX_RANGE_READ_BYTES).contains(&self.range_read_bytes)
+        {
+            return err(
+                "range_read_bytes",
+                format!(
+                    "{} is outside {MIN_RANGE_READ_BYTES}..={MAX_RANGE_READ_BYTES} (0 reads \
+                     whole objects)",
+                    self.range_read_bytes
                 ),
             );
         }

@@ -44,7 +44,7 @@ pub use cloud::{
     CloudCounters, CloudStorage, Fencing, GcLease, LEASE_RECORD_LEN, LEASE_RELEASED, LeaseRecord,
     LeaseRecordError, PrewarmReport, Refusal, check_guarantees, select_fencing, wipe,
 };
-pub use config::{CloudConfig, ConfigError, FencingMode, Service};
+pub use config::{CloudConfig, ConfigError, DEFAULT_RANGE_READ_BYTES, FencingMode, Service};
 pub use faults::{Fault, FaultyObjectStore, ObjOp};
 pub use memory::{MemoryObjectStore, MsClock};
 pub use object::{

@@ -232,6 +232,8 @@ struct Cloud {
     faulty: FaultyObjectStore,
     clock: ManualClock,
     cache_bytes: u64,
+    /// Page-granular reads' range size (0: whole objects).
+    range_read_bytes: u64,
     attempts: u32,
     run_seed: u64,
     opens: u64,
@@ -241,6 +243,7 @@ impl Cloud {
     fn config(&self) -> CloudConfig {
         CloudConfig {
             cache_bytes: self.cache_bytes,
+            range_read_bytes: self.range_read_bytes,
             min_delete_age_ms: 0,
             // No backoff sleeps: the harness injects the failures, waiting proves nothing.
             retry: RetryPolicy {
@@ -329,9 +332,12 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
     let mut tally = Tally::default();
     let mut r = Rng::new(run_seed);
     let cache_bytes = *r.pick(&[0, 64 << 10, 8 << 20]).unwrap_or(&0);
+    // Drawn apart from `r`, so the runs recorded before ranges replay as they did.
+    let range_read_bytes = [0, 4 << 10, 64 << 10][(mix(run_seed, &[0x5241_4e47]) % 3) as usize];
     let ctx = format!(
-        "seed {seed}: object-store faults (run seed {run_seed}, cache {} KiB)",
-        cache_bytes >> 10
+        "seed {seed}: object-store faults (run seed {run_seed}, cache {} KiB, ranges {} KiB)",
+        cache_bytes >> 10,
+        range_read_bytes >> 10
     );
     let trace = std::env::var_os("BOUGH_TRACE").is_some();
     let mem = MemoryObjectStore::new();
@@ -340,6 +346,7 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
         mem,
         clock: ManualClock::new(1_700_000_000_000),
         cache_bytes,
+        range_read_bytes,
         attempts: cfg.retry_attempts,
         run_seed,
         opens: 0,

@@ -410,6 +410,22 @@ fn options_load_the_object_table_from_toml() {
     assert_eq!(o.object.fencing, FencingMode::NumberedClaims);
     assert!(o.object.prewarm);
     assert_eq!(o.object.gc_lease_ms, 30_000);
+    assert_eq!(
+        o.object.range_read_bytes,
+        64 << 10,
+        "page-granular reads by default"
+    );
+    let o = Options::from_toml_str(
+        "path = \"/tmp/cache\"\nbackend = \"object\"\n[object]\nbucket = \"b\"\n\
+         range_read_bytes = 0\n",
+    )
+    .expect("parse");
+    assert_eq!(o.object.range_read_bytes, 0);
+    let e = Options::from_toml_str(
+        "path = \"/x\"\nbackend = \"object\"\n[object]\nbucket = \"b\"\nrange_read_bytes = 100\n",
+    )
+    .expect_err("a range below 4 KiB");
+    assert!(e.to_string().contains("object.range_read_bytes"), "{e}");
     let e = Options::from_toml_str(
         "path = \"/x\"\nbackend = \"object\"\n[object]\nbucket = \"b\"\nfencing = \"maybe\"\n",
     )

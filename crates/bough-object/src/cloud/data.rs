@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// An uploaded data object: its key and its length.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DataObject<'a> {
+    pub(super) path: &'a str,
+    pub(super) len: u64,
+}
+
 impl Inner {
     /// Uploads a data file once (create-if-absent); an existing object with the same bytes
     /// (an earlier attempt that landed) counts as success.
@@ -39,14 +46,14 @@ impl Inner {
         Ok(())
     }
 
-    /// Reads `buf.len()` bytes at `offset` of an uploaded data object of length `len`.
+    /// Reads `buf.len()` bytes at `offset` of an uploaded data object.
     pub(super) fn read_data(
         &self,
-        path: &str,
-        len: u64,
+        obj: DataObject<'_>,
         offset: u64,
         buf: &mut [u8],
     ) -> IoResult<()> {
+        let DataObject { path, len } = obj;
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > len) {
             return Err(IoError::unexpected_eof(path));
@@ -57,6 +64,21 @@ impl Inner {
         if let Some((f, _)) = self.cache.get(path) {
             return f.read_at(offset, buf);
         }
+        if self.reads_ranges(len, buf.len() as u64) {
+            return self.read_ranges(obj, offset, buf);
+        }
+        self.read_whole(obj, offset, buf)
+    }
+
+    /// Reads through a download of the whole object into the cache (or, when it cannot fit,
+    /// a ranged GET of exactly `buf`).
+    pub(super) fn read_whole(
+        &self,
+        obj: DataObject<'_>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> IoResult<()> {
+        let DataObject { path, len } = obj;
         if len <= self.cache.budget() {
             let bytes = self.download(path)?;
             if bytes.len() as u64 != len {
@@ -67,7 +89,11 @@ impl Inner {
                 ));
             }
             match self.cache.insert(path, &bytes)? {
-                Some(f) => return f.read_at(offset, buf),
+                Some(f) => {
+                    // The whole copy serves every later read: its ranges would only take space.
+                    self.cache.remove_ranges(path)?;
+                    return f.read_at(offset, buf);
+                }
                 None => {
                     let start = offset as usize;
                     let src = bytes

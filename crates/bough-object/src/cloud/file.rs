@@ -3,6 +3,8 @@
 
 use super::*;
 
+use super::data::DataObject;
+
 /// An open file of a [`CloudStorage`].
 #[derive(Debug)]
 pub(super) struct CloudFile {
@@ -28,6 +30,14 @@ impl CloudFile {
         Ok(())
     }
 
+    /// This file as an uploaded object of `len` bytes.
+    fn object(&self, len: u64) -> DataObject<'_> {
+        DataObject {
+            path: &self.path,
+            len,
+        }
+    }
+
     pub(super) fn sealed_error(&self) -> IoError {
         IoError::InvalidArgument {
             what: format!(
@@ -46,7 +56,7 @@ impl StorageFile for CloudFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> IoResult<()> {
         match &self.body {
             FileBody::Sealed(len) => {
-                self.inner.read_data(&self.path, *len, offset, buf)?;
+                self.inner.read_data(self.object(*len), offset, buf)?;
             }
             FileBody::Buf(b) => {
                 let st = b.state.read();
@@ -65,7 +75,7 @@ impl StorageFile for CloudFile {
                     BufState::Uploaded { len } => {
                         let len = *len;
                         drop(st);
-                        self.inner.read_data(&self.path, len, offset, buf)?;
+                        self.inner.read_data(self.object(len), offset, buf)?;
                     }
                 }
             }

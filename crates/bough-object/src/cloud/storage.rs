@@ -64,8 +64,8 @@ impl Storage for CloudStorage {
                 .retry
                 .simple("head", || inner.store.head(path))
                 .map_err(|e| obj_err(path, e))?;
-            if meta.size <= inner.cache.budget() {
-                // Download on open: the header is read next anyway.
+            // Download on open unless reads go by ranges: the header is read next anyway.
+            if meta.size <= inner.cache.budget() && !inner.reads_ranges(meta.size, 0) {
                 let bytes = inner.download(path)?;
                 inner.cache.insert(path, &bytes)?;
             }
@@ -136,7 +136,14 @@ impl Storage for CloudStorage {
                 return Err(too_long(meta.size));
             }
             let mut buf = vec![0u8; meta.size as usize];
-            inner.read_data(path, meta.size, 0, &mut buf)?;
+            inner.read_data(
+                data::DataObject {
+                    path,
+                    len: meta.size,
+                },
+                0,
+                &mut buf,
+            )?;
             inner.stats.add_read(buf.len());
             return Ok(buf);
         }

@@ -1,0 +1,141 @@
+//! Page-granular reads of data objects. An object is cut into aligned ranges of
+//! `range_read_bytes`; a read the cache cannot serve fetches the ranges it touches that the
+//! cache lacks with one ranged GET (the span from the first missing range to the last, so
+//! neighbours coalesce) and caches each range. A cold get thus downloads one range, not the
+//! whole object. A scan shows as ranges of one object read in a row: the third in a row
+//! downloads the object whole, as a read of most of an object does.
+
+use super::*;
+
+use super::data::{DataObject, short_body};
+use crate::cache::range_key;
+
+/// Reads in a row after which an object is downloaded whole.
+const SCAN_AFTER: u32 = 3;
+/// Objects whose last ranges are remembered; the memory is cleared past it (a scan then
+/// takes three more ranges to notice).
+const RECENT_LIMIT: usize = 4096;
+
+/// The last range fetched from each recently read object, and how many fetches in a row
+/// were each the range after the one before.
+#[derive(Debug, Default)]
+pub(super) struct RecentRanges {
+    last: HashMap<String, (u64, u32)>,
+}
+
+impl RecentRanges {
+    /// Records a fetch of ranges `first..=last` of `path`; answers whether the reads of
+    /// the object now look like a scan.
+    fn record(&mut self, path: &str, first: u64, last: u64) -> bool {
+        if self.last.len() >= RECENT_LIMIT && !self.last.contains_key(path) {
+            self.last.clear();
+        }
+        let run = match self.last.get(path) {
+            Some(&(prev, run)) if first == prev.saturating_add(1) => run.saturating_add(1),
+            _ => 1,
+        };
+        self.last.insert(path.to_string(), (last, run));
+        run >= SCAN_AFTER
+    }
+}
+
+impl Inner {
+    /// Whether a read of `want` bytes of an uncached object of `len` bytes goes by ranges.
+    pub(super) fn reads_ranges(&self, len: u64, want: u64) -> bool {
+        self.range_bytes > 0 && len > self.range_bytes && want < len / 2
+    }
+
+    /// Reads `buf` at `offset` of `obj` (bounds checked by the caller) from cached ranges,
+    /// fetching the missing ones.
+    pub(super) fn read_ranges(
+        &self,
+        obj: DataObject<'_>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> IoResult<()> {
+        let DataObject { path, len } = obj;
+        let size = self.range_bytes;
+        let end = offset + buf.len() as u64;
+        let (first, last) = (offset / size, (end - 1) / size);
+        let held: Vec<Option<Arc<dyn StorageFile>>> = (first..=last)
+            .map(|i| self.cache.get(&range_key(path, i)).map(|(f, _)| f))
+            .collect();
+        let missing = |from_end: bool| {
+            let mut it = (first..=last).zip(&held).filter(|(_, h)| h.is_none());
+            if from_end { it.last() } else { it.next() }.map(|(i, _)| i)
+        };
+        let fetched = match (missing(false), missing(true)) {
+            (Some(lo), Some(hi)) => {
+                if self.recent_ranges.lock().record(path, lo, hi) && len <= self.cache.budget() {
+                    return self.read_whole(obj, offset, buf);
+                }
+                Some(self.fetch_ranges(path, len, lo, hi)?)
+            }
+            _ => None,
+        };
+        for (i, cached) in (first..=last).zip(&held) {
+            let (r_start, r_end) = (i * size, ((i + 1) * size).min(len));
+            let (s, e) = (r_start.max(offset), r_end.min(end));
+            let dst = buf
+                .get_mut((s - offset) as usize..(e - offset) as usize)
+                .ok_or_else(|| IoError::unexpected_eof(path))?;
+            match (&fetched, cached) {
+                (Some((at, bytes)), _) if s >= *at && e <= *at + bytes.len() as u64 => {
+                    let src = bytes
+                        .get((s - at) as usize..(e - at) as usize)
+                        .ok_or_else(|| IoError::unexpected_eof(path))?;
+                    dst.copy_from_slice(src);
+                }
+                (_, Some(f)) => f.read_at(s - r_start, dst)?,
+                // Every range outside the fetched span was held.
+                (_, None) => return Err(IoError::unexpected_eof(path)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Fetches ranges `lo..=hi` of `path` with one ranged GET and caches each of them.
+    /// Returns the offset the bytes start at and the bytes.
+    fn fetch_ranges(&self, path: &str, len: u64, lo: u64, hi: u64) -> IoResult<(u64, Vec<u8>)> {
+        let size = self.range_bytes;
+        let start = lo * size;
+        let want = ((hi + 1) * size).min(len) - start;
+        let bytes = self
+            .retry
+            .simple("get_range", || {
+                let b = self.store.get_range(path, start, want)?;
+                if b.len() as u64 != want {
+                    return Err(short_body(path, b.len(), want as usize));
+                }
+                Ok(b)
+            })
+            .map_err(|e| obj_err(path, e))?;
+        let stats = &self.cache.stats;
+        stats.range_gets.fetch_add(1, Ordering::Relaxed);
+        stats.range_bytes.fetch_add(want, Ordering::Relaxed);
+        for (i, chunk) in (lo..=hi).zip(bytes.chunks(size as usize)) {
+            // A range that does not fit (or another reader is storing) is simply not kept.
+            if let Err(e) = self.cache.insert_range(path, i, chunk) {
+                tracing::warn!(path, range = i, error = %e, "could not cache a range of a data object");
+            }
+        }
+        Ok((start, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_ranges_in_a_row_are_a_scan_and_a_jump_starts_over() {
+        let mut r = RecentRanges::default();
+        assert!(!r.record("a", 10, 10));
+        assert!(!r.record("a", 11, 11));
+        assert!(r.record("a", 12, 13), "the third in a row");
+        assert!(!r.record("a", 40, 40), "a jump is a new run");
+        assert!(!r.record("b", 41, 41), "another object has its own run");
+        assert!(!r.record("a", 41, 41));
+        assert!(r.record("a", 42, 42));
+    }
+}
