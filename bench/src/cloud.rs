@@ -169,6 +169,7 @@ impl BoughS3 {
             root: format!("/{prefix}/"),
             allow_anonymous: true,
             cache_bytes: LOCAL_CACHE_BYTES,
+            range_read_bytes: range_read_bytes(),
             ..bo::CloudConfig::default()
         };
         let c = Arc::new(Counters::default());
@@ -188,6 +189,16 @@ impl BoughS3 {
     }
 }
 
+/// `BOUGH_BENCH_RANGE_READ_BYTES` (bytes; 0 = whole objects) sets `bough-s3`'s
+/// `range_read_bytes`, so the trade between bytes and requests per cold get can be measured;
+/// the default otherwise.
+fn range_read_bytes() -> u64 {
+    std::env::var("BOUGH_BENCH_RANGE_READ_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(bo::DEFAULT_RANGE_READ_BYTES)
+}
+
 impl Drop for BoughS3 {
     fn drop(&mut self) {
         let _ = self.store.close();
@@ -195,6 +206,13 @@ impl Drop for BoughS3 {
 }
 
 impl Engine for BoughS3 {
+    /// Bough's deferred work, as for the local engine: one maintenance pass (expiry,
+    /// compaction, the mapping checkpoint, GC under the partition's lease).
+    fn settle(&self) -> Res<()> {
+        self.store.run_maintenance()?;
+        Ok(())
+    }
+
     fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
         let mut b = bough::WriteBatch::new();
         for (k, v) in pairs {

@@ -50,6 +50,7 @@ mod lease;
 mod listing;
 mod prewarm;
 mod ranges;
+mod sizes;
 mod storage;
 
 use data::get_full;
@@ -176,6 +177,10 @@ struct Inner {
     range_bytes: u64,
     /// The ranges read last from each object, to tell a scan (`ranges.rs`).
     recent_ranges: Mutex<ranges::RecentRanges>,
+    /// Range fetches in flight, so concurrent readers send one GET per range.
+    range_flights: ranges::RangeFlights,
+    /// Lengths of data objects already seen, so opening one again sends no HEAD.
+    sizes: sizes::ObjectSizes,
 }
 
 impl std::fmt::Debug for Inner {
@@ -325,6 +330,8 @@ impl CloudStorage {
                 counters: CloudCounters::default(),
                 range_bytes: cfg.range_read_bytes,
                 recent_ranges: Mutex::default(),
+                range_flights: ranges::RangeFlights::default(),
+                sizes: sizes::ObjectSizes::default(),
             }),
         })
     }

@@ -146,10 +146,12 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The default [`CloudConfig::range_read_bytes`]: a cold get fetches 64 KiB around its
-/// page (16 pages: the leaf and the neighbours a short scan reads next), about what an
-/// LSM's block fetch costs, and far below a whole 8 MiB data object.
-pub const DEFAULT_RANGE_READ_BYTES: u64 = 64 << 10;
+/// The default [`CloudConfig::range_read_bytes`]: a cold get fetches the 256 KiB around
+/// its page. On an object store a request's first byte costs far more than 256 KiB of
+/// transfer (and each GET is billed), so neighbours come almost free; bytes per cold get
+/// stay far below a whole data object. Measured against 64 KiB and 1 MiB in
+/// `bench/results/2026-12-05/cloud-range-reads.md`.
+pub const DEFAULT_RANGE_READ_BYTES: u64 = 256 << 10;
 const MIN_RANGE_READ_BYTES: u64 = 4 << 10;
 const MAX_RANGE_READ_BYTES: u64 = 64 << 20;
 

@@ -21,6 +21,7 @@ const OBJECT: usize = 1 << 20;
 /// Counts the reads that reach the store.
 #[derive(Debug, Default)]
 struct Reads {
+    heads: AtomicU64,
     whole: AtomicU64,
     ranged: AtomicU64,
     bytes: AtomicU64,
@@ -30,6 +31,8 @@ struct Reads {
 struct Counting {
     inner: Arc<dyn ObjectStore>,
     reads: Arc<Reads>,
+    /// How long a ranged GET takes (a slow store lets concurrent readers overlap).
+    range_delay: std::time::Duration,
 }
 
 impl ObjectStore for Counting {
@@ -48,6 +51,7 @@ impl ObjectStore for Counting {
         Ok(r)
     }
     fn get_range(&self, key: &str, offset: u64, len: u64) -> ObjResult<Vec<u8>> {
+        std::thread::sleep(self.range_delay);
         let r = self.inner.get_range(key, offset, len)?;
         self.reads.ranged.fetch_add(1, Ordering::Relaxed);
         self.reads
@@ -56,6 +60,7 @@ impl ObjectStore for Counting {
         Ok(r)
     }
     fn head(&self, key: &str) -> ObjResult<ObjectMeta> {
+        self.reads.heads.fetch_add(1, Ordering::Relaxed);
         self.inner.head(key)
     }
     fn put(&self, key: &str, body: &[u8]) -> ObjResult<Option<Etag>> {
@@ -114,10 +119,20 @@ fn reader(store: &Arc<dyn ObjectStore>, cfg: &CloudConfig) -> Reader {
 }
 
 fn reader_in(store: &Arc<dyn ObjectStore>, cfg: &CloudConfig, cache: tempfile::TempDir) -> Reader {
+    slow_reader_in(store, cfg, cache, std::time::Duration::ZERO)
+}
+
+fn slow_reader_in(
+    store: &Arc<dyn ObjectStore>,
+    cfg: &CloudConfig,
+    cache: tempfile::TempDir,
+    range_delay: std::time::Duration,
+) -> Reader {
     let reads = Arc::new(Reads::default());
     let counted: Arc<dyn ObjectStore> = Arc::new(Counting {
         inner: store.clone(),
         reads: reads.clone(),
+        range_delay,
     });
     let storage = CloudStorage::open(counted, cache.path(), cfg, None).expect("open reader");
     Reader {
@@ -144,9 +159,13 @@ impl Reader {
     }
 }
 
+/// A memory store holding [`PATH`], and a configuration reading it by ranges of [`RANGE`].
 fn memory_setup(cache_bytes: u64) -> (Arc<dyn ObjectStore>, CloudConfig, Vec<u8>) {
     let store: Arc<dyn ObjectStore> = Arc::new(MemoryObjectStore::new());
-    let cfg = common::test_config(cache_bytes);
+    let cfg = CloudConfig {
+        range_read_bytes: RANGE,
+        ..common::test_config(cache_bytes)
+    };
     let bytes = object_bytes(5);
     upload(&store, &cfg, &bytes);
     (store, cfg, bytes)
@@ -159,7 +178,11 @@ fn slice(bytes: &[u8], offset: u64, len: usize) -> &[u8] {
 #[test]
 fn a_cold_page_read_fetches_its_range_not_the_whole_object() {
     let (store, cfg, bytes) = memory_setup(64 << 20);
-    assert_eq!(cfg.range_read_bytes, RANGE, "the default");
+    assert_eq!(
+        common::test_config(1).range_read_bytes,
+        256 << 10,
+        "the default"
+    );
     let r = reader(&store, &cfg);
     let at = 5 * RANGE + 8192;
     assert_eq!(r.read(at, 4096), slice(&bytes, at, 4096));
@@ -213,6 +236,58 @@ fn a_scan_switches_to_one_whole_download() {
     // The whole copy replaced the ranges.
     assert_eq!(r.storage.cache_files(), 1);
     assert_eq!(r.storage.cache_used(), OBJECT as u64);
+}
+
+#[test]
+fn readers_needing_the_same_range_at_once_send_one_get() {
+    let (store, cfg, bytes) = memory_setup(64 << 20);
+    let cache = tempfile::tempdir().expect("tempdir");
+    let r = slow_reader_in(&store, &cfg, cache, std::time::Duration::from_millis(50));
+    let start = std::sync::Barrier::new(8);
+    let at = 6 * RANGE + 4096;
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let (r, start, bytes) = (&r, &start, &bytes);
+            s.spawn(move || {
+                start.wait();
+                // Pages of one range, or of it and the next (a span claiming both).
+                let (off, len) = if t % 2 == 0 {
+                    (at + t * 4096, 4096)
+                } else {
+                    (7 * RANGE - 1000, 3000)
+                };
+                assert_eq!(r.read(off, len), slice(bytes, off, len), "thread {t}");
+            });
+        }
+    });
+    let (whole, ranged, fetched) = r.counts();
+    assert_eq!(whole, 0);
+    // Range 6 once and range 7 once: together or apart, never twice.
+    assert!(ranged <= 2, "{ranged} ranged GETs for two ranges");
+    assert_eq!(fetched, 2 * RANGE, "each range fetched once");
+}
+
+#[test]
+fn a_data_object_seen_once_is_opened_again_without_a_head() {
+    let (store, cfg, bytes) = memory_setup(64 << 20);
+    let heads = |r: &Reader| r.reads.heads.load(Ordering::Relaxed);
+    // Listed: its length came with the listing.
+    let r = reader(&store, &cfg);
+    assert_eq!(r.storage.list("p.0").expect("list").len(), 2);
+    assert_eq!(r.read(RANGE, 4096), slice(&bytes, RANGE, 4096));
+    assert_eq!(heads(&r), 0);
+    // Not listed: one HEAD at the first open, none after.
+    let r = reader(&store, &cfg);
+    r.read(0, 4096);
+    r.read(9 * RANGE, 4096);
+    assert_eq!(heads(&r), 1);
+    // Deleted behind the reader's back after it learned the length: the read fails with
+    // NotFound naming the object, never with other bytes.
+    store.delete(PATH).expect("delete in the store");
+    let f = r.storage.open(PATH, OpenOptions::read()).expect("open");
+    let err = f.read_at(3 * RANGE, &mut [0u8; 4096]).expect_err("gone");
+    assert_eq!(err.kind(), bough_io::ErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains("data_1_main_0"), "{err}");
 }
 
 #[test]
@@ -301,9 +376,10 @@ fn a_cut_off_range_is_fetched_again_never_returned() {
 
 #[test]
 fn range_reads_over_s3() {
-    let Some((store, cfg)) = common::s3_store("range_reads_over_s3") else {
+    let Some((store, mut cfg)) = common::s3_store("range_reads_over_s3") else {
         return;
     };
+    cfg.range_read_bytes = RANGE;
     let bytes = object_bytes(11);
     upload(&store, &cfg, &bytes);
     let r = reader(&store, &cfg);

@@ -333,7 +333,7 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
     let mut r = Rng::new(run_seed);
     let cache_bytes = *r.pick(&[0, 64 << 10, 8 << 20]).unwrap_or(&0);
     // Drawn apart from `r`, so the runs recorded before ranges replay as they did.
-    let range_read_bytes = [0, 4 << 10, 64 << 10][(mix(run_seed, &[0x5241_4e47]) % 3) as usize];
+    let range_read_bytes = [0, 4 << 10, 256 << 10][(mix(run_seed, &[0x5241_4e47]) % 3) as usize];
     let ctx = format!(
         "seed {seed}: object-store faults (run seed {run_seed}, cache {} KiB, ranges {} KiB)",
         cache_bytes >> 10,

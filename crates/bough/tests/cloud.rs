@@ -412,7 +412,7 @@ fn options_load_the_object_table_from_toml() {
     assert_eq!(o.object.gc_lease_ms, 30_000);
     assert_eq!(
         o.object.range_read_bytes,
-        64 << 10,
+        256 << 10,
         "page-granular reads by default"
     );
     let o = Options::from_toml_str(

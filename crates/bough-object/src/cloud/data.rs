@@ -43,6 +43,7 @@ impl Inner {
             Err(e) => return Err(obj_err(path, e)),
         }
         self.count_upload(bytes.len());
+        self.sizes.learn(path, bytes.len() as u64);
         Ok(())
     }
 

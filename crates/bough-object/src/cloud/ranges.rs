@@ -57,41 +57,29 @@ impl Inner {
         let size = self.range_bytes;
         let end = offset + buf.len() as u64;
         let (first, last) = (offset / size, (end - 1) / size);
-        let held: Vec<Option<Arc<dyn StorageFile>>> = (first..=last)
-            .map(|i| self.cache.get(&range_key(path, i)).map(|(f, _)| f))
-            .collect();
-        let missing = |from_end: bool| {
-            let mut it = (first..=last).zip(&held).filter(|(_, h)| h.is_none());
-            if from_end { it.last() } else { it.next() }.map(|(i, _)| i)
+        let held = self.held_ranges(path, first, last);
+        let Some((lo, hi)) = missing_span(first, &held) else {
+            return copy_out(obj, size, offset, buf, &held, None);
         };
-        let fetched = match (missing(false), missing(true)) {
-            (Some(lo), Some(hi)) => {
-                if self.recent_ranges.lock().record(path, lo, hi) && len <= self.cache.budget() {
-                    return self.read_whole(obj, offset, buf);
-                }
-                Some(self.fetch_ranges(path, len, lo, hi)?)
-            }
-            _ => None,
-        };
-        for (i, cached) in (first..=last).zip(&held) {
-            let (r_start, r_end) = (i * size, ((i + 1) * size).min(len));
-            let (s, e) = (r_start.max(offset), r_end.min(end));
-            let dst = buf
-                .get_mut((s - offset) as usize..(e - offset) as usize)
-                .ok_or_else(|| IoError::unexpected_eof(path))?;
-            match (&fetched, cached) {
-                (Some((at, bytes)), _) if s >= *at && e <= *at + bytes.len() as u64 => {
-                    let src = bytes
-                        .get((s - at) as usize..(e - at) as usize)
-                        .ok_or_else(|| IoError::unexpected_eof(path))?;
-                    dst.copy_from_slice(src);
-                }
-                (_, Some(f)) => f.read_at(s - r_start, dst)?,
-                // Every range outside the fetched span was held.
-                (_, None) => return Err(IoError::unexpected_eof(path)),
-            }
+        if self.recent_ranges.lock().record(path, lo, hi) && len <= self.cache.budget() {
+            return self.read_whole(obj, offset, buf);
         }
-        Ok(())
+        // Readers fetching any of these ranges finish first; then what they cached is used.
+        let claim = self.range_flights.claim(path, lo, hi);
+        let held = self.held_ranges(path, first, last);
+        let fetched = match missing_span(first, &held) {
+            Some((lo, hi)) => Some(self.fetch_ranges(path, len, lo, hi)?),
+            None => None,
+        };
+        drop(claim);
+        copy_out(obj, size, offset, buf, &held, fetched.as_ref())
+    }
+
+    /// The cached ranges `first..=last` of `path` (`None` where missing).
+    fn held_ranges(&self, path: &str, first: u64, last: u64) -> Vec<Option<Arc<dyn StorageFile>>> {
+        (first..=last)
+            .map(|i| self.cache.get(&range_key(path, i)).map(|(f, _)| f))
+            .collect()
     }
 
     /// Fetches ranges `lo..=hi` of `path` with one ranged GET and caches each of them.
@@ -120,6 +108,92 @@ impl Inner {
             }
         }
         Ok((start, bytes))
+    }
+}
+
+/// The first and last missing range of `held` (ranges from `first` on).
+fn missing_span(first: u64, held: &[Option<Arc<dyn StorageFile>>]) -> Option<(u64, u64)> {
+    let mut missing = (first..)
+        .zip(held)
+        .filter(|(_, h)| h.is_none())
+        .map(|(i, _)| i);
+    let lo = missing.next()?;
+    Some((lo, missing.last().unwrap_or(lo)))
+}
+
+/// Fills `buf` (at `offset` of `obj`) from the fetched bytes where they cover it, else from
+/// the cached ranges `held` (from range `offset / size` on).
+fn copy_out(
+    obj: DataObject<'_>,
+    size: u64,
+    offset: u64,
+    buf: &mut [u8],
+    held: &[Option<Arc<dyn StorageFile>>],
+    fetched: Option<&(u64, Vec<u8>)>,
+) -> IoResult<()> {
+    let DataObject { path, len } = obj;
+    let end = offset + buf.len() as u64;
+    let first = offset / size;
+    for (i, cached) in (first..).zip(held) {
+        let (r_start, r_end) = (i * size, ((i + 1) * size).min(len));
+        let (s, e) = (r_start.max(offset), r_end.min(end));
+        let dst = buf
+            .get_mut((s - offset) as usize..(e - offset) as usize)
+            .ok_or_else(|| IoError::unexpected_eof(path))?;
+        match (fetched, cached) {
+            (Some((at, bytes)), _) if s >= *at && e <= *at + bytes.len() as u64 => {
+                let src = bytes
+                    .get((s - at) as usize..(e - at) as usize)
+                    .ok_or_else(|| IoError::unexpected_eof(path))?;
+                dst.copy_from_slice(src);
+            }
+            (_, Some(f)) => f.read_at(s - r_start, dst)?,
+            // Every range outside the fetched span was held.
+            (_, None) => return Err(IoError::unexpected_eof(path)),
+        }
+    }
+    Ok(())
+}
+
+/// Range fetches in flight: a reader that needs a range another reader is fetching waits
+/// for it instead of sending the same GET (eight threads starting cold on the same index
+/// pages sent eight GETs each before).
+#[derive(Debug, Default)]
+pub(super) struct RangeFlights {
+    fetching: Mutex<HashSet<String>>,
+    done: parking_lot::Condvar,
+}
+
+/// Ranges this reader is fetching; released (and waiters woken) when dropped.
+struct Claim<'a> {
+    flights: &'a RangeFlights,
+    keys: Vec<String>,
+}
+
+impl RangeFlights {
+    /// Waits until no reader fetches any of ranges `lo..=hi` of `path`, then claims them
+    /// all at once (so two readers never hold some and wait for others).
+    fn claim(&self, path: &str, lo: u64, hi: u64) -> Claim<'_> {
+        let keys: Vec<String> = (lo..=hi).map(|i| range_key(path, i)).collect();
+        let mut fetching = self.fetching.lock();
+        while keys.iter().any(|k| fetching.contains(k)) {
+            self.done.wait(&mut fetching);
+        }
+        fetching.extend(keys.iter().cloned());
+        Claim {
+            flights: self,
+            keys,
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut fetching = self.flights.fetching.lock();
+        for k in &self.keys {
+            fetching.remove(k);
+        }
+        self.flights.done.notify_all();
     }
 }
 

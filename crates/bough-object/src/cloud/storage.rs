@@ -60,16 +60,23 @@ impl Storage for CloudStorage {
             if let Some((_, size)) = inner.cache.get(path) {
                 return Ok(file(FileBody::Sealed(size)));
             }
-            let meta = inner
-                .retry
-                .simple("head", || inner.store.head(path))
-                .map_err(|e| obj_err(path, e))?;
+            let size = match inner.sizes.get(path) {
+                Some(size) => size,
+                None => {
+                    let meta = inner
+                        .retry
+                        .simple("head", || inner.store.head(path))
+                        .map_err(|e| obj_err(path, e))?;
+                    inner.sizes.learn(path, meta.size);
+                    meta.size
+                }
+            };
             // Download on open unless reads go by ranges: the header is read next anyway.
-            if meta.size <= inner.cache.budget() && !inner.reads_ranges(meta.size, 0) {
+            if size <= inner.cache.budget() && !inner.reads_ranges(size, 0) {
                 let bytes = inner.download(path)?;
                 inner.cache.insert(path, &bytes)?;
             }
-            return Ok(file(FileBody::Sealed(meta.size)));
+            return Ok(file(FileBody::Sealed(size)));
         }
         // An envelope file: its contents come from the store (or start empty). A writer
         // starts from the version this instance last saw, if any: its upload is conditional
@@ -266,6 +273,7 @@ impl Storage for CloudStorage {
                 .map_err(|e| obj_err(path, e))?;
         }
         inner.cache.remove(path)?;
+        inner.sizes.forget(path);
         inner.pending.lock().remove(path);
         inner.docs.lock().remove(path);
         inner.owned.lock().remove(path);
@@ -295,6 +303,7 @@ impl Storage for CloudStorage {
                     && !n.contains('/')
                     && let Some(name) = inner.listed_name(dir, n)?
                 {
+                    inner.sizes.learn(&o.key, o.size);
                     names.insert(name);
                 }
             }
