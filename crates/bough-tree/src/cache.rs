@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -94,9 +94,9 @@ impl Shard {
         Some(e)
     }
 
-    /// Evicts one entry of `tier` other than `keep` by CLOCK; its weight, or `None` if
-    /// the tier has no other entry.
-    fn evict_one(&mut self, tier: Tier, keep: u64) -> Option<usize> {
+    /// Evicts one entry of `tier` other than `keep` by CLOCK; false if the tier has no
+    /// other entry.
+    fn evict_one(&mut self, tier: Tier, keep: u64) -> bool {
         let Shard {
             map,
             structure,
@@ -110,7 +110,9 @@ impl Shard {
         let mut steps = 2 * list.clock.len();
         while steps > 0 {
             steps -= 1;
-            let k = list.clock.pop_front()?;
+            let Some(k) = list.clock.pop_front() else {
+                return false;
+            };
             match map.get_mut(&k) {
                 Some(e) if e.tier == tier && k == keep => list.clock.push_back(k),
                 Some(e) if e.tier == tier && e.referenced => {
@@ -121,13 +123,13 @@ impl Shard {
                     let w = e.weight;
                     map.remove(&k);
                     list.bytes -= w;
-                    return Some(w);
+                    return true;
                 }
                 // Gone, or re-inserted into the other tier: a stale position.
                 _ => {}
             }
         }
-        None
+        false
     }
 }
 
@@ -137,7 +139,6 @@ pub struct PageCache {
     shards: Vec<Mutex<Shard>>,
     shard_budget: usize,
     shard_structure_budget: usize,
-    structure_bytes: AtomicUsize,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -158,7 +159,6 @@ impl PageCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             shard_budget: budget / SHARDS,
             shard_structure_budget: structure.min(budget / 4 * 3) / SHARDS,
-            structure_bytes: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -208,13 +208,7 @@ impl PageCache {
             return;
         }
         let mut s = self.shard(key).lock();
-        let mut structure_delta: isize = 0;
         let old = s.remove(key);
-        if let Some(old) = &old
-            && old.tier == Tier::Structure
-        {
-            structure_delta -= old.weight as isize;
-        }
         s.map.insert(
             key,
             Entry {
@@ -231,18 +225,14 @@ impl PageCache {
         }
         list.bytes += weight;
         if tier == Tier::Structure {
-            structure_delta += weight as isize;
-            while s.structure.bytes > self.shard_structure_budget {
-                match s.evict_one(Tier::Structure, key) {
-                    Some(w) => structure_delta -= w as isize,
-                    None => break,
-                }
-            }
+            while s.structure.bytes > self.shard_structure_budget
+                && s.evict_one(Tier::Structure, key)
+            {}
         }
         // Leaves go first; a structure page goes only for another structure page, never
         // for a leaf.
         while s.total() > self.shard_budget {
-            if s.evict_one(Tier::Leaf, key).is_some() {
+            if s.evict_one(Tier::Leaf, key) {
                 continue;
             }
             if tier == Tier::Leaf {
@@ -250,28 +240,14 @@ impl PageCache {
                 s.remove(key);
                 break;
             }
-            match s.evict_one(Tier::Structure, key) {
-                Some(w) => structure_delta -= w as isize,
-                None => break,
+            if !s.evict_one(Tier::Structure, key) {
+                break;
             }
-        }
-        drop(s);
-        self.add_structure_bytes(structure_delta);
-    }
-
-    fn add_structure_bytes(&self, delta: isize) {
-        if delta >= 0 {
-            self.structure_bytes
-                .fetch_add(delta.unsigned_abs(), Ordering::Relaxed);
-        } else {
-            self.structure_bytes
-                .fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
         }
     }
 
     /// Drops every page of a file handle (when the file is deleted).
     pub fn forget_file(&self, file: u64) {
-        let mut structure_freed = 0;
         for shard in &self.shards {
             let mut s = shard.lock();
             let before = s.map.len();
@@ -289,7 +265,6 @@ impl PageCache {
             if s.map.len() != before {
                 s.structure.bytes -= freed_structure;
                 s.leaves.bytes -= freed_leaves;
-                structure_freed += freed_structure;
                 let Shard {
                     map,
                     structure,
@@ -299,7 +274,6 @@ impl PageCache {
                 leaves.clock.retain(|k| map.contains_key(k));
             }
         }
-        self.add_structure_bytes(-(structure_freed as isize));
     }
 
     /// (hits, misses) so far.
@@ -317,7 +291,7 @@ impl PageCache {
 
     /// Bytes of index and mapping pages held in the structure tier.
     pub fn structure_bytes(&self) -> usize {
-        self.structure_bytes.load(Ordering::Relaxed)
+        self.shards.iter().map(|s| s.lock().structure.bytes).sum()
     }
 
     /// Whether the structure tier is (nearly) full: a prewarm stops there, since more

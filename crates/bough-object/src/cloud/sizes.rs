@@ -15,8 +15,24 @@ pub(super) struct ObjectSizes {
     known: Mutex<HashMap<String, u64>>,
 }
 
+impl Inner {
+    /// The length of the uploaded data object `path`: remembered, or asked with a HEAD
+    /// (and then remembered).
+    pub(super) fn data_object_len(&self, path: &str) -> IoResult<u64> {
+        if let Some(len) = self.sizes.get(path) {
+            return Ok(len);
+        }
+        let meta = self
+            .retry
+            .simple("head", || self.store.head(path))
+            .map_err(|e| obj_err(path, e))?;
+        self.sizes.learn(path, meta.size);
+        Ok(meta.size)
+    }
+}
+
 impl ObjectSizes {
-    pub(super) fn get(&self, path: &str) -> Option<u64> {
+    fn get(&self, path: &str) -> Option<u64> {
         self.known.lock().get(path).copied()
     }
 

@@ -60,17 +60,7 @@ impl Storage for CloudStorage {
             if let Some((_, size)) = inner.cache.get(path) {
                 return Ok(file(FileBody::Sealed(size)));
             }
-            let size = match inner.sizes.get(path) {
-                Some(size) => size,
-                None => {
-                    let meta = inner
-                        .retry
-                        .simple("head", || inner.store.head(path))
-                        .map_err(|e| obj_err(path, e))?;
-                    inner.sizes.learn(path, meta.size);
-                    meta.size
-                }
-            };
+            let size = inner.data_object_len(path)?;
             // Download on open unless reads go by ranges: the header is read next anyway.
             if size <= inner.cache.budget() && !inner.reads_ranges(size, 0) {
                 let bytes = inner.download(path)?;
@@ -135,22 +125,12 @@ impl Storage for CloudStorage {
                 }
                 return Ok(d.clone());
             }
-            let meta = inner
-                .retry
-                .simple("head", || inner.store.head(path))
-                .map_err(|e| obj_err(path, e))?;
-            if meta.size > max_len {
-                return Err(too_long(meta.size));
+            let len = inner.data_object_len(path)?;
+            if len > max_len {
+                return Err(too_long(len));
             }
-            let mut buf = vec![0u8; meta.size as usize];
-            inner.read_data(
-                data::DataObject {
-                    path,
-                    len: meta.size,
-                },
-                0,
-                &mut buf,
-            )?;
+            let mut buf = vec![0u8; len as usize];
+            inner.read_data(data::DataObject { path, len }, 0, &mut buf)?;
             inner.stats.add_read(buf.len());
             return Ok(buf);
         }

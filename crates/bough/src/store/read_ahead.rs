@@ -17,8 +17,8 @@ pub(super) fn after_partition_open(inner: &Inner, entry: &Arc<PartitionEntry>) {
 }
 
 /// Prewarms a branch that just opened, where it pays: local files only. In memory there
-/// is nothing to read ahead, and in cloud mode a page read downloads its whole object
-/// (the cloud tier prewarms by itself).
+/// is nothing to read ahead, and in cloud mode every page would be a request on the
+/// opening thread (the cloud tier has a prewarm of its own, of whole objects).
 pub(super) fn after_branch_open(inner: &Inner, entry: &BranchEntry) {
     if inner.opts.prewarm_on_open && inner.cloud.is_none() && inner.opts.backend != Backend::Memory
     {
