@@ -183,8 +183,9 @@ pub struct CloudConfig {
     /// Page-granular reads: a read of a data object the cache does not hold fetches the
     /// aligned ranges of this many bytes it touches (one ranged GET, neighbours coalesced)
     /// and caches them, instead of downloading the whole object; three ranges in a row of
-    /// one object (a scan) download it whole. 0 = whole objects always, as before. At
-    /// least 4096 when set.
+    /// one object (a scan) download it whole, and scattered reads that have fetched a
+    /// quarter of an object's ranges fetch the rest in one request. 0 = whole objects
+    /// always, as before. At least 4096 when set.
     pub range_read_bytes: u64,
     /// Fill the cache at open with the most recently written data objects (newest first,
     /// within `cache_bytes`, never evicting what a warm cache already holds).

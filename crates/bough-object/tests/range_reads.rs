@@ -16,7 +16,9 @@ use bough_object::{
 };
 
 const RANGE: u64 = 64 << 10;
-const OBJECT: usize = 1 << 20;
+/// 64 ranges: reads of a few of them stay sparse (a quarter of an object read in scattered
+/// ranges completes it: `reads_of_a_quarter_of_an_object_fetch_the_rest_in_one_request`).
+const OBJECT: usize = 4 << 20;
 
 /// Counts the reads that reach the store.
 #[derive(Debug, Default)]
@@ -31,8 +33,8 @@ struct Reads {
 struct Counting {
     inner: Arc<dyn ObjectStore>,
     reads: Arc<Reads>,
-    /// How long a ranged GET takes (a slow store lets concurrent readers overlap).
-    range_delay: std::time::Duration,
+    /// How long a GET takes (a slow store lets concurrent readers overlap).
+    delay: std::time::Duration,
 }
 
 impl ObjectStore for Counting {
@@ -43,6 +45,7 @@ impl ObjectStore for Counting {
         self.inner.guarantees()
     }
     fn get(&self, key: &str) -> ObjResult<(Vec<u8>, ObjectMeta)> {
+        std::thread::sleep(self.delay);
         let r = self.inner.get(key)?;
         self.reads.whole.fetch_add(1, Ordering::Relaxed);
         self.reads
@@ -51,7 +54,7 @@ impl ObjectStore for Counting {
         Ok(r)
     }
     fn get_range(&self, key: &str, offset: u64, len: u64) -> ObjResult<Vec<u8>> {
-        std::thread::sleep(self.range_delay);
+        std::thread::sleep(self.delay);
         let r = self.inner.get_range(key, offset, len)?;
         self.reads.ranged.fetch_add(1, Ordering::Relaxed);
         self.reads
@@ -126,13 +129,13 @@ fn slow_reader_in(
     store: &Arc<dyn ObjectStore>,
     cfg: &CloudConfig,
     cache: tempfile::TempDir,
-    range_delay: std::time::Duration,
+    delay: std::time::Duration,
 ) -> Reader {
     let reads = Arc::new(Reads::default());
     let counted: Arc<dyn ObjectStore> = Arc::new(Counting {
         inner: store.clone(),
         reads: reads.clone(),
-        range_delay,
+        delay,
     });
     let storage = CloudStorage::open(counted, cache.path(), cfg, None).expect("open reader");
     Reader {
@@ -265,6 +268,71 @@ fn readers_needing_the_same_range_at_once_send_one_get() {
     // Range 6 once and range 7 once: together or apart, never twice.
     assert!(ranged <= 2, "{ranged} ranged GETs for two ranges");
     assert_eq!(fetched, 2 * RANGE, "each range fetched once");
+}
+
+#[test]
+fn reads_of_a_quarter_of_an_object_fetch_the_rest_in_one_request() {
+    let (store, cfg, bytes) = memory_setup(64 << 20);
+    let r = reader(&store, &cfg);
+    let total = OBJECT as u64 / RANGE;
+    // Scattered ranges (never two in a row): sparse until they add up to a quarter.
+    let mut fetched = 0;
+    while (fetched + 1) * 4 < total {
+        let at = fetched * 3 * RANGE + 100;
+        assert_eq!(r.read(at, 4096), slice(&bytes, at, 4096));
+        fetched += 1;
+        assert_eq!(r.counts(), (0, fetched, fetched * RANGE), "sparse so far");
+    }
+    // The read that makes a quarter fetches every missing range with one request (the span
+    // from the first missing to the last: the cached ones inside it come again).
+    let at = 62 * RANGE;
+    assert_eq!(r.read(at, 4096), slice(&bytes, at, 4096));
+    let (whole, ranged, bytes_fetched) = r.counts();
+    assert_eq!((whole, ranged), (0, fetched + 1));
+    assert_eq!(
+        bytes_fetched,
+        fetched * RANGE + (total - 1) * RANGE,
+        "ranges 1..=63"
+    );
+    // Every later read is local.
+    for i in 0..total {
+        let at = i * RANGE + 7;
+        assert_eq!(r.read(at, 4096), slice(&bytes, at, 4096));
+    }
+    assert_eq!(r.counts().1, fetched + 1);
+    // An object the cache cannot hold stays sparse: the same reads fetch one range each.
+    let (store, cfg, bytes) = memory_setup(OBJECT as u64 / 2);
+    let r = reader(&store, &cfg);
+    for i in 0..20 {
+        let at = i * 3 * RANGE + 100;
+        assert_eq!(r.read(at, 4096), slice(&bytes, at, 4096));
+    }
+    assert_eq!(r.counts(), (0, 20, 20 * RANGE));
+}
+
+#[test]
+fn readers_needing_one_whole_object_at_once_download_it_once() {
+    let (store, mut cfg, bytes) = memory_setup(64 << 20);
+    cfg.range_read_bytes = 0;
+    let cache = tempfile::tempdir().expect("tempdir");
+    let r = slow_reader_in(&store, &cfg, cache, std::time::Duration::from_millis(50));
+    // The object's length, learned once, so that every thread's open goes straight on.
+    let _ = r.storage.file_len(PATH).expect("len");
+    let start = std::sync::Barrier::new(8);
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let (r, start, bytes) = (&r, &start, &bytes);
+            s.spawn(move || {
+                start.wait();
+                let off = t * RANGE + 512;
+                assert_eq!(r.read(off, 4096), slice(bytes, off, 4096), "thread {t}");
+            });
+        }
+    });
+    let (whole, ranged, fetched) = r.counts();
+    assert_eq!((whole, ranged), (1, 0), "one download for eight readers");
+    assert_eq!(fetched, OBJECT as u64);
+    assert_eq!(r.storage.cache_stats().downloads.load(Ordering::Relaxed), 1);
 }
 
 #[test]

@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// A data object downloaded whole: the cached copy, or its bytes when the cache could not
+/// keep them.
+pub(super) enum Whole {
+    Cached(Arc<dyn StorageFile>),
+    Uncached(Vec<u8>),
+}
+
 /// An uploaded data object: its key and its length.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct DataObject<'a> {
@@ -81,29 +88,17 @@ impl Inner {
     ) -> IoResult<()> {
         let DataObject { path, len } = obj;
         if len <= self.cache.budget() {
-            let bytes = self.download(path)?;
-            if bytes.len() as u64 != len {
-                return Err(IoError::corruption(
-                    path,
-                    0,
-                    format!("object holds {} bytes, expected {len}", bytes.len()),
-                ));
-            }
-            match self.cache.insert(path, &bytes)? {
-                Some(f) => {
-                    // The whole copy serves every later read: its ranges would only take space.
-                    self.cache.remove_ranges(path)?;
-                    return f.read_at(offset, buf);
-                }
-                None => {
+            return match self.load_whole(obj)? {
+                Whole::Cached(f) => f.read_at(offset, buf),
+                Whole::Uncached(bytes) => {
                     let start = offset as usize;
                     let src = bytes
                         .get(start..start + buf.len())
                         .ok_or_else(|| IoError::unexpected_eof(path))?;
                     buf.copy_from_slice(src);
-                    return Ok(());
+                    Ok(())
                 }
-            }
+            };
         }
         let got = self
             .retry
@@ -117,6 +112,32 @@ impl Inner {
             .map_err(|e| obj_err(path, e))?;
         buf.copy_from_slice(&got);
         Ok(())
+    }
+
+    /// Downloads `obj` whole into the cache, once however many readers race for it: a
+    /// reader that waited for another's download reads the copy it cached.
+    pub(super) fn load_whole(&self, obj: DataObject<'_>) -> IoResult<Whole> {
+        let DataObject { path, len } = obj;
+        let _claim = self.range_flights.claim_whole(path);
+        if let Some((f, _)) = self.cache.get(path) {
+            return Ok(Whole::Cached(f));
+        }
+        let bytes = self.download(path)?;
+        if bytes.len() as u64 != len {
+            return Err(IoError::corruption(
+                path,
+                0,
+                format!("object holds {} bytes, expected {len}", bytes.len()),
+            ));
+        }
+        Ok(match self.cache.insert(path, &bytes)? {
+            Some(f) => {
+                // The whole copy serves every later read: its ranges would only take space.
+                self.cache.remove_ranges(path)?;
+                Whole::Cached(f)
+            }
+            None => Whole::Uncached(bytes),
+        })
     }
 
     /// Downloads a whole data object, checking its length against the metadata.

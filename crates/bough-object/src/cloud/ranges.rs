@@ -3,7 +3,8 @@
 //! cache lacks with one ranged GET (the span from the first missing range to the last, so
 //! neighbours coalesce) and caches each range. A cold get thus downloads one range, not the
 //! whole object. A scan shows as ranges of one object read in a row: the third in a row
-//! downloads the object whole, as a read of most of an object does.
+//! downloads the object whole, as a read of most of an object does. Scattered reads that
+//! keep landing in one object (a quarter of its ranges fetched) complete it in one request.
 
 use super::*;
 
@@ -12,30 +13,69 @@ use crate::cache::range_key;
 
 /// Reads in a row after which an object is downloaded whole.
 const SCAN_AFTER: u32 = 3;
+/// Range fetches of one object after which, once they add up to a quarter of its ranges,
+/// the rest of it comes in one request (see [`Pattern::Dense`]).
+const DENSE_AFTER: u64 = 2;
 /// Objects whose last ranges are remembered; the memory is cleared past it (a scan then
 /// takes three more ranges to notice).
 const RECENT_LIMIT: usize = 4096;
 
-/// The last range fetched from each recently read object, and how many fetches in a row
-/// were each the range after the one before.
+/// What the fetches of one object so far look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pattern {
+    /// Scattered, and few: fetch the ranges the read needs.
+    Sparse,
+    /// Ranges in a row: a scan, which reads the object whole.
+    Scan,
+    /// Scattered, but a quarter of the object or more: reads keep landing in it, so its
+    /// missing ranges come in one request. On an object store a request costs far more
+    /// than the bytes of a range, and this bounds the requests an object takes at about
+    /// `DENSE_AFTER` plus one, while a large object read sparsely keeps its ranges.
+    Dense,
+}
+
+/// Per recently read object: the last range fetched, how many fetches in a row were each
+/// the range after the one before, and how many ranges were fetched in all.
 #[derive(Debug, Default)]
 pub(super) struct RecentRanges {
-    last: HashMap<String, (u64, u32)>,
+    last: HashMap<String, Recent>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    last: u64,
+    run: u32,
+    fetches: u64,
+    ranges: u64,
 }
 
 impl RecentRanges {
-    /// Records a fetch of ranges `first..=last` of `path`; answers whether the reads of
-    /// the object now look like a scan.
-    fn record(&mut self, path: &str, first: u64, last: u64) -> bool {
+    /// Records a fetch of ranges `first..=last` of `path`, an object of `total` ranges;
+    /// answers what the fetches of the object now look like.
+    fn record(&mut self, path: &str, first: u64, last: u64, total: u64) -> Pattern {
         if self.last.len() >= RECENT_LIMIT && !self.last.contains_key(path) {
             self.last.clear();
         }
-        let run = match self.last.get(path) {
-            Some(&(prev, run)) if first == prev.saturating_add(1) => run.saturating_add(1),
+        let before = self.last.get(path).copied();
+        let run = match before {
+            Some(r) if first == r.last.saturating_add(1) => r.run.saturating_add(1),
             _ => 1,
         };
-        self.last.insert(path.to_string(), (last, run));
-        run >= SCAN_AFTER
+        let (fetches, ranges) = before.map_or((0, 0), |r| (r.fetches, r.ranges));
+        let now = Recent {
+            last,
+            run,
+            fetches: fetches + 1,
+            ranges: ranges + (last - first + 1),
+        };
+        self.last.insert(path.to_string(), now);
+        if run >= SCAN_AFTER {
+            Pattern::Scan
+        } else if now.fetches >= DENSE_AFTER && now.ranges.saturating_mul(4) >= total {
+            Pattern::Dense
+        } else {
+            Pattern::Sparse
+        }
     }
 }
 
@@ -46,7 +86,7 @@ impl Inner {
     }
 
     /// Reads `buf` at `offset` of `obj` (bounds checked by the caller) from cached ranges,
-    /// fetching the missing ones.
+    /// fetching the missing ones (all of the object's, when its reads are dense).
     pub(super) fn read_ranges(
         &self,
         obj: DataObject<'_>,
@@ -61,18 +101,29 @@ impl Inner {
         let Some((lo, hi)) = missing_span(first, &held) else {
             return copy_out(obj, size, offset, buf, &held, None);
         };
-        if self.recent_ranges.lock().record(path, lo, hi) && len <= self.cache.budget() {
+        let total = len.div_ceil(size);
+        let pattern = self.recent_ranges.lock().record(path, lo, hi, total);
+        if pattern == Pattern::Scan && len <= self.cache.budget() {
             return self.read_whole(obj, offset, buf);
         }
+        // The ranges to complete: the read's, or every range of a densely read object
+        // that fits the cache (else its ranges would only evict each other).
+        let (want_lo, want_hi) = match pattern {
+            Pattern::Dense if len <= self.cache.budget() => (0, total - 1),
+            _ => (first, last),
+        };
         // Readers fetching any of these ranges finish first; then what they cached is used.
-        let claim = self.range_flights.claim(path, lo, hi);
-        let held = self.held_ranges(path, first, last);
-        let fetched = match missing_span(first, &held) {
+        let claim = self.range_flights.claim(path, want_lo, want_hi);
+        let span = self.held_ranges(path, want_lo, want_hi);
+        let fetched = match missing_span(want_lo, &span) {
             Some((lo, hi)) => Some(self.fetch_ranges(path, len, lo, hi)?),
             None => None,
         };
         drop(claim);
-        copy_out(obj, size, offset, buf, &held, fetched.as_ref())
+        let held = span
+            .get((first - want_lo) as usize..=(last - want_lo) as usize)
+            .ok_or_else(|| IoError::unexpected_eof(path))?;
+        copy_out(obj, size, offset, buf, held, fetched.as_ref())
     }
 
     /// The cached ranges `first..=last` of `path` (`None` where missing).
@@ -164,8 +215,9 @@ pub(super) struct RangeFlights {
     done: parking_lot::Condvar,
 }
 
-/// Ranges this reader is fetching; released (and waiters woken) when dropped.
-struct Claim<'a> {
+/// Ranges (or a whole object) this reader is fetching; released (and waiters woken) when
+/// dropped.
+pub(super) struct Claim<'a> {
     flights: &'a RangeFlights,
     keys: Vec<String>,
 }
@@ -174,7 +226,16 @@ impl RangeFlights {
     /// Waits until no reader fetches any of ranges `lo..=hi` of `path`, then claims them
     /// all at once (so two readers never hold some and wait for others).
     fn claim(&self, path: &str, lo: u64, hi: u64) -> Claim<'_> {
-        let keys: Vec<String> = (lo..=hi).map(|i| range_key(path, i)).collect();
+        self.claim_keys((lo..=hi).map(|i| range_key(path, i)).collect())
+    }
+
+    /// Waits until no reader downloads `path` whole, then claims the download (eight
+    /// readers that each decided to download one object sent eight GETs of it before).
+    pub(super) fn claim_whole(&self, path: &str) -> Claim<'_> {
+        self.claim_keys(vec![path.to_string()])
+    }
+
+    fn claim_keys(&self, keys: Vec<String>) -> Claim<'_> {
         let mut fetching = self.fetching.lock();
         while keys.iter().any(|k| fetching.contains(k)) {
             self.done.wait(&mut fetching);
@@ -204,12 +265,41 @@ mod tests {
     #[test]
     fn three_ranges_in_a_row_are_a_scan_and_a_jump_starts_over() {
         let mut r = RecentRanges::default();
-        assert!(!r.record("a", 10, 10));
-        assert!(!r.record("a", 11, 11));
-        assert!(r.record("a", 12, 13), "the third in a row");
-        assert!(!r.record("a", 40, 40), "a jump is a new run");
-        assert!(!r.record("b", 41, 41), "another object has its own run");
-        assert!(!r.record("a", 41, 41));
-        assert!(r.record("a", 42, 42));
+        let total = 1_000;
+        assert_eq!(r.record("a", 10, 10, total), Pattern::Sparse);
+        assert_eq!(r.record("a", 11, 11, total), Pattern::Sparse);
+        assert_eq!(
+            r.record("a", 12, 13, total),
+            Pattern::Scan,
+            "the third in a row"
+        );
+        assert_eq!(
+            r.record("a", 40, 40, total),
+            Pattern::Sparse,
+            "a jump is a new run"
+        );
+        assert_eq!(
+            r.record("b", 41, 41, total),
+            Pattern::Sparse,
+            "another object"
+        );
+        assert_eq!(r.record("a", 41, 41, total), Pattern::Sparse);
+        assert_eq!(r.record("a", 42, 42, total), Pattern::Scan);
+    }
+
+    #[test]
+    fn scattered_fetches_of_a_quarter_of_an_object_are_dense() {
+        let mut r = RecentRanges::default();
+        // 12 ranges: dense from the second fetch on that brings the count to 3.
+        assert_eq!(r.record("a", 7, 7, 12), Pattern::Sparse);
+        assert_eq!(r.record("a", 2, 2, 12), Pattern::Sparse, "2 of 12");
+        assert_eq!(r.record("a", 10, 10, 12), Pattern::Dense, "3 of 12");
+        // One fetch alone is never dense, however small the object.
+        assert_eq!(r.record("b", 0, 0, 2), Pattern::Sparse);
+        assert_eq!(r.record("b", 1, 1, 2), Pattern::Dense, "the second");
+        // A large object read sparsely stays sparse.
+        for i in 0..20 {
+            assert_eq!(r.record("c", i * 10, i * 10, 1_000), Pattern::Sparse);
+        }
     }
 }

@@ -63,8 +63,7 @@ impl Storage for CloudStorage {
             let size = inner.data_object_len(path)?;
             // Download on open unless reads go by ranges: the header is read next anyway.
             if size <= inner.cache.budget() && !inner.reads_ranges(size, 0) {
-                let bytes = inner.download(path)?;
-                inner.cache.insert(path, &bytes)?;
+                inner.load_whole(data::DataObject { path, len: size })?;
             }
             return Ok(file(FileBody::Sealed(size)));
         }
