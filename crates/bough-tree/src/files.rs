@@ -199,21 +199,37 @@ impl FileTable {
     pub fn handle(&self, ranges: &BranchFileMapping, file_id: FileId) -> TreeResult<Arc<DataFile>> {
         let incarnation = match ranges.resolve(file_id) {
             Some(r) => {
-                if let Some(same) = self.by_id.read().get(&file_id)
-                    && let Some(h) = same.iter().find(|h| {
-                        h.name.term == r.term
-                            && h.name.branch == r.branch
-                            && h.incarnation == r.incarnation
-                    })
-                {
-                    h.touch();
-                    return Ok(h.clone());
+                if let Some(h) = self.with_open(r, file_id, Arc::clone) {
+                    return Ok(h);
                 }
                 r.incarnation
             }
             None => 0,
         };
         self.open(&self.resolve(ranges, file_id)?, incarnation)
+    }
+
+    /// The cache id of the file `file_id` resolves to, if it is open: what a cache hit
+    /// needs, without cloning the handle (a reference count every reader bumps).
+    fn open_cache_id(&self, ranges: &BranchFileMapping, file_id: FileId) -> Option<u64> {
+        self.with_open(ranges.resolve(file_id)?, file_id, |h| h.cache_id)
+    }
+
+    /// `f` of the open handle of the file `range` names for `file_id`, if it is open.
+    fn with_open<T>(
+        &self,
+        range: &bough_manifest::BranchFileRange,
+        file_id: FileId,
+        f: impl FnOnce(&Arc<DataFile>) -> T,
+    ) -> Option<T> {
+        let by_id = self.by_id.read();
+        let h = by_id.get(&file_id)?.iter().find(|h| {
+            h.name.term == range.term
+                && h.name.branch == range.branch
+                && h.incarnation == range.incarnation
+        })?;
+        h.touch();
+        Some(f(h))
     }
 
     /// An open handle for an existing file written by incarnation `incarnation` of its
@@ -426,6 +442,11 @@ impl FileTable {
 
     /// Reads, verifies and decodes the page at `addr` (through the cache).
     pub fn read(&self, ranges: &BranchFileMapping, addr: PageAddr) -> TreeResult<CachedPage> {
+        if let Some(id) = self.open_cache_id(ranges, addr.file_id())
+            && let Some(p) = self.cache.get(PageCache::key(id, addr.page_index()))
+        {
+            return Ok(p);
+        }
         let h = self.handle(ranges, addr.file_id())?;
         let key = PageCache::key(h.cache_id, addr.page_index());
         if let Some(p) = self.cache.get(key) {

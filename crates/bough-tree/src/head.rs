@@ -18,7 +18,6 @@ use bough_manifest::{
     dropped_tail_finding, encode_log, encode_snapshot, replay,
 };
 use bough_names::{BranchName, DataFileName, FileId, ManifestName, Term};
-use parking_lot::RwLock;
 
 use crate::btree::{self, Applied, Mutation, Node, Op, TreeRead, TreeWrite};
 use crate::cache::CachedPage;

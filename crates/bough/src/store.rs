@@ -70,6 +70,7 @@ pub use pick::StateRef;
 pub use policy::BranchPolicy;
 use policy::PolicyChange;
 pub use range::RangeIter;
+use read_view::ReadAt;
 pub use read_view::ReadView;
 pub use registry::RegistryStatus;
 pub(crate) use registry::check_records as check_table_ops;

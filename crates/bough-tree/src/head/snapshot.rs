@@ -249,7 +249,7 @@ impl TreeRead for TreeSnapshot {
 /// snapshots readers still hold (GC must keep what they reference).
 #[derive(Debug)]
 pub struct Published {
-    pub(super) current: RwLock<Arc<TreeSnapshot>>,
+    pub(super) current: arc_swap::ArcSwap<TreeSnapshot>,
     pub(super) handed_out: parking_lot::Mutex<Vec<std::sync::Weak<TreeSnapshot>>>,
 }
 
@@ -257,13 +257,20 @@ impl Published {
     pub(super) fn new(s: Arc<TreeSnapshot>) -> Self {
         Published {
             handed_out: parking_lot::Mutex::new(vec![Arc::downgrade(&s)]),
-            current: RwLock::new(s),
+            current: arc_swap::ArcSwap::new(s),
         }
     }
 
     /// The latest committed snapshot.
     pub fn load(&self) -> Arc<TreeSnapshot> {
-        self.current.read().clone()
+        self.current.load_full()
+    }
+
+    /// `read` of the latest committed snapshot, which stays alive until `read` returns
+    /// (a reader racing the writer keeps the one it started on). Unlike [`Self::load`] it
+    /// writes nothing every reader shares: no reference count, no lock word.
+    pub fn with_current<T>(&self, read: impl FnOnce(&TreeSnapshot) -> T) -> T {
+        read(&self.current.load())
     }
 
     pub(super) fn store(&self, s: Arc<TreeSnapshot>) {
@@ -274,7 +281,7 @@ impl Published {
             }
             h.push(Arc::downgrade(&s));
         }
-        *self.current.write() = s;
+        self.current.store(s);
     }
 
     /// The snapshots readers hold (the current one only if a reader holds it too). What a

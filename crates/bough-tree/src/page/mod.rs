@@ -98,6 +98,13 @@ impl<'a> Reader<'a> {
     /// One canonical LEB128 varint, decoded in one pass over its bytes (the hot path of
     /// every leaf search). Accepts exactly what [`varint::get`] accepts.
     pub(crate) fn varint(&mut self) -> Result<u64, CodecError> {
+        // Lengths and small values are one byte: no loop for them.
+        if let Some(&b) = self.bytes.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
         let rest = self.bytes.get(self.pos..).unwrap_or_default();
         let (v, n) = decode_varint(rest)?;
         self.pos += n;

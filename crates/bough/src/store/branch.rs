@@ -258,7 +258,18 @@ impl Branch {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub async fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
-        self.read_off_thread(key.as_ref(), |v, k| v.get(k)).await
+        let key = key.as_ref();
+        self.check_live()?;
+        let at = self.read_at();
+        // From cached pages on this thread, borrowing the published snapshot; a reader
+        // thread (with a view of its own) when a page must come from storage.
+        let cached = bough_tree::cache_only::cache_only(|| {
+            self.entry.published.with_current(|snap| at.get(snap, key))
+        });
+        match cached {
+            Err(e) if e.is_not_cached() => self.read_off_thread(key, |v, k| v.get(k)).await,
+            done => done,
+        }
     }
 
     /// Blocking [`get`](Self::get).
@@ -274,7 +285,21 @@ impl Branch {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get_blocking(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.read_view()?.get(key)
+        self.check_live()?;
+        let at = self.read_at();
+        self.entry
+            .published
+            .with_current(|snap| at.get(snap, key.as_ref()))
+    }
+
+    /// How a read of the published snapshot runs now (what [`Self::read_view`] holds,
+    /// borrowed).
+    fn read_at(&self) -> ReadAt<'_> {
+        ReadAt {
+            now: self.store.inner.clock.now_ms(),
+            label: &self.entry.label,
+            max_key: self.store.inner.opts.max_key_len(),
+        }
     }
 
     /// The greatest live key ≤ `key`, with its value (read as [`get`](Self::get) is).

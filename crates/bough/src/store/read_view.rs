@@ -28,19 +28,38 @@ pub struct ReadView {
     pub(super) max_key: usize,
 }
 
-impl ReadView {
-    pub(super) fn live(&self, e: &Entry) -> bool {
-        e.is_live_at(self.now)
+/// What a read needs besides the snapshot: the time expiry is judged at, the label errors
+/// name and the longest key accepted. Borrowed, so a get on the published snapshot clones
+/// nothing (see [`Branch::get_blocking`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadAt<'a> {
+    pub(super) now: u64,
+    pub(super) label: &'a str,
+    pub(super) max_key: usize,
+}
+
+impl ReadAt<'_> {
+    /// The live value of `key` in `snap`, through its write buffer.
+    pub(super) fn get(self, snap: &TreeSnapshot, key: &[u8]) -> Result<Option<Value>> {
+        check_key(key, self.max_key).map_err(|e| e.at(self.label))?;
+        // Through the write buffer: its runs above the tree (just the tree when empty).
+        let found = snap
+            .buffered()
+            .get(key)
+            .map_err(|e| Error::from(e).at(self.label))?;
+        match found {
+            Some(e) if e.is_live_at(self.now) => Ok(Some(self.value_of(snap, e, false)?)),
+            _ => Ok(None),
+        }
     }
 
-    pub(super) fn value_of(&self, e: Entry, keys_only: bool) -> Result<Value> {
+    fn value_of(self, snap: &TreeSnapshot, e: Entry, keys_only: bool) -> Result<Value> {
         let value = match e.value {
             _ if keys_only => Vec::new(),
             ValueLoc::Inline(v) => v,
-            ValueLoc::Overflow { first, pages, len } => self
-                .snap
+            ValueLoc::Overflow { first, pages, len } => snap
                 .read_overflow(first, pages, len)
-                .map_err(|err| Error::from(err).at(&self.label))?,
+                .map_err(|err| Error::from(err).at(self.label))?,
             // Callers pass live entries only, and a tombstone is never live.
             ValueLoc::Tombstone => Vec::new(),
         };
@@ -50,6 +69,24 @@ impl ReadView {
             expire_at: (e.expire_at != 0).then_some(e.expire_at),
         })
     }
+}
+
+impl ReadView {
+    fn at(&self) -> ReadAt<'_> {
+        ReadAt {
+            now: self.now,
+            label: &self.label,
+            max_key: self.max_key,
+        }
+    }
+
+    pub(super) fn live(&self, e: &Entry) -> bool {
+        e.is_live_at(self.now)
+    }
+
+    pub(super) fn value_of(&self, e: Entry, keys_only: bool) -> Result<Value> {
+        self.at().value_of(&self.snap, e, keys_only)
+    }
 
     /// The commit this view shows.
     pub fn version(&self) -> u64 {
@@ -58,18 +95,7 @@ impl ReadView {
 
     /// The value of `key`, unless absent or expired.
     pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
-        let key = key.as_ref();
-        check_key(key, self.max_key).map_err(|e| e.at(&self.label))?;
-        // Through the write buffer: its runs above the tree (just the tree when empty).
-        let found = self
-            .snap
-            .buffered()
-            .get(key)
-            .map_err(|e| Error::from(e).at(&self.label))?;
-        match found {
-            Some(e) if self.live(&e) => Ok(Some(self.value_of(e, false)?)),
-            _ => Ok(None),
-        }
+        self.at().get(&self.snap, key.as_ref())
     }
 
     /// The greatest live key ≤ `key`.

@@ -96,6 +96,15 @@ impl<'a> LeafCursor<'a> {
     /// above it is checked but not taken: the cursor stays where it was and `false` comes
     /// back.
     pub(super) fn step(&mut self, stop_above: Option<&[u8]>) -> Result<bool, CodecError> {
+        Ok(self.step_cmp(stop_above)?.is_some())
+    }
+
+    /// [`Self::step`], answering how the entry taken compares with `stop_above` (`Less`
+    /// without one; `None` when the entry was above it and not taken).
+    pub(super) fn step_cmp(
+        &mut self,
+        stop_above: Option<&[u8]>,
+    ) -> Result<Option<std::cmp::Ordering>, CodecError> {
         let i = self.next;
         let restart = i.is_multiple_of(RESTART_INTERVAL);
         if restart && self.view.restart_offset(i / RESTART_INTERVAL)? != self.r.pos() {
@@ -117,10 +126,12 @@ impl<'a> LeafCursor<'a> {
         if self.cur.is_some() && e.suffix <= rest {
             return Err(CodecError("leaf keys out of order"));
         }
-        if let Some(q) = stop_above
-            && cmp_joined(shared, e.suffix, q).is_gt()
-        {
-            return Ok(false);
+        let order = match stop_above {
+            Some(q) => cmp_joined(shared, e.suffix, q),
+            None => std::cmp::Ordering::Less,
+        };
+        if order.is_gt() {
+            return Ok(None);
         }
         if e.shared == 0 {
             self.key = KeyAt::Page(e.suffix);
@@ -143,7 +154,7 @@ impl<'a> LeafCursor<'a> {
         });
         self.r = r;
         self.next += 1;
-        Ok(true)
+        Ok(Some(order))
     }
 }
 
