@@ -261,7 +261,7 @@ pub fn targets(res: &Results, device: Option<&Device>, sizes: &Sizes) -> Vec<Tar
     let base = baseline_label(res);
     for wl in ["get_warm_t1", "get_warm_t2", "get_cold_t1", "get_cold_t32"] {
         let got = base.as_deref().and_then(|b| pair(wl, "bough", b));
-        let mut t = judged(
+        let t = judged(
             "16",
             format!(
                 "{wl}: reads do not regress (Bough's ratio to every peer within 10 % of {}'s)",
