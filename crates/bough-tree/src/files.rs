@@ -442,14 +442,19 @@ impl FileTable {
 
     /// Reads, verifies and decodes the page at `addr` (through the cache).
     pub fn read(&self, ranges: &BranchFileMapping, addr: PageAddr) -> TreeResult<CachedPage> {
-        if let Some(id) = self.open_cache_id(ranges, addr.file_id())
+        let open = self.open_cache_id(ranges, addr.file_id());
+        if let Some(id) = open
             && let Some(p) = self.cache.get(PageCache::key(id, addr.page_index()))
         {
             return Ok(p);
         }
         let h = self.handle(ranges, addr.file_id())?;
         let key = PageCache::key(h.cache_id, addr.page_index());
-        if let Some(p) = self.cache.get(key) {
+        // A file that was open has been probed above; one opened just now may still have
+        // pages cached (another branch's handle to it was closed and reopened).
+        if open.is_none()
+            && let Some(p) = self.cache.get(key)
+        {
             return Ok(p);
         }
         let (page_kind, payload, offset) = self.read_raw(&h, addr.page_index())?;

@@ -102,14 +102,12 @@ impl Inner {
             return copy_out(obj, size, offset, buf, &held, None);
         };
         let total = len.div_ceil(size);
-        let pattern = self.recent_ranges.lock().record(path, lo, hi, total);
-        if pattern == Pattern::Scan && len <= self.cache.budget() {
-            return self.read_whole(obj, offset, buf);
-        }
-        // The ranges to complete: the read's, or every range of a densely read object
-        // that fits the cache (else its ranges would only evict each other).
-        let (want_lo, want_hi) = match pattern {
-            Pattern::Dense if len <= self.cache.budget() => (0, total - 1),
+        // An object the cache cannot hold is only ever read by the ranges a read needs
+        // (else they would evict each other).
+        let fits = len <= self.cache.budget();
+        let (want_lo, want_hi) = match self.recent_ranges.lock().record(path, lo, hi, total) {
+            Pattern::Scan if fits => return self.read_whole(obj, offset, buf),
+            Pattern::Dense if fits => (0, total - 1),
             _ => (first, last),
         };
         // Readers fetching any of these ranges finish first; then what they cached is used.

@@ -341,21 +341,10 @@ impl<'a> LeafView<'a> {
     }
 }
 
-/// The key of the restart entry `r` is at, with the checks [`parse_entry`] makes of the
-/// fields before it; the value is left unread (a binary search needs only the key).
+/// The key of the restart entry `r` is at; the value is left unread (a binary search
+/// needs only the key).
 fn restart_key<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], CodecError> {
-    // A restart entry shares nothing: its prefix length must be 0.
-    r.len(0)?;
-    let unshared = r.len(r.remaining())?;
-    let flags = r.u8()?;
-    if flags & !KNOWN_FLAGS != 0 {
-        return Err(CodecError("unknown leaf entry flags"));
-    }
-    r.varint()?;
-    if flags & FLAG_EXPIRY != 0 && r.varint()? == 0 {
-        return Err(CodecError("expiry flag with zero expiry"));
-    }
-    r.bytes(unshared)
+    Ok(parse_key_part(r, 0, true)?.suffix)
 }
 
 /// An entry's fields as they lie in the page.
@@ -369,12 +358,22 @@ struct RawEntry<'a> {
     value_bytes: &'a [u8],
 }
 
-/// Parses one entry in place with the checks of [`read_entry`]; allocates nothing.
-fn parse_entry<'a>(
+/// The fields of an entry before its value.
+struct KeyPart<'a> {
+    shared: usize,
+    flags: u8,
+    timestamp: u64,
+    expire_at: u64,
+    meta: &'a [u8],
+    suffix: &'a [u8],
+}
+
+/// Parses an entry up to its value, with the checks of [`read_entry`] on those fields.
+fn parse_key_part<'a>(
     r: &mut Reader<'a>,
     prev_len: usize,
     restart: bool,
-) -> Result<RawEntry<'a>, CodecError> {
+) -> Result<KeyPart<'a>, CodecError> {
     let shared = r.len(prev_len)?;
     if restart && shared != 0 {
         return Err(CodecError("restart entry shares a prefix"));
@@ -400,6 +399,30 @@ fn parse_entry<'a>(
     };
     let meta = r.since(meta_at);
     let suffix = r.bytes(unshared)?;
+    Ok(KeyPart {
+        shared,
+        flags,
+        timestamp,
+        expire_at,
+        meta,
+        suffix,
+    })
+}
+
+/// Parses one entry in place with the checks of [`read_entry`]; allocates nothing.
+fn parse_entry<'a>(
+    r: &mut Reader<'a>,
+    prev_len: usize,
+    restart: bool,
+) -> Result<RawEntry<'a>, CodecError> {
+    let KeyPart {
+        shared,
+        flags,
+        timestamp,
+        expire_at,
+        meta,
+        suffix,
+    } = parse_key_part(r, prev_len, restart)?;
     let value_at = r.pos();
     let value = if flags & FLAG_TOMBSTONE != 0 {
         ValueRef::Tombstone

@@ -259,14 +259,9 @@ impl Branch {
     /// ```
     pub async fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
         let key = key.as_ref();
-        self.check_live()?;
-        let at = self.read_at();
-        // From cached pages on this thread, borrowing the published snapshot; a reader
-        // thread (with a view of its own) when a page must come from storage.
-        let cached = bough_tree::cache_only::cache_only(|| {
-            self.entry.published.with_current(|snap| at.get(snap, key))
-        });
-        match cached {
+        // From cached pages on this thread; a reader thread (with a view of its own) when
+        // a page must come from storage.
+        match bough_tree::cache_only::cache_only(|| self.get_published(key)) {
             Err(e) if e.is_not_cached() => self.read_off_thread(key, |v, k| v.get(k)).await,
             done => done,
         }
@@ -285,21 +280,19 @@ impl Branch {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get_blocking(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.check_live()?;
-        let at = self.read_at();
-        self.entry
-            .published
-            .with_current(|snap| at.get(snap, key.as_ref()))
+        self.get_published(key.as_ref())
     }
 
-    /// How a read of the published snapshot runs now (what [`Self::read_view`] holds,
-    /// borrowed).
-    fn read_at(&self) -> ReadAt<'_> {
-        ReadAt {
+    /// A get on the published snapshot, borrowed for the get (what [`Self::read_view`]
+    /// holds, without its `Arc`s).
+    fn get_published(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.check_live()?;
+        let at = ReadAt {
             now: self.store.inner.clock.now_ms(),
             label: &self.entry.label,
             max_key: self.store.inner.opts.max_key_len(),
-        }
+        };
+        self.entry.published.with_current(|snap| at.get(snap, key))
     }
 
     /// The greatest live key ≤ `key`, with its value (read as [`get`](Self::get) is).
