@@ -175,9 +175,10 @@ impl Partition {
     pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> CatalogResult<Head> {
         let name = old.branch().clone();
         let new_term = old.term() + 1;
-        let mut fork = old.fork_point(now_ms)?;
+        let mut fork = old.new_term_point(now_ms)?;
         fork.snapshot.max_file_id = old.max_file_id();
         let exts = fork.snapshot.extensions.clone();
+        let inherits_log = bough_manifest::ext::get(&exts, bough_manifest::LOG).is_some();
         let mut head = Head::create(
             self.files.clone(),
             self.cfg.clone(),
@@ -186,6 +187,12 @@ impl Partition {
             Some(&fork),
             exts,
         )?;
+        if inherits_log {
+            // The new manifest names the old term's log: open it as any head is opened, so
+            // the buffer holds those commits until the new term's first checkpoint.
+            drop(head);
+            head = Head::open(self.files.clone(), self.cfg.clone(), name.clone(), new_term)?;
+        }
         self.owned.lock().insert((name.clone(), new_term));
         self.point_current_term(&head, old.incarnation())?;
         head.set_fence(self.fence(&name, new_term));

@@ -14,6 +14,8 @@
 //!   A miss fetches the aligned ranges the read touches (`range_read_bytes`, one ranged
 //!   GET) and caches them; a scan (ranges in a row), a read of most of an object, a
 //!   prewarm, or `range_read_bytes = 0` downloads the whole object.
+//! - **Log files** (`wal_*`) are sequences of immutable segment objects, one per `sync`
+//!   (`cloud/logs.rs`); a takeover fences the previous term's logs with an empty segment.
 //! - **Every other file** (manifests, archives, `CURRENT_TERM`, anything else) is a small
 //!   object wrapped in an [`Envelope`] carrying a writer token. Writes are buffered. A
 //!   manifest is a chain of numbered versions (`cloud/claims.rs`): its `sync` creates the
@@ -48,6 +50,7 @@ mod fencing;
 mod file;
 mod lease;
 mod listing;
+mod logs;
 mod prewarm;
 mod ranges;
 mod sizes;
@@ -57,9 +60,10 @@ use data::get_full;
 pub use fencing::{Fencing, Refusal, check_guarantees, select_fencing};
 use file::{CloudFile, FileBody};
 pub use lease::{GcLease, LEASE_RECORD_LEN, LEASE_RELEASED, LeaseRecord, LeaseRecordError};
+use logs::LogFile;
 pub use prewarm::PrewarmReport;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -99,6 +103,8 @@ pub struct CloudCounters {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Data,
+    /// Log files: a sequence of segment objects (`cloud/logs.rs`).
+    Log,
     Manifest,
     CurrentTerm,
     GcLease,
@@ -117,6 +123,7 @@ fn kind_of(path: &str) -> Kind {
     let name = path.rsplit('/').next().unwrap_or(path);
     match parse_file_name(name) {
         Ok(FileKind::Data(_)) => Kind::Data,
+        Ok(FileKind::Log(_)) => Kind::Log,
         Ok(FileKind::Manifest(_)) => Kind::Manifest,
         Ok(FileKind::CurrentTerm(_)) => Kind::CurrentTerm,
         Ok(FileKind::GcLease) => Kind::GcLease,
@@ -170,6 +177,11 @@ struct Inner {
     bufs: Mutex<HashMap<String, Weak<Buf>>>,
     /// Data files written but not uploaded yet (the only copy is here).
     pending: Mutex<HashMap<String, Arc<Buf>>>,
+    /// Log files open for writing here.
+    logs: Mutex<HashMap<String, Weak<LogFile>>>,
+    /// Segments read of each log file (the fewest since the last fence): where a takeover
+    /// fences it (`cloud/logs.rs`).
+    log_seen: Mutex<HashMap<String, u32>>,
     dirs: Mutex<BTreeSet<String>>,
     stats: IoStats,
     counters: CloudCounters,
@@ -325,6 +337,8 @@ impl CloudStorage {
                 owned: Mutex::default(),
                 bufs: Mutex::default(),
                 pending: Mutex::default(),
+                logs: Mutex::default(),
+                log_seen: Mutex::default(),
                 dirs: Mutex::default(),
                 stats: IoStats::default(),
                 counters: CloudCounters::default(),

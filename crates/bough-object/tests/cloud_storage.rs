@@ -810,3 +810,189 @@ fn a_damaged_envelope_names_its_key_and_offset() {
         "corruption in p/m at offset 8: bad envelope magic"
     );
 }
+
+/// The segment objects of log file `path`, by number, with their bytes.
+fn segments(store: &dyn ObjectStore, path: &str) -> Vec<(u32, Vec<u8>)> {
+    let mut out: Vec<(u32, Vec<u8>)> = bough_object::list_all(store, &format!("{path}.seg"))
+        .expect("list")
+        .into_iter()
+        .filter_map(|o| {
+            let n = o.key.rsplit(".seg").next()?.parse().ok()?;
+            Some((n, store.get(&o.key).expect("get").0))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_log_file_is_one_segment_per_sync_and_reads_back_whole() {
+    let env = Env::memory(1 << 20);
+    let a = env.open();
+    own(&a, 0);
+    let path = "p.0/wal_1_main_0";
+    let log = a.open(path, OpenOptions::write_new(0)).expect("create");
+    assert_eq!(
+        kind_of(a.open(path, OpenOptions::write_new(0))),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        segments(env.store.as_ref(), path),
+        vec![(0, Vec::new())],
+        "created: an empty first segment"
+    );
+    log.sync().expect("nothing to upload");
+    assert_eq!(
+        segments(env.store.as_ref(), path).len(),
+        1,
+        "no PUT for nothing"
+    );
+    log.write_at(0, b"record one").expect("write");
+    log.sync().expect("sync");
+    log.write_at(10, b"+two").expect("write");
+    log.write_at(14, b"+three").expect("write");
+    log.sync().expect("sync");
+    log.sync().expect("a sync with nothing new uploads nothing");
+    let segs = segments(env.store.as_ref(), path);
+    assert_eq!(
+        segs,
+        vec![
+            (0, Vec::new()),
+            (1, b"record one".to_vec()),
+            (2, b"+two+three".to_vec())
+        ]
+    );
+    // Bytes in a segment are immutable; the tail is not.
+    assert_eq!(kind_of(log.write_at(3, b"x")), ErrorKind::InvalidArgument);
+    log.write_at(20, b"tail").expect("write");
+    log.set_len(20).expect("drop the unsynced tail");
+    assert_eq!(kind_of(log.set_len(5)), ErrorKind::InvalidArgument);
+    // Listed once, with the segments' total size; read back whole by another process.
+    let (b, _d) = env.other_process();
+    assert_eq!(
+        b.list("p.0").expect("list"),
+        vec!["manifest_main_0".to_string(), "wal_1_main_0".to_string()]
+    );
+    assert_eq!(b.file_len(path).expect("len"), 20);
+    assert_eq!(
+        b.read_file(path, 1 << 20).expect("read"),
+        b"record one+two+three"
+    );
+    assert_eq!(kind_of(b.read_file(path, 10)), ErrorKind::Corruption);
+    // Another process does not own the term: it cannot write the log.
+    assert_eq!(
+        kind_of(b.open(path, OpenOptions::write_create())),
+        ErrorKind::Fenced
+    );
+    // Deleting removes every segment.
+    drop(log);
+    a.delete(path).expect("delete");
+    assert!(segments(env.store.as_ref(), path).is_empty());
+    assert_eq!(kind_of(b.read_file(path, 1 << 20)), ErrorKind::NotFound);
+}
+
+#[test]
+fn a_gap_in_a_logs_segments_is_corruption_naming_the_missing_one() {
+    let env = Env::memory(1 << 20);
+    let a = env.open();
+    own(&a, 0);
+    let path = "p.0/wal_1_main_0";
+    env.store.put(&format!("{path}.seg0"), b"").expect("put");
+    env.store.put(&format!("{path}.seg2"), b"two").expect("put");
+    let e = a.read_file(path, 1 << 20).expect_err("gap");
+    assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
+    assert!(e.to_string().contains("wal_1_main_0.seg1"), "{e}");
+    // A delete still removes what is there, highest first.
+    a.delete(path).expect("delete");
+    assert!(segments(env.store.as_ref(), path).is_empty());
+}
+
+/// The zombie race on a log: B takes the branch over after reading A's log; A logs one
+/// more commit before B fences. B's fence finds the number taken, so the takeover starts
+/// over and replays that commit; after the fence, A can acknowledge nothing more.
+#[test]
+fn a_takeover_fences_the_old_terms_log_and_starts_over_if_it_raced_a_commit() {
+    let env = Env::memory(1 << 20);
+    let a = env.open();
+    own(&a, 0);
+    let path = "p.0/wal_1_main_0";
+    let log = a.open(path, OpenOptions::write_new(0)).expect("create");
+    log.write_at(0, b"c1").expect("write");
+    log.sync().expect("A commits c1");
+    let (b, _d) = env.other_process();
+    b.read_file("p.0/manifest_main_0", 100)
+        .expect("B reads the manifest");
+    assert_eq!(b.read_file(path, 100).expect("B replays"), b"c1");
+    log.write_at(2, b"c2").expect("write");
+    log.sync().expect("A commits c2 after B read the log");
+    let e = b
+        .create_new("p.0/manifest_main_1", b"manifest")
+        .expect_err("the fence finds segment 2 taken");
+    assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+    assert!(
+        env.store.head("p.0/manifest_main_1").is_err(),
+        "nothing created"
+    );
+    // B starts over: it replays c2 too, and its fence lands after it.
+    assert_eq!(b.read_file(path, 100).expect("B replays"), b"c1c2");
+    b.create_new("p.0/manifest_main_1", b"manifest")
+        .expect("take over");
+    assert_eq!(
+        segments(env.store.as_ref(), path),
+        vec![
+            (0, Vec::new()),
+            (1, b"c1".to_vec()),
+            (2, b"c2".to_vec()),
+            (3, b"BOUGH-LOG-FENCE\n".to_vec())
+        ],
+        "a fence segment follows the last one B replayed"
+    );
+    log.write_at(4, b"c3").expect("write locally");
+    assert_eq!(
+        kind_of(log.sync()),
+        ErrorKind::Fenced,
+        "A acknowledges nothing more"
+    );
+    assert_eq!(kind_of(log.sync()), ErrorKind::Fenced);
+    // The fenced log reads as what B replayed.
+    assert_eq!(b.read_file(path, 100).expect("read"), b"c1c2");
+    assert_eq!(b.file_len(path).expect("len"), 4);
+}
+
+/// A segment upload that timed out after landing is resolved by reading it back (the
+/// commit is acknowledged); one whose outcome stays unknown fails the sync.
+#[test]
+fn an_ambiguous_segment_upload_is_read_back() {
+    let mem = MemoryObjectStore::new();
+    let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
+    let env = Env::new(Arc::new(faulty.clone()), 1 << 20);
+    let a = env.open();
+    own(&a, 0);
+    let path = "p.0/wal_1_main_0";
+    let log = a.open(path, OpenOptions::write_new(0)).expect("create");
+    log.write_at(0, b"c1").expect("write");
+    faulty.plan(
+        ObjOp::PutIfAbsent,
+        Some(".seg1"),
+        0,
+        Fault::TimeoutAfter,
+        10,
+    );
+    log.sync().expect("landed: read back and acknowledged");
+    faulty.clear();
+    log.write_at(2, b"c2").expect("write");
+    faulty.plan(
+        ObjOp::PutIfAbsent,
+        Some(".seg2"),
+        0,
+        Fault::TimeoutBefore,
+        10,
+    );
+    faulty.plan(ObjOp::Get, Some(".seg2"), 0, Fault::Status(503), 100);
+    assert!(log.sync().is_err(), "outcome unknown: not acknowledged");
+    faulty.clear();
+    assert_eq!(
+        segments(&mem, path),
+        vec![(0, Vec::new()), (1, b"c1".to_vec())]
+    );
+}

@@ -641,3 +641,19 @@ fn regression_object_store_faults_seeds_5307146251159835634_13460492676316466367
         );
     }
 }
+
+/// Found when cloud mode got its log (segment objects): a head created a log file, named
+/// it in a manifest record and failed its next request before appending a record. A log
+/// file was then "created" by nothing in the object store (no bytes, no segment), so the
+/// next owner found the manifest naming a file that did not exist (`NotFound`: the branch
+/// read as missing). Creating a log file now uploads an empty first segment.
+#[test]
+fn regression_object_store_faults_run_6188272960730449881_an_empty_named_log_exists() {
+    use bough_reliability::cloud_faults;
+    let t = cloud_faults::run_one(
+        6_188_272_960_730_449_881,
+        5_307_146_251_159_835_634,
+        &cloud_faults::ObjectFaultConfig::short(),
+    );
+    assert!(t.ok(), "found problems:\n{}", t.failures.join("\n"));
+}

@@ -43,7 +43,8 @@ use crate::buffer::WriteBuffer;
 pub struct LogConfig {
     /// A log file is sealed (and the next one started) before it would grow past this.
     pub file_bytes: u64,
-    /// Bytes laid out (zero-filled) ahead of the write position at a time.
+    /// Bytes laid out (zero-filled) ahead of the write position at a time; 0: none (for
+    /// storage where every byte written is uploaded, and a size change costs nothing).
     pub layout_bytes: u64,
 }
 
@@ -264,6 +265,9 @@ impl LogWriter {
         let end = at + rec.len() as u64;
         let laid_out = if end <= self.laid_out {
             self.laid_out
+        } else if self.cfg.layout_bytes == 0 {
+            // Nothing laid out ahead (object stores: every byte written is uploaded).
+            end
         } else {
             round_up(
                 end.max(

@@ -56,17 +56,18 @@ pub(crate) fn gc_lease(cloud: Option<&CloudStorage>, dir: &str) -> Result<Option
     }
 }
 
-/// Head settings in cloud mode: one data file per commit (each uploaded once, never
-/// rewritten), the mapping checkpointed at every commit and a small manifest (so the
-/// manifest object uploaded per commit stays O(1) in the data size).
+/// Head settings in cloud mode: one data file per checkpoint or direct commit (each
+/// uploaded once, never rewritten), the mapping checkpointed at every manifest record and
+/// a small manifest (so the manifest object uploaded per record stays O(1) in the data
+/// size); a logged commit is one log segment (`bough_object` `cloud/logs.rs`).
 pub(crate) fn head_config(opts: &Options, mut cfg: HeadConfig) -> HeadConfig {
     if opts.backend == Backend::Object {
         cfg.file_per_commit = true;
         cfg.checkpoint_chunks = 1;
         cfg.manifest_rewrite_bytes = cfg.manifest_rewrite_bytes.min(CLOUD_MANIFEST_BYTES);
         cfg.preallocate = 0;
-        // Object stores have no appends: no write-ahead log (cloud log objects: later).
-        cfg.write_buffer_bytes = 0;
+        // The log is a sequence of segment objects, one per sync: nothing to lay out.
+        cfg.log.layout_bytes = 0;
     }
     cfg
 }

@@ -43,9 +43,12 @@ fn opts_with(
     cfg: CloudConfig,
     clock: &ManualClock,
 ) -> StoreBuilder {
+    // A small write buffer: commits go through log segments and keep crossing
+    // checkpoints (data objects and manifest versions).
     let settings = Options::new(cache)
         .maintenance_interval_ms(0)
         .data_file_size(64 * 4096)
+        .write_buffer_bytes(16 << 10)
         .object(cfg);
     Store::builder(settings)
         .object_store(store.clone())
@@ -319,13 +322,18 @@ fn a_new_owner_fences_the_old_one_with_numbered_claims() {
     );
 }
 
-#[test]
-fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
+/// Transient faults on the uploads a commit makes: with the write buffer off, its data
+/// object and its manifest version (`commit_key` = "manifest_main"); with it on, its log
+/// segment (".seg") and, at checkpoints, data objects and manifest versions.
+fn faults_lose_nothing(write_buffer: u64, commit_key: &str) {
     let mem = MemoryObjectStore::new();
     let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
     let store: Arc<dyn ObjectStore> = Arc::new(faulty.clone());
     let cache = tempfile::tempdir().expect("tempdir");
-    let s = Store::open(opts(&store, cache.path(), 8 << 20)).expect("open");
+    let s = Store::open(
+        opts(&store, cache.path(), 8 << 20).map_settings(|o| o.write_buffer_bytes(write_buffer)),
+    )
+    .expect("open");
     let main = s
         .partition("t", 0)
         .expect("p")
@@ -335,17 +343,17 @@ fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
     for i in 0..120 {
         match i % 6 {
             0 => faulty.fail_next(ObjOp::PutIfAbsent, Fault::Status(503), 2),
-            // A manifest commit is the create-if-absent of its chain's next version.
+            // A commit is the create-if-absent of a manifest version or a log segment.
             1 => faulty.plan(
                 ObjOp::PutIfAbsent,
-                Some("manifest_main"),
+                Some(commit_key),
                 0,
                 Fault::TimeoutAfter,
                 1,
             ),
             2 => faulty.plan(
                 ObjOp::PutIfAbsent,
-                Some("manifest_main"),
+                Some(commit_key),
                 0,
                 Fault::Status(429),
                 3,
@@ -360,7 +368,7 @@ fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
     // A storm longer than the retry budget: the commit fails and the writer is poisoned.
     faulty.plan(
         ObjOp::PutIfAbsent,
-        Some("manifest_main"),
+        Some(commit_key),
         0,
         Fault::Status(500),
         100,
@@ -383,6 +391,16 @@ fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
     assert_eq!(contents(&main), acked);
     assert!(main.get_blocking(b"unacked").expect("get").is_none());
     s.close().expect("close");
+}
+
+#[test]
+fn faults_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
+    faults_lose_nothing(0, "manifest_main");
+}
+
+#[test]
+fn faults_on_log_segments_lose_nothing_acknowledged_and_publish_nothing_unacknowledged() {
+    faults_lose_nothing(16 << 10, ".seg");
 }
 
 #[test]
@@ -590,7 +608,8 @@ fn data_keys(store: &dyn ObjectStore) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// Overwrites the same keys a few times, so earlier data objects become garbage.
+/// Overwrites the same keys a few times, checkpointing each time, so earlier data objects
+/// become garbage.
 fn churn(b: &bough::Branch, rounds: usize, want: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
     for round in 0..rounds {
         let mut batch = WriteBatch::new();
@@ -599,6 +618,8 @@ fn churn(b: &bough::Branch, rounds: usize, want: &mut BTreeMap<Vec<u8>, Vec<u8>>
             want.insert(key(i).into_bytes(), value(i, round).into_bytes());
         }
         b.write_blocking(batch).expect("write");
+        // Into the tree, so each round supersedes the last round's data object.
+        b.checkpoint_blocking().expect("checkpoint");
     }
 }
 
@@ -821,9 +842,13 @@ fn unresolved_manifest_upload(applied: bool) {
     let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
     let store: Arc<dyn ObjectStore> = Arc::new(faulty.clone());
     let cache = tempfile::tempdir().expect("tempdir");
-    let s =
-        Store::open(opts(&store, cache.path(), 8 << 20).map_settings(|o| o.max_open_branches(1)))
-            .expect("open");
+    // Manifest uploads per commit: the write buffer off (`unresolved_log_segment` is the
+    // same with it on).
+    let s = Store::open(
+        opts(&store, cache.path(), 8 << 20)
+            .map_settings(|o| o.max_open_branches(1).write_buffer_bytes(0)),
+    )
+    .expect("open");
     let p = s.partition("t", 0).expect("p");
     let main = p.branch("main").expect("main");
     let mut acked = BTreeMap::new();
@@ -929,4 +954,61 @@ fn a_manifest_upload_applied_but_unconfirmed_gives_the_term_up() {
 #[test]
 fn a_manifest_upload_lost_in_timeouts_gives_the_term_up() {
     unresolved_manifest_upload(false);
+}
+
+/// A log segment upload whose outcome stays unknown (every attempt times out, after the
+/// store applied it or before, and the read-back fails): the commit is an error, the head
+/// is poisoned, and whoever opens the branch next finds the commit exactly when it landed.
+fn unresolved_log_segment(applied: bool) {
+    let mem = MemoryObjectStore::new();
+    let faulty = FaultyObjectStore::new(Arc::new(mem.clone()));
+    let store: Arc<dyn ObjectStore> = Arc::new(faulty.clone());
+    let cache = tempfile::tempdir().expect("tempdir");
+    let s = Store::open(opts(&store, cache.path(), 8 << 20)).expect("open");
+    let p = s.partition("t", 0).expect("p");
+    let main = p.branch("main").expect("main");
+    let mut acked = BTreeMap::new();
+    for i in 0..30 {
+        put(&main, &key(i), "before").expect("put");
+        acked.insert(key(i).into_bytes(), b"before".to_vec());
+    }
+    let fault = if applied {
+        Fault::TimeoutAfter
+    } else {
+        Fault::TimeoutBefore
+    };
+    faulty.plan(ObjOp::PutIfAbsent, Some(".seg"), 0, fault, 1000);
+    faulty.plan(ObjOp::Get, Some(".seg"), 0, Fault::Status(503), 1000);
+    let e = put(&main, "ambiguous", "x").expect_err("outcome unknown");
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    faulty.clear();
+    let e = put(&main, "after", "x").expect_err("poisoned");
+    assert_eq!(e.kind(), ErrorKind::Poisoned, "{e}");
+    drop(main);
+    drop(s);
+    if applied {
+        acked.insert(b"ambiguous".to_vec(), b"x".to_vec());
+    }
+    let cold = tempfile::tempdir().expect("tempdir");
+    let s = Store::open(opts(&store, cold.path(), 8 << 20)).expect("reopen");
+    let main = s
+        .partition("t", 0)
+        .expect("p")
+        .branch("main")
+        .expect("main");
+    assert_eq!(contents(&main), acked);
+    put(&main, "last", "x").expect("put at the new term");
+    acked.insert(b"last".to_vec(), b"x".to_vec());
+    assert_eq!(contents(&main), acked);
+    s.close().expect("close");
+}
+
+#[test]
+fn a_log_segment_upload_applied_but_unconfirmed_is_found_by_the_next_owner() {
+    unresolved_log_segment(true);
+}
+
+#[test]
+fn a_log_segment_upload_lost_in_timeouts_is_not_found_by_the_next_owner() {
+    unresolved_log_segment(false);
 }

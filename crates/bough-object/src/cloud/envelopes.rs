@@ -149,7 +149,9 @@ impl Inner {
             payload: payload.to_vec(),
         };
         match kind {
-            Kind::Data => Err(invalid(path, "data files are not envelope objects")),
+            Kind::Data | Kind::Log => {
+                Err(invalid(path, "data and log files are not envelope objects"))
+            }
             Kind::GcLease => Err(invalid(
                 path,
                 "the GC lease is written only by acquiring and renewing it",

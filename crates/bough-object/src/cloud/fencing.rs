@@ -132,6 +132,9 @@ impl Inner {
         let Some(doc) = self.docs.lock().get(&prev).cloned() else {
             return Ok(());
         };
+        // The logs first: once fenced, the old writer cannot acknowledge a commit this
+        // takeover did not replay (`cloud/logs.rs`).
+        self.fence_logs(dir, m.branch.as_str(), m.term - 1)?;
         if doc.sealed {
             return Ok(());
         }
@@ -174,13 +177,15 @@ impl Inner {
         }
     }
 
-    /// Whether data files of the manifest's lineage may be created here.
+    /// Whether data and log files of the manifest's lineage may be created here.
     pub(super) fn owns_lineage_of(&self, path: &str) -> bool {
         let name = path.rsplit('/').next().unwrap_or(path);
-        let Ok(FileKind::Data(d)) = parse_file_name(name) else {
-            return true;
+        let (branch, term) = match parse_file_name(name) {
+            Ok(FileKind::Data(d)) => (d.branch, d.term),
+            Ok(FileKind::Log(l)) => (l.branch, l.term),
+            _ => return true,
         };
-        let m = ManifestName::new(d.branch, d.term).to_string();
+        let m = ManifestName::new(branch, term).to_string();
         let dir = parent_of(path);
         let m = if dir.is_empty() {
             m

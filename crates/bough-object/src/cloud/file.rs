@@ -20,6 +20,8 @@ pub(super) enum FileBody {
     Buf(Arc<Buf>),
     /// An uploaded data object of this length.
     Sealed(u64),
+    /// A log file: segments, then the bytes written since the last sync.
+    Log(Arc<LogFile>),
 }
 
 impl CloudFile {
@@ -55,6 +57,7 @@ impl StorageFile for CloudFile {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> IoResult<()> {
         match &self.body {
+            FileBody::Log(l) => l.read_at(&self.path, offset, buf)?,
             FileBody::Sealed(len) => {
                 self.inner.read_data(self.object(*len), offset, buf)?;
             }
@@ -86,6 +89,9 @@ impl StorageFile for CloudFile {
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> IoResult<()> {
         self.check_writable("write")?;
+        if let FileBody::Log(l) = &self.body {
+            return l.write_at(&self.path, offset, buf);
+        }
         let FileBody::Buf(b) = &self.body else {
             return Err(self.sealed_error());
         };
@@ -110,6 +116,12 @@ impl StorageFile for CloudFile {
     }
 
     fn sync(&self) -> IoResult<()> {
+        if let FileBody::Log(l) = &self.body {
+            return match self.writable {
+                true => self.inner.sync_log(&self.path, l),
+                false => Ok(()),
+            };
+        }
         let FileBody::Buf(b) = &self.body else {
             return Ok(());
         };
@@ -143,6 +155,7 @@ impl StorageFile for CloudFile {
 
     fn len(&self) -> IoResult<u64> {
         Ok(match &self.body {
+            FileBody::Log(l) => l.len(),
             FileBody::Sealed(len) => *len,
             FileBody::Buf(b) => match &*b.state.read() {
                 BufState::Open(d) => d.len() as u64,
@@ -153,6 +166,9 @@ impl StorageFile for CloudFile {
 
     fn set_len(&self, len: u64) -> IoResult<()> {
         self.check_writable("set_len")?;
+        if let FileBody::Log(l) = &self.body {
+            return l.set_len(&self.path, len);
+        }
         let FileBody::Buf(b) = &self.body else {
             return Err(self.sealed_error());
         };

@@ -25,6 +25,9 @@ impl Storage for CloudStorage {
                 body,
             })
         };
+        if kind == Kind::Log {
+            return Ok(file(FileBody::Log(inner.open_log(path, opts)?)));
+        }
         // A file already open for writing here: share its buffer.
         if let Some(b) = inner.live_buf(path) {
             if opts.create_new {
@@ -115,6 +118,9 @@ impl Storage for CloudStorage {
                 format!("file is {len} bytes, longer than the limit of {max_len}"),
             )
         };
+        if kind_of(path) == Kind::Log {
+            return inner.read_log_file(path, max_len);
+        }
         if kind_of(path) == Kind::Data {
             if let Some(b) = inner.pending.lock().get(path).cloned()
                 && let BufState::Open(d) = &*b.state.read()
@@ -158,9 +164,11 @@ impl Storage for CloudStorage {
             });
         }
         let kind = kind_of(path);
-        if kind == Kind::Data {
+        if matches!(kind, Kind::Data | Kind::Log) {
             return Err(IoError::InvalidArgument {
-                what: format!("{path}: data objects are written once, not replaced"),
+                what: format!(
+                    "{path}: data objects and log segments are written once, not replaced"
+                ),
             });
         }
         inner.upload_envelope(path, kind, bytes, false)?;
@@ -179,6 +187,11 @@ impl Storage for CloudStorage {
             });
         }
         let kind = kind_of(path);
+        if kind == Kind::Log {
+            let log = inner.open_log(path, OpenOptions::write_new(0))?;
+            log.write_at(path, 0, bytes)?;
+            return inner.sync_log(path, &log);
+        }
         if kind == Kind::Data {
             if !inner.owns_lineage_of(path) {
                 return Err(inner.fenced(path, "this process does not own this data file's term"));
@@ -217,6 +230,9 @@ impl Storage for CloudStorage {
         }
         if kind == Kind::GcLease {
             return Err(invalid(path, "the GC lease is released, not deleted"));
+        }
+        if kind == Kind::Log {
+            return inner.delete_log(path);
         }
         if kind == Kind::Data {
             // One process at a time deletes data objects of a partition: the GC holding its
@@ -278,6 +294,11 @@ impl Storage for CloudStorage {
                 .map_err(|e| obj_err(dir, e))?;
             for o in page.objects {
                 if let Some(n) = o.key.strip_prefix(&prefix)
+                    && let Some((log, _)) = logs::parse_segment(n)
+                {
+                    // A log file lists once, whatever its segments.
+                    names.insert(log.to_string());
+                } else if let Some(n) = o.key.strip_prefix(&prefix)
                     && !n.is_empty()
                     && !n.contains('/')
                     && let Some(name) = inner.listed_name(dir, n)?
@@ -304,6 +325,17 @@ impl Storage for CloudStorage {
                     .map(|(k, _)| k),
             )
             .cloned()
+            .collect();
+        let local: Vec<String> = local
+            .into_iter()
+            .chain(
+                inner
+                    .logs
+                    .lock()
+                    .iter()
+                    .filter(|(_, w)| w.strong_count() > 0)
+                    .map(|(k, _)| k.clone()),
+            )
             .collect();
         for p in local {
             if parent_of(&p) == dir {
@@ -390,6 +422,9 @@ impl Storage for CloudStorage {
     fn file_len(&self, path: &str) -> IoResult<u64> {
         check_path(path, true)?;
         let inner = &self.inner;
+        if kind_of(path) == Kind::Log {
+            return inner.log_len(path);
+        }
         if let Some(b) = inner.live_buf(path) {
             return Ok(match &*b.state.read() {
                 BufState::Open(d) => d.len() as u64,

@@ -71,6 +71,11 @@ impl HeadLog {
         })
     }
 
+    /// Whether this head appends (or is about to append) to a log file of its own.
+    pub(super) fn has_writer(&self) -> bool {
+        self.writer.is_some() || self.next_writer.is_some()
+    }
+
     /// Replays the log the manifest's extensions name (if any) into a buffer. Returns the
     /// log state and the version the manifest covers (`None`: no `LOG`).
     pub(super) fn recover(

@@ -43,6 +43,25 @@ impl Head {
         Ok(ForkPoint { snapshot })
     }
 
+    /// The state a new term of this branch starts from. A head that has appended
+    /// nothing since it was opened (a takeover: another process owned the term, and only
+    /// it could write data files or records of it) hands over its manifest's state as it
+    /// is, `LOG` included: the new term replays the old term's log (immutable from now on:
+    /// the store fences it) and absorbs it at its own first checkpoint. Any other head
+    /// checkpoints first, as a fork does.
+    pub fn new_term_point(&mut self, now_ms: u64) -> TreeResult<ForkPoint> {
+        let untouched = !self.log.buffer.is_empty()
+            && !self.log.has_writer()
+            && self.state.mapping.current().dirty_chunks() == 0;
+        if !untouched {
+            return self.fork_point(now_ms);
+        }
+        self.keep_tail_aside()?;
+        Ok(ForkPoint {
+            snapshot: self.durable_snapshot(),
+        })
+    }
+
     pub(crate) fn durable_snapshot(&self) -> Snapshot {
         let mut extensions = self.extensions.clone();
         bough_manifest::set_commit_version(&mut extensions, self.version());
