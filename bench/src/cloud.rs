@@ -525,7 +525,7 @@ pub fn open(
 pub fn describe(name: &str) -> &'static str {
     match name {
         "bough-s3" => {
-            "Bough, backend = \"object\" on S3 (opendal; a write returns after its data object and manifest are PUT)"
+            "Bough, backend = \"object\" on S3 (opendal; a write returns after its log segment is PUT: one PUT per group commit)"
         }
         "slatedb" => {
             "SlateDB 0.18 on S3 (object_store 0.14; every write: Db::write + Db::flush (WAL PUT) + await_durable)"
