@@ -31,7 +31,8 @@ use std::sync::Arc;
 
 use bough::io::Storage;
 use bough::object::{
-    CloudConfig, CloudStorage, Fault, FaultyObjectStore, MemoryObjectStore, ObjOp, RetryPolicy,
+    CloudConfig, CloudStorage, Fault, FaultyObjectStore, MemoryObjectStore, ObjOp, ObjectStore,
+    RetryPolicy,
 };
 use bough::{ErrorKind, ManualClock, Options, Store};
 
@@ -227,16 +228,16 @@ pub fn run(seed: u64, cfg: &ObjectFaultConfig) -> Tally {
 }
 
 /// One object store and the stores (one per open) that use it.
-struct Cloud {
-    mem: MemoryObjectStore,
-    faulty: FaultyObjectStore,
-    clock: ManualClock,
-    cache_bytes: u64,
+pub(crate) struct Cloud {
+    pub(crate) mem: MemoryObjectStore,
+    pub(crate) faulty: FaultyObjectStore,
+    pub(crate) clock: ManualClock,
+    pub(crate) cache_bytes: u64,
     /// Page-granular reads' range size (0: whole objects).
-    range_read_bytes: u64,
-    attempts: u32,
-    run_seed: u64,
-    opens: u64,
+    pub(crate) range_read_bytes: u64,
+    pub(crate) attempts: u32,
+    pub(crate) run_seed: u64,
+    pub(crate) opens: u64,
 }
 
 impl Cloud {
@@ -257,11 +258,15 @@ impl Cloud {
         }
     }
 
-    /// Opens a store on the faulty object store with a new, empty cache directory.
-    fn open(&mut self) -> Result<(Store, tempfile::TempDir), String> {
+    /// Opens a store on `objects` (a wrapper of [`Cloud::mem`]) with a new, empty cache
+    /// directory.
+    fn open(
+        &mut self,
+        objects: Arc<dyn ObjectStore>,
+    ) -> Result<(Store, tempfile::TempDir), String> {
         let dir = cache_dir("bough-cloud-")?;
         let o = Store::builder(tune(Options::new(dir.path())).object(self.config()))
-            .object_store(Arc::new(self.faulty.clone()))
+            .object_store(objects)
             .clock(Arc::new(self.clock.clone()));
         self.opens += 1;
         let store = Store::open(o).map_err(|e| format!("open (from an empty cache): {e}"))?;
@@ -307,16 +312,23 @@ fn cache_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
 }
 
 /// A store open on the object store, its cache directory and a reader for the checker.
-struct Opened {
-    store: Store,
-    reader: Arc<dyn Storage>,
+pub(crate) struct Opened {
+    pub(crate) store: Store,
+    pub(crate) reader: Arc<dyn Storage>,
     _cache: tempfile::TempDir,
     _reader_cache: tempfile::TempDir,
 }
 
 impl Opened {
+    /// Opens a store on the faulty object store.
     fn new(cloud: &mut Cloud) -> Result<Opened, String> {
-        let (store, cache) = cloud.open()?;
+        let faulty = Arc::new(cloud.faulty.clone());
+        Self::on(cloud, faulty)
+    }
+
+    /// Opens a store on `objects` (a wrapper of [`Cloud::mem`]).
+    pub(crate) fn on(cloud: &mut Cloud, objects: Arc<dyn ObjectStore>) -> Result<Opened, String> {
+        let (store, cache) = cloud.open(objects)?;
         let (reader, reader_cache) = cloud.reader()?;
         Ok(Opened {
             store,
@@ -462,20 +474,31 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
         }
     }
     let _ = at.store.close();
-    if !tally.failures.is_empty() {
-        return tally;
+    if tally.failures.is_empty() {
+        final_check(&mut cloud, seed, &models, &ctx, &mut tally);
     }
-    // The end: cold, exact, and well-formed.
+    tally
+}
+
+/// The end of a run: a cold reopen (on the faulty store, nothing planned), the model check
+/// and the integrity checker over the objects — cold, exact, and well-formed.
+pub(crate) fn final_check(
+    cloud: &mut Cloud,
+    seed: u64,
+    models: &[FamilyModel],
+    ctx: &str,
+    tally: &mut Tally,
+) {
     cloud.clock.advance(1000);
-    let at = match Opened::new(&mut cloud) {
+    let at = match Opened::new(cloud) {
         Ok(o) => o,
         Err(e) => {
             tally.fail(format!("{ctx}: final reopen: {e}"));
-            return tally;
+            return;
         }
     };
     tally.obj_cold_reopens += 1;
-    verify_all(&at.store, &at.reader, seed, &models, &ctx, &mut tally);
+    verify_all(&at.store, &at.reader, seed, models, ctx, tally);
     let _ = at.store.close();
     tally.integrity_checks += 1;
     match crate::check::check_storage(at.reader.clone()) {
@@ -483,7 +506,6 @@ pub fn run_one(run_seed: u64, seed: u64, cfg: &ObjectFaultConfig) -> Tally {
         Ok(rep) => tally.fail(format!("{ctx}: integrity check: {rep}")),
         Err(e) => tally.fail(format!("{ctx}: integrity check could not run: {e}")),
     }
-    tally
 }
 
 /// Reads every family of a freshly reopened store back, half the time under a read fault

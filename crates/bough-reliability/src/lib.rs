@@ -14,6 +14,10 @@
 //!   429, timing out after it applied a write and cutting bodies off; after every fault a
 //!   reopen from an empty cache must show every acknowledged operation, the failed one
 //!   wholly or not at all, and no wrong value.
+//! - [`cloud_crash`]: the same workload with the process dying at an arbitrary object-store
+//!   request (nothing it sends after reaches the store): a new process taking over from an
+//!   empty cache finds every acknowledged write, the one in flight wholly or not at all,
+//!   and a zombie of the old process cannot write past the takeover.
 //! - [`corrupt`]: single-bit flips in data pages, headers, manifests, archives and
 //!   `CURRENT_TERM` files: every read returns the right data or `Corruption`, never wrong
 //!   data, never a panic, never a hang; other branches keep working.
@@ -32,6 +36,7 @@
 //! ([`report::Tally::table`]) with the fuzz executions in it.
 
 pub mod check;
+pub mod cloud_crash;
 pub mod cloud_faults;
 pub mod corrupt;
 pub mod crafted;
@@ -61,6 +66,8 @@ pub struct RunConfig {
     pub faults: faults::FaultConfig,
     /// Object-store faults (cloud mode).
     pub object: cloud_faults::ObjectFaultConfig,
+    /// Object-store crashes (cloud mode).
+    pub object_crash: cloud_crash::ObjectCrashConfig,
     /// Bit flips.
     pub corrupt: corrupt::CorruptConfig,
     /// Crafted pages.
@@ -79,6 +86,7 @@ impl RunConfig {
             power: power::SweepConfig::short(),
             faults: faults::FaultConfig::short(),
             object: cloud_faults::ObjectFaultConfig::short(),
+            object_crash: cloud_crash::ObjectCrashConfig::short(),
             corrupt: corrupt::CorruptConfig::short(),
             crafted: crafted::CraftConfig::short(),
             operator: operator::OperatorConfig::short(),
@@ -93,6 +101,7 @@ impl RunConfig {
             power: power::SweepConfig::long(),
             faults: faults::FaultConfig::long(),
             object: cloud_faults::ObjectFaultConfig::long(),
+            object_crash: cloud_crash::ObjectCrashConfig::long(),
             corrupt: corrupt::CorruptConfig::long(),
             crafted: crafted::CraftConfig::long(),
             operator: operator::OperatorConfig::long(),
@@ -123,6 +132,9 @@ pub fn run(cfg: &RunConfig, child_exe: &std::path::Path) -> Tally {
     });
     stage("object-store faults", &mut tally, &|| {
         cloud_faults::run(cfg.seed, &cfg.object)
+    });
+    stage("object-store crashes", &mut tally, &|| {
+        cloud_crash::run(cfg.seed, &cfg.object_crash)
     });
     stage("bit flips", &mut tally, &|| {
         corrupt::run(cfg.seed, &cfg.corrupt)

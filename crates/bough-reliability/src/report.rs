@@ -142,6 +142,16 @@ pub struct Tally {
     /// Object store: GC runs answered `Busy` because the lease of a closed store (one that
     /// failed mid-GC before it could release it) still runs. Allowed, counted.
     pub obj_gc_busy: u64,
+    /// Object store: processes that died at a request (each followed by a takeover from an
+    /// empty cache and a full read-back).
+    pub obj_crashes: u64,
+    /// Of those, the ones that died between two operations.
+    pub obj_crash_between: u64,
+    /// Operations in flight at a crash that had taken effect (the rest had not). Allowed,
+    /// counted.
+    pub obj_crash_applied: u64,
+    /// Writes of a taken-over process (a zombie) refused after the takeover.
+    pub obj_zombie_refused: u64,
     /// Single-bit flips in a built store.
     pub bit_flips: u64,
     /// Flips a read reported as `Corruption`.
@@ -238,6 +248,10 @@ impl Tally {
         self.obj_cold_reopens += o.obj_cold_reopens;
         self.obj_reads_refused += o.obj_reads_refused;
         self.obj_gc_busy += o.obj_gc_busy;
+        self.obj_crashes += o.obj_crashes;
+        self.obj_crash_between += o.obj_crash_between;
+        self.obj_crash_applied += o.obj_crash_applied;
+        self.obj_zombie_refused += o.obj_zombie_refused;
         self.bit_flips += o.bit_flips;
         self.flips_detected += o.flips_detected;
         self.flips_unnoticed += o.flips_unnoticed;
@@ -378,6 +392,17 @@ impl Tally {
             (
                 "  GC refused (a lease still held)",
                 self.obj_gc_busy.to_string(),
+            ),
+            (
+                "object store: process crashes",
+                format!(
+                    "{} ({} between ops; {} in-flight ops had taken effect)",
+                    self.obj_crashes, self.obj_crash_between, self.obj_crash_applied
+                ),
+            ),
+            (
+                "  zombie writes refused",
+                self.obj_zombie_refused.to_string(),
             ),
             (
                 "bit flips",

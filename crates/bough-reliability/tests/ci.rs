@@ -7,7 +7,9 @@
 use std::time::Instant;
 
 use bough_reliability::report::Tally;
-use bough_reliability::{cloud_faults, corrupt, crafted, faults, kill, operator, power, rng};
+use bough_reliability::{
+    cloud_crash, cloud_faults, corrupt, crafted, faults, kill, operator, power, rng,
+};
 
 fn seed() -> u64 {
     let (seed, source) = rng::seed_from_env().expect("BOUGH_SEED must be a u64");
@@ -85,6 +87,22 @@ fn ci_object_store_faults() {
 }
 
 #[test]
+fn ci_object_store_crashes() {
+    let (seed, start) = (seed(), Instant::now());
+    let t = cloud_crash::run(seed, &cloud_crash::ObjectCrashConfig::short());
+    assert!(
+        t.obj_crashes > t.obj_crash_between && t.obj_crash_between > 0,
+        "processes died inside operations and between them"
+    );
+    assert!(
+        t.obj_crash_applied > 0,
+        "some in-flight operation had taken effect"
+    );
+    assert!(t.obj_zombie_refused > 0, "a zombie tried to write");
+    assert_clean("object-store crashes", seed, start, &t);
+}
+
+#[test]
 fn ci_bit_flips() {
     let (seed, start) = (seed(), Instant::now());
     let t = corrupt::run(seed, &corrupt::CorruptConfig::short());
@@ -153,6 +171,13 @@ fn slow_object_store_faults_long() {
     let (seed, start) = (seed(), Instant::now());
     let t = cloud_faults::run(seed, &cloud_faults::ObjectFaultConfig::long());
     assert_clean("object-store faults (long)", seed, start, &t);
+}
+
+#[test]
+fn slow_object_store_crashes_long() {
+    let (seed, start) = (seed(), Instant::now());
+    let t = cloud_crash::run(seed, &cloud_crash::ObjectCrashConfig::long());
+    assert_clean("object-store crashes (long)", seed, start, &t);
 }
 
 #[test]

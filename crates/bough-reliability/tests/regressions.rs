@@ -657,3 +657,18 @@ fn regression_object_store_faults_run_6188272960730449881_an_empty_named_log_exi
     );
     assert!(t.ok(), "found problems:\n{}", t.failures.join("\n"));
 }
+
+/// A crash cut `new_term` short after the next term's manifest existed; the old head
+/// stayed usable, a zombie's write through it was acknowledged, and the next owner (which
+/// adopted that manifest) never saw it. The head is poisoned when `open_new_term` fails in
+/// cloud mode.
+#[test]
+fn regression_object_store_crashes_run_12866462378825318986_zombie_after_failed_new_term() {
+    use bough_reliability::cloud_crash;
+    let t = cloud_crash::run_one(
+        12_866_462_378_825_318_986,
+        14,
+        &cloud_crash::ObjectCrashConfig::long(),
+    );
+    assert!(t.ok(), "found problems:\n{}", t.failures.join("\n"));
+}

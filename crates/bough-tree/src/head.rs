@@ -409,6 +409,13 @@ impl Head {
         self.poisoned.as_deref()
     }
 
+    /// Makes this head refuse every later write (`Poisoned`) because of `cause`: a
+    /// failure left its term in doubt (a new term may exist that replays nothing this
+    /// head writes from now on). A reopen starts from what storage holds.
+    pub fn poison(&mut self, cause: String) {
+        self.poisoned.get_or_insert(cause);
+    }
+
     /// Makes this head refuse to commit once `fence` holds a newer term than its own.
     pub fn set_fence(&mut self, fence: Arc<std::sync::atomic::AtomicU64>) {
         self.fence = Some(fence);
