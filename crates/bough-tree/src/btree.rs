@@ -19,6 +19,8 @@ mod apply;
 mod cursor;
 mod leaf_merge;
 pub(crate) mod mutation;
+mod node;
+mod top_nodes;
 mod write;
 
 pub use access::{Node, TreeRead, TreeWrite};
@@ -29,10 +31,8 @@ pub use cursor::{Cursor, get};
 pub use leaf_merge::inline_limit;
 use leaf_merge::*;
 pub use mutation::{Applied, MAX_VALUE_LEN, Mutation, Op, check_batch, max_key_len};
+pub use top_nodes::{MAX_CHILDREN, TopNodes};
 use write::*;
-
-/// Separator `i` of an index page.
-type Separator = (Arc<IndexNode>, usize);
 
 #[cfg(test)]
 mod tests {

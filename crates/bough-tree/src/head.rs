@@ -295,6 +295,7 @@ impl Head {
                 files: &files,
                 ranges: &st.meta.branch_file_ranges,
                 staged: None,
+                kept: None,
             };
             for (&id, &raw) in &st.overlay {
                 mapping.replay_change(id, raw, &fetch)?;
@@ -333,6 +334,7 @@ impl Head {
                 .version
                 .unwrap_or_else(|| version_base.saturating_add(st.last_seq)),
             buffer: log.buffer.clone(),
+            top: Arc::default(),
         });
         let mut head = Head {
             cfg,

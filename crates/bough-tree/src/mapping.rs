@@ -18,10 +18,12 @@ use bough_manifest::{NO_PAGE, PageAddr, PageId};
 use crate::page::kind;
 use crate::page::mapping::MappingNode;
 
+mod kept_chunks;
 mod overlay;
 mod radix;
 mod slot_error;
 
+pub use kept_chunks::{KeptChunks, MAX_KEPT_CHUNKS};
 pub use radix::{MAX_MAPPING_LEVEL, NodePos, Radix, walk_radix};
 use radix::{capacity_chunks, located};
 
@@ -73,6 +75,12 @@ pub trait NodeSource {
 
     /// The file holding the page at `addr` and the page's byte offset in it, for errors.
     fn locate(&self, addr: PageAddr) -> (String, u64);
+
+    /// The chunks kept for the table version read through this source, if any (a
+    /// snapshot's; a commit in progress, whose table changes, has none).
+    fn kept_chunks(&self) -> Option<&KeptChunks> {
+        None
+    }
 }
 
 /// Accepts new pages for the commit in progress and says where they will live.
@@ -95,6 +103,15 @@ impl MappingView {
         self.root
     }
 
+    /// Whether `other` is this same version of the table: the same on-disk root and the
+    /// same dirty chunks (shared, not equal: a change copies them first, `Arc::make_mut`,
+    /// while a snapshot holds them).
+    pub fn same_version(&self, other: &MappingView) -> bool {
+        self.root == other.root
+            && self.fanout == other.fanout
+            && Arc::ptr_eq(&self.dirty, &other.dirty)
+    }
+
     /// Slots per mapping page.
     pub fn fanout(&self) -> usize {
         self.fanout
@@ -115,6 +132,11 @@ impl MappingView {
         let slot = id as usize % self.fanout;
         if let Some(c) = self.dirty.get(&chunk) {
             return Ok(c[slot]);
+        }
+        if let Some(kept) = src.kept_chunks()
+            && let Some(raw) = kept.slot(self.root, chunk, slot, || self.disk_chunk(chunk, src))?
+        {
+            return Ok(raw);
         }
         Ok(self
             .disk_chunk(chunk, src)?

@@ -323,3 +323,88 @@ fn a_fork_point_absorbs_the_buffer() {
     let child = Head::create(files(&mem), cfg(1 << 30), dev, 0, Some(&fork), Vec::new()).unwrap();
     assert_eq!(read_all(&child.snapshot()), before);
 }
+
+/// Lookups keep a tree version's top index nodes (`TopNodes`) with its snapshots: a
+/// buffered commit leaves the tree as it was and shares them; a checkpoint that splits
+/// pages under the same root id starts afresh, and every key, old and new, reads right
+/// through the new version (a kept node of the old one would route the new keys to the
+/// leaves they are not in).
+#[test]
+fn top_nodes_are_shared_while_the_tree_is_unchanged_and_renewed_when_it_changes() {
+    use bough_tree::btree::TreeRead;
+    let kept = |s: &TreeSnapshot| s.top_nodes().map_or(0, |t| t.kept_count());
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head =
+        Head::create(files(&mem), cfg(1 << 30), main.clone(), 0, None, Vec::new()).unwrap();
+    let mut model = BTreeMap::new();
+    let key = |i: u64, tail: &str| format!("key{i:08}{tail}").into_bytes();
+    // Values of 100 bytes: about 40 entries a leaf, 1,500 leaves, more than one index
+    // page holds, so the tree has three levels.
+    let first = [b'1'; 100];
+    for chunk in 0..6u64 {
+        let batch: Vec<Mutation> = (chunk * 10_000..(chunk + 1) * 10_000)
+            .map(|i| {
+                model.insert(key(i, ""), first.to_vec());
+                put(&key(i, ""), &first, 1)
+            })
+            .collect();
+        head.commit(&batch, 1 + chunk).unwrap();
+    }
+    head.checkpoint_buffer(100).unwrap();
+    let s = head.snapshot();
+    assert_eq!(kept(&s), 0, "a new tree version keeps nothing yet");
+    let r = s.buffered();
+    for (k, v) in &model {
+        assert_eq!(
+            r.get(k).unwrap().map(|e| e.value),
+            Some(ValueLoc::Inline(v.clone()))
+        );
+    }
+    let filled = kept(&s);
+    assert!(
+        filled >= 2,
+        "the root and a child are kept (tree of 60,000 keys): {filled}"
+    );
+    let chunks = s.top_nodes().map_or(0, |t| t.kept_chunks().kept_count());
+    assert!(
+        chunks >= 1,
+        "the mapping chunks the leaves went through are kept"
+    );
+
+    head.commit(&[put(b"a-buffered-key", b"1", 10)], 200)
+        .unwrap();
+    model.insert(b"a-buffered-key".to_vec(), b"1".to_vec());
+    assert_eq!(
+        kept(&head.snapshot()),
+        filled,
+        "a buffered commit shares them"
+    );
+
+    // Dense new keys between old ones: leaves split and index pages change, under the
+    // same root id.
+    let root = s.root;
+    let batch: Vec<Mutation> = (20_000..30_000u64)
+        .map(|i| {
+            model.insert(key(i, "-new"), b"second".to_vec());
+            put(&key(i, "-new"), b"second", 11)
+        })
+        .collect();
+    head.commit(&batch, 300).unwrap();
+    head.checkpoint_buffer(400).unwrap();
+    let s2 = head.snapshot();
+    assert_eq!(s2.root, root, "the root keeps its id");
+    assert_eq!(kept(&s2), 0, "a checkpoint starts a new version");
+    let read = read_all(&s2);
+    let wrong = model
+        .iter()
+        .filter(|(k, v)| read.get(*k) != Some(*v))
+        .count();
+    assert!(
+        wrong == 0 && read.len() == model.len(),
+        "{wrong} keys read wrong"
+    );
+    assert!(kept(&s2) >= 2);
+    // The old snapshot still reads its own version.
+    assert_eq!(r.get(&key(25_000, "-new")).unwrap(), None);
+}

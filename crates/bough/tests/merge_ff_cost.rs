@@ -108,8 +108,11 @@ fn fast_forward_counts_the_keys_when_asked() {
     let (few, r10) = fast_forward_reads(10, true);
     let (many, r20k) = fast_forward_reads(20_000, true);
     assert_eq!((r10.applied, r20k.applied), (10, 20_000));
+    // Storage reads show the divergence; page-cache lookups need not (a snapshot keeps
+    // the mapping chunks and top index pages it resolved, so a walk probes the cache once
+    // per chunk and page kept, not once per leaf).
     assert!(
-        many.pages >= few.pages + 100 && many.storage >= few.storage + 100,
+        many.pages >= few.pages && many.storage >= few.storage + 100,
         "counting 20,000 changed keys read {many:?}, 10 keys {few:?}"
     );
 }

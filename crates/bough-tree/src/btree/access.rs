@@ -1,22 +1,14 @@
-//! How the tree reaches its pages: [`TreeRead`] and [`TreeWrite`] over logical page ids,
-//! and the [`Node`] a read returns. A head's transaction and a snapshot implement them; the
+//! How the tree reaches its pages: [`TreeRead`] and [`TreeWrite`] over logical page ids
+//! (a read returns a [`Node`]). A head's transaction and a snapshot implement them; the
 //! tree's walks, cursors and the bounds checks only call them.
-
-use std::sync::Arc;
 
 use bough_manifest::PageId;
 
 use crate::error::TreeResult;
 use crate::page::index::IndexNode;
 
-/// A page as the tree sees it.
-#[derive(Debug, Clone)]
-pub enum Node {
-    /// A leaf payload (decoded on demand; lookups read one restart block).
-    Leaf(Arc<[u8]>),
-    /// A decoded index page.
-    Index(Arc<IndexNode>),
-}
+pub use super::node::Node;
+use super::top_nodes::TopNodes;
 
 /// Read access to tree pages.
 pub trait TreeRead {
@@ -27,6 +19,11 @@ pub trait TreeRead {
     /// Where page `id` lives, for errors about it: its data file and the page's offset in
     /// it (every error about a page read from disk names both).
     fn locate_page(&self, id: PageId) -> (String, u64);
+    /// The decoded top nodes of this (immutable) tree version, when it keeps them: a
+    /// snapshot does; a transaction, whose tree changes under it, does not.
+    fn top_nodes(&self) -> Option<&TopNodes> {
+        None
+    }
 }
 
 /// Write access for one commit.

@@ -4,6 +4,8 @@
 use super::*;
 use crate::error::TreeResult;
 
+use super::top_nodes::Step;
+
 /// The entry for `key`, if present.
 #[expect(
     clippy::indexing_slicing,
@@ -13,30 +15,24 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
     if root == NO_PAGE {
         return Ok(None);
     }
+    let top = t.top_nodes();
     let mut id = root;
     // The separators bounding the current page's range, as (page, separator index): kept
     // as shared pages, not copied keys, so a lookup allocates nothing for them.
-    let (mut lo, mut hi): (Option<Separator>, Option<Separator>) = (None, None);
+    let (mut lo, mut hi): (Option<Bound<'_>>, Option<Bound<'_>>) = (None, None);
     let levels = Levels::default();
+    // Which child of the root the descent took (for the second level of `top`).
+    let mut below_root = 0;
     for depth in 0..=MAX_DEPTH {
-        match t.node(id)? {
-            Node::Index(n) => {
-                levels.index(t, id, depth)?;
-                let range = KeyRange {
-                    lo: lo.as_ref().and_then(|(n, i)| n.key(*i)),
-                    hi: hi.as_ref().and_then(|(n, i)| n.key(*i)),
-                };
-                range.check_index(t, id, &n)?;
-                let i = n.child_for(key);
-                id = n.children[i];
-                if i > 0 {
-                    lo = Some((n.clone(), i - 1));
-                }
-                if i < n.key_count() {
-                    hi = Some((n, i));
-                }
-            }
-            Node::Leaf(p) => {
+        let step = match (top, depth) {
+            (Some(top), 0) => top.root(id, || t.node(id))?,
+            (Some(top), 1) => top.child(below_root, id, || t.node(id))?,
+            _ => Step::Fetched(t.node(id)?),
+        };
+        let n = match step {
+            Step::Kept(n) => Held::Kept(n),
+            Step::Fetched(Node::Index(n)) => Held::Owned(n),
+            Step::Fetched(Node::Leaf(p)) => {
                 // The search borrows from the page; only the entry found is copied out.
                 let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
                 return Ok(view
@@ -44,6 +40,23 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
                     .map_err(|e| bad_page(t, id, e.0))?
                     .map(|e| e.to_entry()));
             }
+        };
+        levels.index(t, id, depth)?;
+        let range = KeyRange {
+            lo: lo.as_ref().and_then(|(n, i)| n.key(*i)),
+            hi: hi.as_ref().and_then(|(n, i)| n.key(*i)),
+        };
+        range.check_index(t, id, &n)?;
+        let i = n.child_for(key);
+        id = n.children[i];
+        if depth == 0 {
+            below_root = i;
+        }
+        if i > 0 {
+            lo = Some((n.clone(), i - 1));
+        }
+        if i < n.key_count() {
+            hi = Some((n, i));
         }
     }
     Err(bad_page(
@@ -51,6 +64,27 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
         id,
         "tree deeper than the maximum depth (a cycle?)",
     ))
+}
+
+/// Separator `i` of an index node a lookup holds.
+type Bound<'a> = (Held<'a>, usize);
+
+/// An index node a lookup holds: borrowed from the tree's [`TopNodes`] (no reference
+/// count touched), or its own.
+#[derive(Clone)]
+enum Held<'a> {
+    Kept(&'a Arc<IndexNode>),
+    Owned(Arc<IndexNode>),
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = IndexNode;
+    fn deref(&self) -> &IndexNode {
+        match self {
+            Held::Kept(n) => n,
+            Held::Owned(n) => n,
+        }
+    }
 }
 
 /// Which way a descent goes at each index page.
@@ -243,7 +277,18 @@ impl Cursor {
     ) -> TreeResult<()> {
         loop {
             let depth = self.stack.len();
-            match t.node(id)? {
+            let node = match (t.top_nodes(), self.stack.first()) {
+                (Some(top), None) => top.root(id, || t.node(id))?,
+                (Some(top), Some((_, below_root))) if depth == 1 => {
+                    top.child(*below_root, id, || t.node(id))?
+                }
+                _ => Step::Fetched(t.node(id)?),
+            };
+            let node = match node {
+                Step::Kept(n) => Node::Index(n.clone()),
+                Step::Fetched(n) => n,
+            };
+            match node {
                 Node::Index(n) => {
                     // Ends the loop: depth grows by one per step and is bounded here.
                     self.levels.index(t, id, depth)?;

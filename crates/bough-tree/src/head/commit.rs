@@ -145,6 +145,7 @@ impl Head {
                     files: &self.files,
                     ranges: &ranges,
                     staged: Some(&staged),
+                    kept: None,
                 };
                 mapping.checkpoint(&fetch, &mut txn)?
             };
@@ -212,14 +213,29 @@ impl Head {
     }
 
     pub(crate) fn publish(&self) {
+        let mapping = self.state.mapping.view();
+        // A commit that only added to the write buffer leaves the tree as it was: its
+        // decoded top nodes stay valid and are shared (the current snapshot is alive
+        // while compared, so a pointer match cannot be a reused allocation).
+        let current = self.published.load();
+        let top = if current.root == self.state.root
+            && current.ttl_root == self.state.ttl_root
+            && current.mapping.same_version(&mapping)
+            && *current.ranges == self.state.ranges
+        {
+            current.top.clone()
+        } else {
+            Arc::default()
+        };
         self.published.store(Arc::new(TreeSnapshot {
             root: self.state.root,
             ttl_root: self.state.ttl_root,
-            mapping: self.state.mapping.view(),
+            mapping,
             ranges: Arc::new(self.state.ranges.clone()),
             files: self.files.clone(),
             version: self.version(),
             buffer: self.log.buffer.clone(),
+            top,
         }));
     }
 

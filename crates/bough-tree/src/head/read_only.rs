@@ -67,6 +67,7 @@ impl Head {
                 files: &files,
                 ranges: &st.meta.branch_file_ranges,
                 staged: None,
+                kept: None,
             };
             for (&id, &raw) in &st.overlay {
                 mapping.replay_change(id, raw, &fetch)?;
@@ -97,6 +98,7 @@ impl Head {
                 .version
                 .unwrap_or_else(|| version_base.saturating_add(st.last_seq)),
             buffer: log.buffer.clone(),
+            top: Arc::default(),
         });
         let incarnation = bough_manifest::incarnation(&st.extensions)
             .map_err(|e| {

@@ -73,6 +73,7 @@ impl Head {
                     files: txn.files,
                     ranges: &txn.st.ranges,
                     staged: Some(&txn.staged),
+                    kept: None,
                 };
                 let raw = txn.st.mapping.current().raw(id, &src)?;
                 txn.st.mapping.set_raw(id, raw, &src)?;

@@ -136,6 +136,7 @@ impl Head {
                 files: &self.files,
                 ranges: &self.state.ranges,
                 staged: None,
+                kept: None,
             };
             self.state.mapping.overlay(&fetch)?
         };

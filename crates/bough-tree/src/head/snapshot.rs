@@ -26,6 +26,10 @@ pub struct TreeSnapshot {
     /// head without a write buffer): every read of this snapshot goes through
     /// [`TreeSnapshot::buffered`], which sees them.
     pub buffer: crate::buffer::WriteBuffer,
+    /// The decoded top index nodes of this tree version, shared by every snapshot of the
+    /// same (root, mapping, ranges) (`Head::publish`), so lookups skip the first two
+    /// levels' page fetches.
+    pub(crate) top: Arc<crate::btree::TopNodes>,
 }
 
 /// Page lookups shared by snapshots and transactions.
@@ -33,6 +37,8 @@ pub(crate) struct Fetch<'a> {
     pub(super) files: &'a FileTable,
     pub(super) ranges: &'a BranchFileMapping,
     pub(super) staged: Option<&'a HashMap<PageAddr, CachedPage>>,
+    /// The mapping chunks kept for this version (a snapshot's fetches only).
+    pub(super) kept: Option<&'a crate::mapping::KeptChunks>,
 }
 
 impl Fetch<'_> {
@@ -120,6 +126,10 @@ impl NodeSource for Fetch<'_> {
     fn locate(&self, addr: PageAddr) -> (String, u64) {
         self.files.locate(self.ranges, addr)
     }
+
+    fn kept_chunks(&self) -> Option<&crate::mapping::KeptChunks> {
+        self.kept
+    }
 }
 
 pub(crate) fn tree_node(page: CachedPage, fetch: &Fetch<'_>, addr: PageAddr) -> TreeResult<Node> {
@@ -142,6 +152,7 @@ impl TreeSnapshot {
             files: &self.files,
             ranges: &self.ranges,
             staged: None,
+            kept: Some(self.top.kept_chunks()),
         }
     }
 
@@ -194,6 +205,7 @@ impl TreeSnapshot {
                 files: &files,
                 ranges: &s.meta.branch_file_ranges,
                 staged: None,
+                kept: None,
             };
             for &(id, raw) in &s.overlay {
                 mapping.replay_change(id, raw, &fetch)?;
@@ -211,6 +223,7 @@ impl TreeSnapshot {
                 .flatten()
                 .unwrap_or(0),
             buffer: crate::buffer::WriteBuffer::new(),
+            top: Arc::default(),
         })
     }
 }
@@ -223,6 +236,10 @@ impl NodeSource for TreeSnapshot {
     fn locate(&self, addr: PageAddr) -> (String, u64) {
         self.files.locate(&self.ranges, addr)
     }
+
+    fn kept_chunks(&self) -> Option<&crate::mapping::KeptChunks> {
+        Some(self.top.kept_chunks())
+    }
 }
 
 impl TreeRead for TreeSnapshot {
@@ -234,6 +251,10 @@ impl TreeRead for TreeSnapshot {
 
     fn overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>> {
         self.read_overflow(first, pages, len)
+    }
+
+    fn top_nodes(&self) -> Option<&crate::btree::TopNodes> {
+        Some(&self.top)
     }
 
     fn locate_page(&self, id: PageId) -> (String, u64) {

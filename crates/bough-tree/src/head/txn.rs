@@ -55,6 +55,7 @@ impl Txn<'_> {
             files: self.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
+            kept: None,
         }
     }
 
@@ -120,6 +121,7 @@ impl Txn<'_> {
             files: self.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
+            kept: None,
         };
         self.st.mapping.map(id, addr, &src)
     }
@@ -129,6 +131,7 @@ impl Txn<'_> {
             files: self.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
+            kept: None,
         };
         self.st.mapping.alloc(&src)
     }
@@ -210,6 +213,7 @@ impl TreeWrite for Txn<'_> {
             files: self.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
+            kept: None,
         };
         self.st.mapping.free(id, &src)
     }
