@@ -139,6 +139,24 @@ mod tests {
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want);
+        // Taking the entries (a range's front) yields exactly what copying them does.
+        let (mut copied, mut taken) = (
+            Cursor::seek(t, root, None).unwrap(),
+            Cursor::seek(t, root, None).unwrap(),
+        );
+        loop {
+            let (a, b) = (copied.next_entry(t).unwrap(), taken.take_next(t).unwrap());
+            assert_eq!(a, b);
+            if a.is_none() {
+                break;
+            }
+        }
+        // A cursor that gave its entries away cannot go back over them.
+        let mut c = Cursor::seek(t, root, None).unwrap();
+        if let Some(first) = c.take_next(t).unwrap() {
+            assert_eq!(c.get_in_leaf(&first.key), None, "seek anew");
+            assert!(c.prev_entry(t).is_err());
+        }
         // Backward from the end, and from a bound inside the keys (inclusive or not), the
         // keys come in exactly the reverse order.
         let live = |c: &mut Cursor| {

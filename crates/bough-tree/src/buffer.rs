@@ -329,7 +329,7 @@ impl BufferedPosition {
     pub fn next_entry(&mut self, read: &BufferedRead<'_>) -> TreeResult<Option<Entry>> {
         loop {
             if self.tree_head.is_none() && !self.tree_done {
-                self.tree_head = self.tree.next_entry(read.tree)?;
+                self.tree_head = self.tree.take_next(read.tree)?;
                 self.tree_done = self.tree_head.is_none();
             }
             let runs = &read.buffer.runs;
@@ -339,6 +339,16 @@ impl BufferedPosition {
                 .filter_map(|(r, &p)| r.key_at(p))
                 .min()
                 .map(|(_, k)| k);
+            // No run stands at the tree's next key: its entry is the answer as it is (no
+            // copy of its key).
+            let tree_first = match (&self.tree_head, buffered) {
+                (Some(t), Some(b)) => t.key.as_slice() < b,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if tree_first {
+                return Ok(self.tree_head.take());
+            }
             let key = match (&self.tree_head, buffered) {
                 (None, None) => return Ok(None),
                 (Some(t), None) => t.key.clone(),

@@ -112,6 +112,8 @@ pub struct Cursor {
     pub(super) levels: Levels,
     /// The leaf `entries` came from (for errors about them).
     pub(super) leaf: PageId,
+    /// Entries were moved out ([`Cursor::take_next`]): the cursor only goes forward.
+    taken: bool,
 }
 
 impl Cursor {
@@ -122,6 +124,7 @@ impl Cursor {
             pos: 0,
             levels: Levels::default(),
             leaf: NO_PAGE,
+            taken: false,
         }
     }
 
@@ -149,6 +152,9 @@ impl Cursor {
     /// is past that entry, so the caller seeks anew. Reads no page: a batch of lookups
     /// reads each leaf once instead of once per key.
     pub fn get_in_leaf(&mut self, key: &[u8]) -> Option<Option<Entry>> {
+        if self.taken {
+            return None;
+        }
         let last = self.entries.last()?;
         if key > last.key.as_slice() {
             return None;
@@ -236,6 +242,11 @@ impl Cursor {
         reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
     )]
     pub fn prev_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
+        if self.taken {
+            return Err(crate::error::TreeError::InvalidArgument {
+                what: "a cursor whose entries were taken cannot go back".into(),
+            });
+        }
         loop {
             if let Some(p) = self.pos.checked_sub(1)
                 && let Some(e) = self.entries.get(p)
@@ -328,19 +339,52 @@ impl Cursor {
                 self.pos += 1;
                 return Ok(Some(e));
             }
-            // Climb to the first ancestor with a right sibling, then go down its left edge.
-            loop {
-                let Some((node, idx)) = self.stack.pop() else {
-                    self.entries.clear();
-                    self.pos = 0;
-                    return Ok(None);
-                };
-                if idx + 1 < node.children.len() {
-                    let child = node.children[idx + 1];
-                    self.stack.push((node, idx + 1));
-                    self.descend(t, child, Toward::Key(None))?;
-                    break;
-                }
+            if !self.next_leaf(t)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// [`Self::next_entry`], the entry moved out of the cursor instead of copied (a scan
+    /// allocated every key and value twice): for a cursor that only goes forward, such as
+    /// a range's front. The cursor cannot go back over what it gave away: afterwards
+    /// [`Self::prev_entry`] fails and [`Self::get_in_leaf`] answers `None` (seek anew).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "entries[pos] follows a pos < len check"
+    )]
+    pub fn take_next(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
+        self.taken = true;
+        loop {
+            if self.pos < self.entries.len() {
+                let e = std::mem::replace(&mut self.entries[self.pos], Entry::placeholder());
+                self.pos += 1;
+                return Ok(Some(e));
+            }
+            if !self.next_leaf(t)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves to the first entry of the next leaf: climbs to the first ancestor with a
+    /// right sibling, then goes down its left edge. `false`: no leaf is left.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "idx + 1 < children.len() is checked"
+    )]
+    fn next_leaf(&mut self, t: &dyn TreeRead) -> TreeResult<bool> {
+        loop {
+            let Some((node, idx)) = self.stack.pop() else {
+                self.entries.clear();
+                self.pos = 0;
+                return Ok(false);
+            };
+            if idx + 1 < node.children.len() {
+                let child = node.children[idx + 1];
+                self.stack.push((node, idx + 1));
+                self.descend(t, child, Toward::Key(None))?;
+                return Ok(true);
             }
         }
     }

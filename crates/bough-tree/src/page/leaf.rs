@@ -148,6 +148,17 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An empty entry (no key, a tombstone) that allocates nothing: what a cursor leaves
+    /// where it moved an entry out.
+    pub(crate) fn placeholder() -> Entry {
+        Entry {
+            key: Vec::new(),
+            timestamp: 0,
+            expire_at: 0,
+            value: ValueLoc::Tombstone,
+        }
+    }
+
     /// Whether the entry is visible at `now_ms`: it has no expiry, or its expiry is still
     /// ahead. An entry expires *at* its expiry time. Reads, diffs and merges all use this
     /// rule, so an expired entry is absent everywhere, whether or not expiry has removed

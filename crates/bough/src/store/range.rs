@@ -116,7 +116,7 @@ impl RangeIter {
             return Ok(None);
         };
         let found = next_in_range(&mut self.lo, &self.hi, view, || {
-            cursor.next_entry(snap).map_err(at)
+            cursor.take_next(snap).map_err(at)
         })?;
         self.done = found.is_none();
         Ok(found)
