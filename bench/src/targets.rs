@@ -784,9 +784,13 @@ fn why(res: &Results, wl: &str, peer: Option<&str>, device: Option<&Device>) -> 
                 "every get is one synchronous read from one of 32 threads on 2 cores, where fio keeps 32 reads in flight from one thread; the lookup and the page's checksum take CPU the 32 threads' wake-ups compete for".into(),
             );
         }
-    } else if wl.starts_with("get_warm") || wl.starts_with("scan") {
+    } else if wl.starts_with("get_warm") {
         parts.push(
-            "LMDB reads a memory-mapped page in place; Bough looks up the mapping and the page cache at every level (a shard lock, a hash probe and a page reference count each, which concurrent readers share) and copies the value out".into(),
+            "LMDB binary-searches a memory-mapped page in place; Bough takes the top two levels and the mapping chunk from the tree version's kept nodes, probes the page cache once for the leaf (a shard lock and a reference count), scans up to 16 prefix-compressed entries of one restart block and copies the value out".into(),
+        );
+    } else if wl.starts_with("scan") {
+        parts.push(
+            "LMDB walks memory-mapped pages in place; a Bough scan decodes each leaf it reaches into owned entries (a key and a value allocated per entry) and hands each out owned".into(),
         );
     } else if wl.starts_with("fill") || wl.starts_with("overwrite") {
         if let (Some(bw), Some(pw)) = (b.and_then(|r| r.write_amp), p.and_then(|r| r.write_amp)) {
