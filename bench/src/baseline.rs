@@ -118,6 +118,9 @@ fn run_inner(b: &Baseline, part: Part, shared: &Shared<'_>, out: &mut Results) -
 
 /// Takes the rows, Bough-only series and errors of a child's report.json.
 pub fn absorb(js: &serde_json::Value, out: &mut Results) -> Res<()> {
+    if let Some(b) = js["local_backend"].as_str() {
+        crate::engines::note_child_backend(b);
+    }
     let rows = js["rows"].as_array().ok_or("report.json has no rows")?;
     for r in rows {
         out.rows

@@ -124,6 +124,14 @@ pub fn backend_used() -> &'static str {
     BACKEND_USED.get().map_or("not opened", String::as_str)
 }
 
+/// Records the backend a child process of this run (a round of `bough` or of a baseline)
+/// reported, when this process opened no store of its own.
+pub fn note_child_backend(backend: &str) {
+    if backend != "not opened" {
+        let _ = BACKEND_USED.set(backend.to_string());
+    }
+}
+
 /// Bough: one store, partition `bench/0`, branch `main`.
 pub struct BoughEngine {
     pub store: bough::Store,

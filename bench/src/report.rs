@@ -456,6 +456,7 @@ pub fn json(info: &RunInfo<'_>, res: &Results, tg: &[Target]) -> serde_json::Val
         "started": info.started,
         "wall_secs": info.wall_secs,
         "engines": info.engines,
+        "local_backend": engines::backend_used(),
         "not_run": info.skipped,
         "cold_method": info.cold_method,
         "cloud": match info.cloud {
