@@ -172,7 +172,21 @@ impl Partition {
 
     /// Opens `name` at the next term (a new owner takes over): a new manifest inheriting the
     /// old one's state, then `CURRENT_TERM`; the old term's head is fenced from then on.
+    ///
+    /// In cloud mode a failure may come after the next term's manifest exists: the next
+    /// owner adopts it and would not see a commit `old` made now (found by the harness's
+    /// object-store crashes: acknowledged, then lost), so `old` is poisoned. (A local
+    /// open's recovery goes by `CURRENT_TERM`, and `old` goes on.)
     pub fn open_new_term(&self, old: &mut Head, now_ms: u64) -> CatalogResult<Head> {
+        let cloud = self.storage().kind() == bough_io::BackendKind::Object;
+        self.open_new_term_unguarded(old, now_ms).inspect_err(|e| {
+            if cloud {
+                old.poison(format!("opening a new term failed: {e}"));
+            }
+        })
+    }
+
+    fn open_new_term_unguarded(&self, old: &mut Head, now_ms: u64) -> CatalogResult<Head> {
         let name = old.branch().clone();
         let new_term = old.term() + 1;
         let mut fork = old.new_term_point(now_ms)?;

@@ -349,12 +349,11 @@ impl BufferedPosition {
             if tree_first {
                 return Ok(self.tree_head.take());
             }
-            let key = match (&self.tree_head, buffered) {
-                (None, None) => return Ok(None),
-                (Some(t), None) => t.key.clone(),
-                (None, Some(b)) => b.to_vec(),
-                (Some(t), Some(b)) => t.key.as_slice().min(b).to_vec(),
+            // Otherwise the next key is the runs' (the tree's, if any, is not below it).
+            let Some(b) = buffered else {
+                return Ok(None);
             };
+            let key = b.to_vec();
             let mut entry = match &self.tree_head {
                 Some(t) if t.key == key => self.tree_head.take(),
                 _ => None,

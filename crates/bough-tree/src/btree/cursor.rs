@@ -15,7 +15,6 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
     if root == NO_PAGE {
         return Ok(None);
     }
-    let top = t.top_nodes();
     let mut id = root;
     // The separators bounding the current page's range, as (page, separator index): kept
     // as shared pages, not copied keys, so a lookup allocates nothing for them.
@@ -24,12 +23,7 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
     // Which child of the root the descent took (for the second level of `top`).
     let mut below_root = 0;
     for depth in 0..=MAX_DEPTH {
-        let step = match (top, depth) {
-            (Some(top), 0) => top.root(id, || t.node(id))?,
-            (Some(top), 1) => top.child(below_root, id, || t.node(id))?,
-            _ => Step::Fetched(t.node(id)?),
-        };
-        let n = match step {
+        let n = match step(t, depth, below_root, id)? {
             Step::Kept(n) => Held::Kept(n),
             Step::Fetched(Node::Index(n)) => Held::Owned(n),
             Step::Fetched(Node::Leaf(p)) => {
@@ -64,6 +58,16 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
         id,
         "tree deeper than the maximum depth (a cycle?)",
     ))
+}
+
+/// Page `id`, reached at `depth` by a descent that took child `below_root` of the root:
+/// from the tree version's kept nodes for the top two levels ([`TopNodes`]), else fetched.
+fn step(t: &dyn TreeRead, depth: usize, below_root: usize, id: PageId) -> TreeResult<Step<'_>> {
+    match (t.top_nodes(), depth) {
+        (Some(top), 0) => top.root(id, || t.node(id)),
+        (Some(top), 1) => top.child(below_root, id, || t.node(id)),
+        _ => t.node(id).map(Step::Fetched),
+    }
 }
 
 /// Separator `i` of an index node a lookup holds.
@@ -288,14 +292,8 @@ impl Cursor {
     ) -> TreeResult<()> {
         loop {
             let depth = self.stack.len();
-            let node = match (t.top_nodes(), self.stack.first()) {
-                (Some(top), None) => top.root(id, || t.node(id))?,
-                (Some(top), Some((_, below_root))) if depth == 1 => {
-                    top.child(*below_root, id, || t.node(id))?
-                }
-                _ => Step::Fetched(t.node(id)?),
-            };
-            let node = match node {
+            let below_root = self.stack.first().map_or(0, |(_, i)| *i);
+            let node = match step(t, depth, below_root, id)? {
                 Step::Kept(n) => Node::Index(n.clone()),
                 Step::Fetched(n) => n,
             };
@@ -328,38 +326,29 @@ impl Cursor {
     }
 
     /// The next entry in key order.
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
-    )]
     pub fn next_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
-        loop {
-            if self.pos < self.entries.len() {
-                let e = self.entries[self.pos].clone();
-                self.pos += 1;
-                return Ok(Some(e));
-            }
-            if !self.next_leaf(t)? {
-                return Ok(None);
-            }
-        }
+        self.forward(t, |e| e.clone())
     }
 
     /// [`Self::next_entry`], the entry moved out of the cursor instead of copied (a scan
     /// allocated every key and value twice): for a cursor that only goes forward, such as
     /// a range's front. The cursor cannot go back over what it gave away: afterwards
     /// [`Self::prev_entry`] fails and [`Self::get_in_leaf`] answers `None` (seek anew).
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "entries[pos] follows a pos < len check"
-    )]
     pub fn take_next(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
         self.taken = true;
+        self.forward(t, |e| std::mem::replace(e, Entry::placeholder()))
+    }
+
+    /// The next entry in key order, as `out` hands it over.
+    fn forward(
+        &mut self,
+        t: &dyn TreeRead,
+        out: impl Fn(&mut Entry) -> Entry,
+    ) -> TreeResult<Option<Entry>> {
         loop {
-            if self.pos < self.entries.len() {
-                let e = std::mem::replace(&mut self.entries[self.pos], Entry::placeholder());
+            if let Some(e) = self.entries.get_mut(self.pos) {
                 self.pos += 1;
-                return Ok(Some(e));
+                return Ok(Some(out(e)));
             }
             if !self.next_leaf(t)? {
                 return Ok(None);

@@ -198,16 +198,7 @@ pub(super) fn open_new_term(
     part: &PartitionEntry,
 ) -> Result<()> {
     let _catalog = part.catalog_change();
-    // In cloud mode a failure may come after the next term's manifest exists: the next
-    // owner adopts it and would not see a commit this head made now (found by the
-    // harness's object-store crashes: acknowledged, then lost), so the head stops here.
-    // (A local open's recovery goes by `CURRENT_TERM`, and the head goes on.)
-    let cloud = head.files().storage().kind() == bough_io::BackendKind::Object;
-    let mut new_head = part.part.open_new_term(head, now).inspect_err(|e| {
-        if cloud {
-            head.poison(format!("opening a new term failed: {e}"));
-        }
-    })?;
+    let mut new_head = part.part.open_new_term(head, now)?;
     new_head.share_published(branch.published.clone());
     *head = new_head;
     Ok(())
