@@ -17,9 +17,11 @@ use crate::page::leaf::{self, Entry, LeafCursor, LeafView, Piece, ValueRef};
 pub(crate) mod access;
 mod apply;
 mod cursor;
+mod forward;
 mod leaf_merge;
 pub(crate) mod mutation;
 mod node;
+mod path;
 mod top_nodes;
 mod write;
 
@@ -28,6 +30,7 @@ pub use access::{Node, TreeRead, TreeWrite};
 pub use apply::apply;
 use apply::*;
 pub use cursor::{Cursor, get};
+pub use forward::ForwardCursor;
 pub use leaf_merge::inline_limit;
 use leaf_merge::*;
 pub use mutation::{Applied, MAX_VALUE_LEN, Mutation, Op, check_batch, max_key_len};
@@ -139,23 +142,27 @@ mod tests {
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want);
-        // Taking the entries (a range's front) yields exactly what copying them does.
-        let (mut copied, mut taken) = (
-            Cursor::seek(t, root, None).unwrap(),
-            Cursor::seek(t, root, None).unwrap(),
-        );
-        loop {
-            let (a, b) = (copied.next_entry(t).unwrap(), taken.take_next(t).unwrap());
-            assert_eq!(a, b);
-            if a.is_none() {
-                break;
+        // A forward cursor reading the pages lazily yields exactly what a decoding one
+        // does, from the start and from seeks at, between and past the keys.
+        let every = model.len() / 4 + 1;
+        let starts = std::iter::once(None).chain(model.keys().step_by(every).flat_map(|k| {
+            let mut after = k.clone();
+            after.push(0);
+            let before = k.get(..k.len().saturating_sub(1)).map(<[u8]>::to_vec);
+            [Some(k.clone()), Some(after), before]
+        }));
+        for start in starts.chain([Some(vec![0xff; 64])]) {
+            let (mut decoded, mut lazy) = (
+                Cursor::seek(t, root, start.as_deref()).unwrap(),
+                ForwardCursor::seek(t, root, start.as_deref()).unwrap(),
+            );
+            loop {
+                let (a, b) = (decoded.next_entry(t).unwrap(), lazy.next_entry(t).unwrap());
+                assert_eq!(a, b, "from {start:?}");
+                if a.is_none() {
+                    break;
+                }
             }
-        }
-        // A cursor that gave its entries away cannot go back over them.
-        let mut c = Cursor::seek(t, root, None).unwrap();
-        if let Some(first) = c.take_next(t).unwrap() {
-            assert_eq!(c.get_in_leaf(&first.key), None, "seek anew");
-            assert!(c.prev_entry(t).is_err());
         }
         // Backward from the end, and from a bound inside the keys (inclusive or not), the
         // keys come in exactly the reverse order.

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use bough_manifest::PageId;
 
-use crate::btree::{self, Cursor, Mutation, Op, TreeRead};
+use crate::btree::{self, Cursor, ForwardCursor, Mutation, Op, TreeRead};
 use crate::lww;
 use crate::page::leaf::{Entry, ValueLoc};
 pub use budget::BufferBudget;
@@ -255,7 +255,7 @@ impl BufferedRead<'_> {
     /// caller that keeps a snapshot (and so its buffer) alive advances it with
     /// [`BufferedPosition::next_entry`] over a fresh [`BufferedRead`] of that snapshot.
     pub fn seek_owned(&self, start: Option<&[u8]>) -> TreeResult<BufferedPosition> {
-        let tree = Cursor::seek(self.tree, self.root, start)?;
+        let tree = ForwardCursor::seek(self.tree, self.root, start)?;
         let pos = self
             .buffer
             .runs
@@ -317,7 +317,7 @@ impl BufferedCursor<'_> {
 /// [`BufferedRead::seek_owned`]); valid only with reads of the same buffer and tree.
 #[derive(Debug)]
 pub struct BufferedPosition {
-    tree: Cursor,
+    tree: ForwardCursor,
     tree_head: Option<Entry>,
     tree_done: bool,
     /// Next position in each run (same order as the buffer's runs).
@@ -329,7 +329,7 @@ impl BufferedPosition {
     pub fn next_entry(&mut self, read: &BufferedRead<'_>) -> TreeResult<Option<Entry>> {
         loop {
             if self.tree_head.is_none() && !self.tree_done {
-                self.tree_head = self.tree.take_next(read.tree)?;
+                self.tree_head = self.tree.next_entry(read.tree)?;
                 self.tree_done = self.tree_head.is_none();
             }
             let runs = &read.buffer.runs;

@@ -24,7 +24,7 @@ use bough_tree::files::FileTable;
 use bough_tree::head::{Head, HeadConfig, TreeSnapshot};
 use bough_tree::page::index::IndexNode;
 use bough_tree::page::kind;
-use bough_tree::page::leaf::ValueLoc;
+use bough_tree::page::leaf::{Entry, ValueLoc};
 
 const PAGE: u32 = 4096;
 
@@ -146,16 +146,54 @@ fn names_page(e: &TreeError, s: &TreeSnapshot, id: PageId, what: &str) {
     }
 }
 
-/// A full cursor scan: the keys it yields (each above the one before, or the test fails)
-/// and how it ended.
+/// The two forward walks of the key tree: the cursor that decodes a leaf on arrival and
+/// the one that reads entries from the page as it goes; every crafted tree is walked with
+/// both.
+trait Walk: Sized {
+    fn seek(s: &TreeSnapshot, key: Option<&[u8]>) -> Result<Self, TreeError>;
+    fn next(&mut self, s: &TreeSnapshot) -> Result<Option<Entry>, TreeError>;
+}
+
+impl Walk for btree::Cursor {
+    fn seek(s: &TreeSnapshot, key: Option<&[u8]>) -> Result<Self, TreeError> {
+        btree::Cursor::seek(s, s.root, key)
+    }
+    fn next(&mut self, s: &TreeSnapshot) -> Result<Option<Entry>, TreeError> {
+        self.next_entry(s)
+    }
+}
+
+impl Walk for btree::ForwardCursor {
+    fn seek(s: &TreeSnapshot, key: Option<&[u8]>) -> Result<Self, TreeError> {
+        btree::ForwardCursor::seek(s, s.root, key)
+    }
+    fn next(&mut self, s: &TreeSnapshot) -> Result<Option<Entry>, TreeError> {
+        self.next_entry(s)
+    }
+}
+
+/// A full cursor scan with both walks: the keys it yields (each above the one before, or
+/// the test fails) and how it ended, the same for both (or the test fails).
 fn scan(s: &TreeSnapshot) -> (Vec<Vec<u8>>, Result<(), TreeError>) {
+    let decoded = scan_with::<btree::Cursor>(s);
+    let lazy = scan_with::<btree::ForwardCursor>(s);
+    assert_eq!(decoded.0, lazy.0, "both walks yield the same keys");
+    assert_eq!(
+        decoded.1.as_ref().err().map(ToString::to_string),
+        lazy.1.as_ref().err().map(ToString::to_string),
+        "both walks end alike"
+    );
+    decoded
+}
+
+fn scan_with<W: Walk>(s: &TreeSnapshot) -> (Vec<Vec<u8>>, Result<(), TreeError>) {
     let mut out: Vec<Vec<u8>> = Vec::new();
-    let mut c = match btree::Cursor::seek(s, s.root, None) {
+    let mut c = match W::seek(s, None) {
         Ok(c) => c,
         Err(e) => return (out, Err(e)),
     };
     loop {
-        match c.next_entry(s) {
+        match c.next(s) {
             Ok(Some(e)) => {
                 if let Some(prev) = out.last() {
                     assert!(
@@ -177,13 +215,24 @@ fn scan(s: &TreeSnapshot) -> (Vec<Vec<u8>>, Result<(), TreeError>) {
 /// the store's paged scans and the harness read a branch). The number of pages is
 /// bounded: a scan that goes back to keys it already read would never end.
 fn paged_scan(s: &TreeSnapshot, keys: usize) -> Result<usize, TreeError> {
+    let decoded = paged_scan_with::<btree::Cursor>(s, keys);
+    let lazy = paged_scan_with::<btree::ForwardCursor>(s, keys);
+    assert_eq!(
+        decoded.as_ref().map_err(ToString::to_string),
+        lazy.as_ref().map_err(ToString::to_string),
+        "both walks page alike"
+    );
+    decoded
+}
+
+fn paged_scan_with<W: Walk>(s: &TreeSnapshot, keys: usize) -> Result<usize, TreeError> {
     let mut begin: Option<Vec<u8>> = None;
     let mut read = 0;
     for _ in 0..keys / 64 + 2 {
-        let mut c = btree::Cursor::seek(s, s.root, begin.as_deref())?;
+        let mut c = W::seek(s, begin.as_deref())?;
         let mut n = 0;
         loop {
-            let Some(e) = c.next_entry(s)? else {
+            let Some(e) = c.next(s)? else {
                 return Ok(read);
             };
             if n == 64 {

@@ -9,7 +9,8 @@
 //! `warm` or `cold` runs one group). Each iteration is 100 gets of well-spread keys, the
 //! async ones inside one `block_on`, so the runtime's own entry cost is amortized as in a
 //! task that awaits many reads. Wall-clock figures on a shared VM are noisy: compare the
-//! ratios within one run.
+//! ratios within one run. `scan_warm` times scans of 100 entries on the warm store, as
+//! one page (`scan_blocking`) and through the iterator (`range`).
 
 use std::hint::black_box;
 
@@ -86,8 +87,40 @@ fn bench_reads(c: &mut Criterion) {
             })
         });
         g.finish();
+        if name == "warm" {
+            bench_scans(c, &main, &mut n);
+        }
         store.close().expect("close");
     }
+}
+
+/// Scans of 100 entries from well-spread keys on the warm store (issue 17's `scan_100`
+/// row): what a range costs beyond its leaves' cache lookups.
+fn bench_scans(c: &mut Criterion, main: &Branch, n: &mut u64) {
+    let mut g = c.benchmark_group("scan_warm");
+    g.throughput(Throughput::Elements(100));
+    g.bench_function("scan_100_blocking", |b| {
+        b.iter(|| {
+            *n += 1;
+            let page = main
+                .scan_blocking(&bough::ScanOptions {
+                    begin: std::ops::Bound::Included(key(*n)),
+                    limit: 100,
+                    ..bough::ScanOptions::default()
+                })
+                .expect("scan");
+            black_box(page.entries.len())
+        })
+    });
+    g.bench_function("range_100_iter", |b| {
+        b.iter(|| {
+            *n += 1;
+            for kv in main.range(key(*n)..).take(100) {
+                black_box(kv.expect("range"));
+            }
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench_reads);

@@ -4,6 +4,7 @@
 use super::*;
 use crate::error::TreeResult;
 
+use super::path::{Path, Toward, step};
 use super::top_nodes::Step;
 
 /// The entry for `key`, if present.
@@ -60,16 +61,6 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
     ))
 }
 
-/// Page `id`, reached at `depth` by a descent that took child `below_root` of the root:
-/// from the tree version's kept nodes for the top two levels ([`TopNodes`]), else fetched.
-fn step(t: &dyn TreeRead, depth: usize, below_root: usize, id: PageId) -> TreeResult<Step<'_>> {
-    match (t.top_nodes(), depth) {
-        (Some(top), 0) => top.root(id, || t.node(id)),
-        (Some(top), 1) => top.child(below_root, id, || t.node(id)),
-        _ => t.node(id).map(Step::Fetched),
-    }
-}
-
 /// Separator `i` of an index node a lookup holds.
 type Bound<'a> = (Held<'a>, usize);
 
@@ -91,16 +82,8 @@ impl std::ops::Deref for Held<'_> {
     }
 }
 
-/// Which way a descent goes at each index page.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Toward<'k> {
-    /// The child holding this key (the first child for `None`).
-    Key(Option<&'k [u8]>),
-    /// The last child.
-    Last,
-}
-
-/// A forward cursor over the leaves.
+/// A cursor over the leaves, both ways, holding one leaf decoded (for lookups in key
+/// order and backward walks; a forward-only walk reads less with a [`ForwardCursor`]).
 ///
 /// Every page it reads is held to the range and level its path gives it (see
 /// [`crate::bounds`]), so on any tree from disk it either yields each entry once in key
@@ -108,27 +91,20 @@ pub(crate) enum Toward<'k> {
 /// make it loop or yield keys again.
 #[derive(Debug)]
 pub struct Cursor {
-    /// Index nodes on the path, with the child taken at each.
-    pub(super) stack: Vec<(Arc<IndexNode>, usize)>,
-    pub(super) entries: Vec<Entry>,
-    pub(super) pos: usize,
-    /// The depth of the leaves, learned at the first one.
-    pub(super) levels: Levels,
+    path: Path,
+    entries: Vec<Entry>,
+    pos: usize,
     /// The leaf `entries` came from (for errors about them).
-    pub(super) leaf: PageId,
-    /// Entries were moved out ([`Cursor::take_next`]): the cursor only goes forward.
-    taken: bool,
+    leaf: PageId,
 }
 
 impl Cursor {
-    pub(super) fn new() -> Cursor {
+    fn new() -> Cursor {
         Cursor {
-            stack: Vec::new(),
+            path: Path::default(),
             entries: Vec::new(),
             pos: 0,
-            levels: Levels::default(),
             leaf: NO_PAGE,
-            taken: false,
         }
     }
 
@@ -156,9 +132,6 @@ impl Cursor {
     /// is past that entry, so the caller seeks anew. Reads no page: a batch of lookups
     /// reads each leaf once instead of once per key.
     pub fn get_in_leaf(&mut self, key: &[u8]) -> Option<Option<Entry>> {
-        if self.taken {
-            return None;
-        }
         let last = self.entries.last()?;
         if key > last.key.as_slice() {
             return None;
@@ -176,10 +149,6 @@ impl Cursor {
     }
 
     /// The last entry with key < `key` (`inclusive`: ≤), or none.
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
-    )]
     pub fn before(
         t: &dyn TreeRead,
         root: PageId,
@@ -199,13 +168,8 @@ impl Cursor {
         }
         // Everything in this leaf is above `key`: the floor is the last entry of the
         // previous leaf.
-        while let Some((node, idx)) = c.stack.pop() {
-            if idx > 0 {
-                let child = node.children[idx - 1];
-                c.stack.push((node, idx - 1));
-                c.descend(t, child, Toward::Last)?;
-                return Ok(c.entries.pop());
-            }
+        if c.previous_leaf(t)? {
+            return Ok(c.entries.pop());
         }
         Ok(None)
     }
@@ -241,16 +205,7 @@ impl Cursor {
 
     /// The previous entry in descending key order (a cursor from
     /// [`seek_back`](Self::seek_back)).
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
-    )]
     pub fn prev_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
-        if self.taken {
-            return Err(crate::error::TreeError::InvalidArgument {
-                what: "a cursor whose entries were taken cannot go back".into(),
-            });
-        }
         loop {
             if let Some(p) = self.pos.checked_sub(1)
                 && let Some(e) = self.entries.get(p)
@@ -259,122 +214,67 @@ impl Cursor {
                 self.pos = p;
                 return Ok(Some(e));
             }
-            // Climb to the first ancestor with a left sibling, then go down its right edge.
-            // Each step moves strictly left or up, so a damaged tree cannot make this loop.
-            loop {
-                let Some((node, idx)) = self.stack.pop() else {
-                    self.entries.clear();
-                    self.pos = 0;
-                    return Ok(None);
-                };
-                if idx > 0 {
-                    let child = node.children[idx - 1];
-                    self.stack.push((node, idx - 1));
-                    self.descend(t, child, Toward::Last)?;
-                    self.pos = self.entries.len();
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Goes down from page `id` (the child the stack's top took, or the root) to a leaf,
-    /// checking each page against its path.
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "child indices come from a search over the node's keys (at most keys.len()), and a decoded index node has keys.len() + 1 children; entries[pos] follows a pos < len check"
-    )]
-    pub(super) fn descend(
-        &mut self,
-        t: &dyn TreeRead,
-        mut id: PageId,
-        to: Toward<'_>,
-    ) -> TreeResult<()> {
-        loop {
-            let depth = self.stack.len();
-            let below_root = self.stack.first().map_or(0, |(_, i)| *i);
-            let node = match step(t, depth, below_root, id)? {
-                Step::Kept(n) => Node::Index(n.clone()),
-                Step::Fetched(n) => n,
-            };
-            match node {
-                Node::Index(n) => {
-                    // Ends the loop: depth grows by one per step and is bounded here.
-                    self.levels.index(t, id, depth)?;
-                    KeyRange::of_path(&self.stack).check_index(t, id, &n)?;
-                    let idx = match to {
-                        Toward::Key(k) => k.map_or(0, |k| n.child_for(k)),
-                        Toward::Last => n.key_count(),
-                    };
-                    id = n.children[idx];
-                    self.stack.push((n, idx));
-                }
-                Node::Leaf(p) => {
-                    self.levels.leaf(t, id, depth)?;
-                    let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
-                    let entries = view.entries().map_err(|e| bad_page(t, id, e.0))?;
-                    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-                        KeyRange::of_path(&self.stack).check_keys(t, id, &first.key, &last.key)?;
-                    }
-                    self.entries = entries;
-                    self.pos = 0;
-                    self.leaf = id;
-                    return Ok(());
-                }
-            }
-        }
-    }
-
-    /// The next entry in key order.
-    pub fn next_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
-        self.forward(t, |e| e.clone())
-    }
-
-    /// [`Self::next_entry`], the entry moved out of the cursor instead of copied (a scan
-    /// allocated every key and value twice): for a cursor that only goes forward, such as
-    /// a range's front. The cursor cannot go back over what it gave away: afterwards
-    /// [`Self::prev_entry`] fails and [`Self::get_in_leaf`] answers `None` (seek anew).
-    pub fn take_next(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
-        self.taken = true;
-        self.forward(t, |e| std::mem::replace(e, Entry::placeholder()))
-    }
-
-    /// The next entry in key order, as `out` hands it over.
-    fn forward(
-        &mut self,
-        t: &dyn TreeRead,
-        out: impl Fn(&mut Entry) -> Entry,
-    ) -> TreeResult<Option<Entry>> {
-        loop {
-            if let Some(e) = self.entries.get_mut(self.pos) {
-                self.pos += 1;
-                return Ok(Some(out(e)));
-            }
-            if !self.next_leaf(t)? {
+            if !self.previous_leaf(t)? {
                 return Ok(None);
             }
         }
     }
 
-    /// Moves to the first entry of the next leaf: climbs to the first ancestor with a
-    /// right sibling, then goes down its left edge. `false`: no leaf is left.
+    /// Moves past the last entry of the previous leaf: climbs to the first ancestor with a
+    /// left sibling, then goes down its right edge. `false`: no leaf is left. Each step
+    /// moves strictly left or up, so a damaged tree cannot make this loop.
     #[expect(
         clippy::indexing_slicing,
-        reason = "idx + 1 < children.len() is checked"
+        reason = "idx - 1 < idx < children.len(): idx is a child the path took"
     )]
-    fn next_leaf(&mut self, t: &dyn TreeRead) -> TreeResult<bool> {
-        loop {
-            let Some((node, idx)) = self.stack.pop() else {
-                self.entries.clear();
-                self.pos = 0;
-                return Ok(false);
-            };
-            if idx + 1 < node.children.len() {
-                let child = node.children[idx + 1];
-                self.stack.push((node, idx + 1));
-                self.descend(t, child, Toward::Key(None))?;
+    fn previous_leaf(&mut self, t: &dyn TreeRead) -> TreeResult<bool> {
+        while let Some((node, idx)) = self.path.stack.pop() {
+            if idx > 0 {
+                let child = node.children[idx - 1];
+                self.path.stack.push((node, idx - 1));
+                self.descend(t, child, Toward::Last)?;
+                self.pos = self.entries.len();
                 return Ok(true);
             }
+        }
+        self.entries.clear();
+        self.pos = 0;
+        Ok(false)
+    }
+
+    /// Goes down from page `id` (the child the path's last node took, or the root) to a
+    /// leaf and decodes it, checking its keys against the path.
+    fn descend(&mut self, t: &dyn TreeRead, id: PageId, to: Toward<'_>) -> TreeResult<()> {
+        let (leaf, p) = self.path.descend(t, id, to)?;
+        self.read_leaf(t, leaf, &p)
+    }
+
+    /// Decodes leaf `id` (bytes `p`) as the cursor's current leaf, before its first entry.
+    fn read_leaf(&mut self, t: &dyn TreeRead, id: PageId, p: &[u8]) -> TreeResult<()> {
+        let view = LeafView::new(p).map_err(|e| bad_page(t, id, e.0))?;
+        let entries = view.entries().map_err(|e| bad_page(t, id, e.0))?;
+        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+            self.path.range().check_keys(t, id, &first.key, &last.key)?;
+        }
+        self.entries = entries;
+        self.pos = 0;
+        self.leaf = id;
+        Ok(())
+    }
+
+    /// The next entry in key order.
+    pub fn next_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
+        loop {
+            if let Some(e) = self.entries.get(self.pos) {
+                self.pos += 1;
+                return Ok(Some(e.clone()));
+            }
+            let Some((id, p)) = self.path.next_leaf(t)? else {
+                self.entries.clear();
+                self.pos = 0;
+                return Ok(None);
+            };
+            self.read_leaf(t, id, &p)?;
         }
     }
 }

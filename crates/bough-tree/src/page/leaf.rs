@@ -23,7 +23,7 @@ use bough_manifest::varint;
 mod cursor;
 mod encode;
 
-pub use cursor::LeafCursor;
+pub use cursor::{LeafCursor, LeafMark};
 pub use encode::{
     LEAF_OVERHEAD, Piece, encode, encode_meta, encode_pieces, encode_value_head, encoded_len,
     encoded_len_after, encoded_len_pieces, inline_bytes,
@@ -148,17 +148,6 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// An empty entry (no key, a tombstone) that allocates nothing: what a cursor leaves
-    /// where it moved an entry out.
-    pub(crate) fn placeholder() -> Entry {
-        Entry {
-            key: Vec::new(),
-            timestamp: 0,
-            expire_at: 0,
-            value: ValueLoc::Tombstone,
-        }
-    }
-
     /// Whether the entry is visible at `now_ms`: it has no expiry, or its expiry is still
     /// ahead. An entry expires *at* its expiry time. Reads, diffs and merges all use this
     /// rule, so an expired entry is absent everywhere, whether or not expiry has removed
@@ -253,25 +242,41 @@ impl<'a> LeafView<'a> {
     /// Decodes every entry.
     pub fn entries(&self) -> Result<Vec<Entry>, CodecError> {
         let mut out = Vec::with_capacity(self.count);
-        let mut r = Reader::at(self.payload, LEAF_OVERHEAD + 2 * self.restarts)?;
-        let mut prev: Vec<u8> = Vec::new();
-        for i in 0..self.count {
-            if i % RESTART_INTERVAL == 0 && self.restart_offset(i / RESTART_INTERVAL)? != r.pos() {
-                return Err(CodecError(
-                    "leaf restart offset does not point at its entry",
-                ));
-            }
-            let e = read_entry(&mut r, &prev, i % RESTART_INTERVAL == 0)?;
-            if i > 0 && e.key <= prev {
-                return Err(CodecError("leaf keys out of order"));
-            }
-            prev.clone_from(&e.key);
+        let mut at = self.cursor().mark();
+        while let Some(e) = self.next_owned(&mut at)? {
             out.push(e);
         }
-        if r.remaining() != 0 {
-            return Err(CodecError("trailing bytes after leaf entries"));
-        }
         Ok(out)
+    }
+
+    /// The entry at `at`, decoded into an owned [`Entry`] in one pass, and `at` moved past
+    /// it; `None` at the end, once the leaf is checked to end where its last entry does.
+    /// Checks what the byte-level cursor checks: the restart offset of a restart entry,
+    /// the entry's fields, and that its key is above the one before.
+    pub fn next_owned(&self, at: &mut LeafMark) -> Result<Option<Entry>, CodecError> {
+        let i = at.next;
+        if i >= self.count {
+            if at.pos != self.payload.len() {
+                return Err(CodecError("trailing bytes after leaf entries"));
+            }
+            return Ok(None);
+        }
+        let restart = i.is_multiple_of(RESTART_INTERVAL);
+        if restart && self.restart_offset(i / RESTART_INTERVAL)? != at.pos {
+            return Err(CodecError(
+                "leaf restart offset does not point at its entry",
+            ));
+        }
+        let mut r = Reader::at(self.payload, at.pos)?;
+        let e = read_entry(&mut r, &at.key, restart)?;
+        if at.taken && e.key <= at.key {
+            return Err(CodecError("leaf keys out of order"));
+        }
+        at.key.clone_from(&e.key);
+        at.pos = r.pos();
+        at.next += 1;
+        at.taken = true;
+        Ok(Some(e))
     }
 
     /// Finds the entry with the greatest key ≤ `key` (`exact` = it equals `key`).
@@ -324,22 +329,7 @@ impl<'a> LeafView<'a> {
         if self.count == 0 {
             return Ok(None);
         }
-        // The last restart whose key is ≤ key.
-        let (mut lo, mut hi) = (0usize, self.restarts);
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            let mut r = Reader::at(self.payload, self.restart_offset(mid)?)?;
-            if restart_key(&mut r)? <= key {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let mut c = LeafCursor::at(
-            *self,
-            Reader::at(self.payload, self.restart_offset(lo)?)?,
-            lo * RESTART_INTERVAL,
-        );
+        let mut c = self.restart_cursor(|restart| restart <= key)?;
         let end = (c.next + RESTART_INTERVAL).min(self.count);
         while c.next < end {
             match c.step_cmp(Some(key))? {
@@ -349,6 +339,46 @@ impl<'a> LeafView<'a> {
             }
         }
         Ok(c.cur.is_some().then_some(c))
+    }
+
+    /// A cursor whose next [`LeafCursor::advance`] reads the first entry with key ≥ `key`
+    /// (or finds the leaf's end when every key is below it). Binary-searches the restart
+    /// keys, then reads within one restart block; a range's start costs no more.
+    pub fn ceiling(&self, key: &[u8]) -> Result<LeafCursor<'a>, CodecError> {
+        if self.count == 0 {
+            return Ok(self.cursor());
+        }
+        let mut c = self.restart_cursor(|restart| restart < key)?;
+        let end = (c.next + RESTART_INTERVAL).min(self.count);
+        while c.next < end {
+            if c.step_unless(Some(key), std::cmp::Ordering::is_ge)?
+                .is_none()
+            {
+                break;
+            }
+        }
+        Ok(c)
+    }
+
+    /// A cursor before the last restart entry whose key satisfies `before` (restart 0 when
+    /// none does), for a leaf with entries; `before` must hold for a prefix of the
+    /// restarts (they are in key order).
+    fn restart_cursor(&self, before: impl Fn(&[u8]) -> bool) -> Result<LeafCursor<'a>, CodecError> {
+        let (mut lo, mut hi) = (0usize, self.restarts);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            let mut r = Reader::at(self.payload, self.restart_offset(mid)?)?;
+            if before(restart_key(&mut r)?) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(LeafCursor::at(
+            *self,
+            Reader::at(self.payload, self.restart_offset(lo)?)?,
+            lo * RESTART_INTERVAL,
+        ))
     }
 }
 
@@ -643,6 +673,21 @@ mod tests {
         }
     }
 
+    /// The walk from the first key ≥ `from` (every entry for `None`) through a
+    /// [`LeafMark`], one owned entry at a time, as a range's front reads a leaf.
+    fn resumed_entries(view: &LeafView<'_>, from: Option<&[u8]>) -> Result<Vec<Entry>, CodecError> {
+        let start = match from {
+            Some(k) => view.ceiling(k)?,
+            None => view.cursor(),
+        };
+        let mut at = start.mark();
+        let mut out = Vec::new();
+        while let Some(e) = view.next_owned(&mut at)? {
+            out.push(e);
+        }
+        Ok(out)
+    }
+
     /// The walk of the byte-level cursor, as owned entries.
     fn cursor_entries(view: &LeafView<'_>) -> Result<Vec<Entry>, CodecError> {
         let mut c = view.cursor();
@@ -763,6 +808,7 @@ mod tests {
             let view = LeafView::new(&payload).unwrap();
             proptest::prop_assert_eq!(&cursor_entries(&view).unwrap(), &entries);
             proptest::prop_assert_eq!(&view.entries().unwrap(), &entries);
+            proptest::prop_assert_eq!(&resumed_entries(&view, None).unwrap(), &entries);
             // Copying the entries as byte ranges rebuilds the page byte for byte.
             proptest::prop_assert_eq!(&copied_pieces(&view), &payload);
             for probe in probes.iter().chain(entries.iter().map(|e| &e.key)) {
@@ -775,6 +821,9 @@ mod tests {
                 );
                 let got = view.get(probe).unwrap().map(|e| e.to_entry());
                 proptest::prop_assert_eq!(got, entries.iter().find(|e| e.key == *probe).cloned());
+                // A resumed walk from the probe's ceiling reads exactly the entries from it.
+                let from = entries.iter().position(|e| e.key >= *probe).unwrap_or(entries.len());
+                proptest::prop_assert_eq!(&resumed_entries(&view, Some(probe)).unwrap()[..], &entries[from..]);
                 // A floor cursor goes on to the end of the leaf.
                 if let Some(mut c) = view.floor(probe).unwrap() {
                     let at = entries.iter().position(|e| e.key.as_slice() == c.key()).unwrap();
@@ -855,8 +904,21 @@ mod tests {
             let Ok(view) = LeafView::new(p) else {
                 return;
             };
-            assert_eq!(cursor_entries(&view), view.entries(), "{p:?}");
+            let all = view.entries();
+            assert_eq!(cursor_entries(&view), all, "{p:?}");
+            assert_eq!(resumed_entries(&view, None), all, "{p:?}");
             for probe in &probes {
+                // Where the page decodes whole, a walk from a ceiling reads its tail; else
+                // it reads less and may answer before the damage, but must not panic.
+                let from = resumed_entries(&view, Some(probe));
+                if let Ok(all) = &all {
+                    let tail: Vec<Entry> = all
+                        .iter()
+                        .filter(|e| e.key.as_slice() >= *probe)
+                        .cloned()
+                        .collect();
+                    assert_eq!(from, Ok(tail), "{p:?} {probe:?}");
+                }
                 // The lookups read less than the reference (the keys alone of the restart
                 // entries they probe; a get stops at its match), so on a damaged page they
                 // may answer where it fails; where it answers, they give its answer.

@@ -42,7 +42,7 @@ pub struct RangeIter {
     lo: Bound<Vec<u8>>,
     /// What the back may still yield: below this (moves down as the back yields).
     hi: Bound<Vec<u8>>,
-    front: Option<btree::Cursor>,
+    front: Option<btree::ForwardCursor>,
     back: Option<btree::Cursor>,
     /// The front over a snapshot with buffered writes: the buffer's runs merged with the
     /// tree (the back then steps with `BufferedRead::before` from its bound).
@@ -110,13 +110,13 @@ impl RangeIter {
                 Bound::Included(k) | Bound::Excluded(k) => Some(k.as_slice()),
                 Bound::Unbounded => None,
             };
-            self.front = Some(btree::Cursor::seek(snap, view.snap.root, start).map_err(at)?);
+            self.front = Some(btree::ForwardCursor::seek(snap, view.snap.root, start).map_err(at)?);
         }
         let Some(cursor) = self.front.as_mut() else {
             return Ok(None);
         };
         let found = next_in_range(&mut self.lo, &self.hi, view, || {
-            cursor.take_next(snap).map_err(at)
+            cursor.next_entry(snap).map_err(at)
         })?;
         self.done = found.is_none();
         Ok(found)

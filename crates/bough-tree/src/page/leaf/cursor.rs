@@ -35,6 +35,25 @@ pub struct LeafCursor<'a> {
     key: KeyAt<'a>,
     buf: Vec<u8>,
     pub(super) cur: Option<Current<'a>>,
+    /// An entry was taken: the next one must be above its key (carried into a
+    /// [`LeafMark`], which has no `cur`).
+    taken: bool,
+}
+
+/// Where a walk over a leaf stands, owning the current key instead of borrowing the page:
+/// a walk that outlives one borrow of the page (a range's front, held between calls)
+/// keeps this and reads on with [`LeafView::next_owned`] over the same bytes, so it reads
+/// each entry once and only as far as it goes.
+#[derive(Debug, Clone, Default)]
+pub struct LeafMark {
+    /// Offset of the next entry in the payload.
+    pub(super) pos: usize,
+    /// Index of the next entry.
+    pub(super) next: usize,
+    /// The key of the entry before it (empty before the first).
+    pub(super) key: Vec<u8>,
+    /// An entry was read: the next key must be above `key`.
+    pub(super) taken: bool,
 }
 
 impl<'a> LeafCursor<'a> {
@@ -47,6 +66,22 @@ impl<'a> LeafCursor<'a> {
             key: KeyAt::Page(&[]),
             buf: Vec::new(),
             cur: None,
+            taken: false,
+        }
+    }
+
+    /// Where this cursor stands, to read on from with [`LeafView::next_owned`] on the same
+    /// page.
+    pub fn mark(mut self) -> LeafMark {
+        if let KeyAt::Page(k) = self.key {
+            self.buf.clear();
+            self.buf.extend_from_slice(k);
+        }
+        LeafMark {
+            pos: self.r.pos(),
+            next: self.next,
+            key: self.buf,
+            taken: self.taken,
         }
     }
 
@@ -105,6 +140,17 @@ impl<'a> LeafCursor<'a> {
         &mut self,
         stop_above: Option<&[u8]>,
     ) -> Result<Option<std::cmp::Ordering>, CodecError> {
+        self.step_unless(stop_above, std::cmp::Ordering::is_gt)
+    }
+
+    /// Reads entry `self.next` (which must exist) and takes it unless `stop(its key
+    /// against stop_at)` holds; answers that comparison (`Less` without `stop_at`), or
+    /// `None` when the entry was checked and left.
+    pub(super) fn step_unless(
+        &mut self,
+        stop_at: Option<&[u8]>,
+        stop: fn(std::cmp::Ordering) -> bool,
+    ) -> Result<Option<std::cmp::Ordering>, CodecError> {
         let i = self.next;
         let restart = i.is_multiple_of(RESTART_INTERVAL);
         if restart && self.view.restart_offset(i / RESTART_INTERVAL)? != self.r.pos() {
@@ -123,14 +169,14 @@ impl<'a> LeafCursor<'a> {
         let (shared, rest) = prev
             .split_at_checked(e.shared)
             .ok_or(CodecError("leaf key prefix too long"))?;
-        if self.cur.is_some() && e.suffix <= rest {
+        if self.taken && e.suffix <= rest {
             return Err(CodecError("leaf keys out of order"));
         }
-        let order = match stop_above {
+        let order = match stop_at {
             Some(q) => cmp_joined(shared, e.suffix, q),
             None => std::cmp::Ordering::Less,
         };
-        if order.is_gt() {
+        if stop(order) {
             return Ok(None);
         }
         if e.shared == 0 {
@@ -154,6 +200,7 @@ impl<'a> LeafCursor<'a> {
         });
         self.r = r;
         self.next += 1;
+        self.taken = true;
         Ok(Some(order))
     }
 }
