@@ -143,7 +143,10 @@ pub struct Options {
     /// Rewrite a manifest as a fresh snapshot once it exceeds this many bytes (at least
     /// 64 KiB). Default: 16 MiB.
     pub manifest_rewrite_bytes: u64,
-    /// Interval of the background work (expiry, compaction, GC) in ms; 0 turns it off.
+    /// Interval of the background work (expiry, compaction, checkpoints of idle write
+    /// buffers, GC) in ms; 0 turns it off. A branch that took a write within the last
+    /// interval is left for a later tick, at most six in a row, so its buffer is
+    /// checkpointed once it goes idle or fills rather than on every tick.
     /// Default: 10 000 (10 s).
     pub maintenance_interval_ms: u64,
     /// Compact a data file once at least this fraction of its pages is garbage to the branch

@@ -34,6 +34,7 @@ use crate::options::{Backend, Durability, Options};
 pub use repair::RepairReport;
 pub use stats::WriteBufferUsage;
 
+mod activity;
 mod branch;
 mod check;
 mod durability;
@@ -97,6 +98,8 @@ pub(crate) struct BranchEntry {
     gone: AtomicBool,
     dir: PartitionDir,
     name: BranchName,
+    /// When it last took a write (the maintenance thread leaves a busy branch alone).
+    activity: activity::Activity,
 }
 
 #[derive(Debug)]
@@ -513,11 +516,13 @@ impl Store {
         queue.lock().send(request).map_err(|_| Error::closed())
     }
 
-    /// Runs the background work once now (expiry, compaction, GC); what the maintenance
-    /// thread does on each tick.
+    /// Runs the background work once now (expiry, compaction, the checkpoint of every
+    /// write buffer, GC) on every branch: what the maintenance thread does on each tick,
+    /// except that a tick leaves a branch that took a write within the last interval for
+    /// a later one (up to six ticks in a row).
     pub fn run_maintenance(&self) -> Result<()> {
         self.check_writable()?;
-        self.inner.maintain()
+        self.inner.maintain(false)
     }
 }
 
@@ -578,11 +583,14 @@ impl Inner {
         self.lock.lock().take();
     }
 
-    fn maintain(self: &Arc<Self>) -> Result<()> {
-        self.maintenance_pass(|| self.maintain_partitions())
+    /// One maintenance pass; `tick`: the background thread's, which leaves busy branches
+    /// alone for a while ([`activity::Activity::defer_tick`]); otherwise every branch is
+    /// maintained now.
+    fn maintain(self: &Arc<Self>, tick: bool) -> Result<()> {
+        self.maintenance_pass(|| self.maintain_partitions(tick))
     }
 
-    fn maintain_partitions(self: &Arc<Self>) -> Result<()> {
+    fn maintain_partitions(self: &Arc<Self>, tick: bool) -> Result<()> {
         let store = Store::internal(self.clone());
         let parts: Vec<Arc<PartitionEntry>> = self.partitions.lock().values().cloned().collect();
         let ratio = self.opts.compaction_garbage_ratio;
@@ -608,7 +616,11 @@ impl Inner {
                     tracing::warn!(error = %e, "cannot measure the partition; compaction skipped");
                 })
                 .ok();
+            let idle_ms = self.opts.maintenance_interval_ms;
             for b in entries {
+                if tick && b.activity.defer_tick(self.clock.now_ms(), idle_ms) {
+                    continue;
+                }
                 let branch = Branch {
                     store: store.clone(),
                     entry: b.clone(),
@@ -644,6 +656,7 @@ fn new_branch_entry(head: Head, dir: &PartitionDir, shards: usize) -> Arc<Branch
         gone: AtomicBool::new(false),
         dir: dir.clone(),
         name,
+        activity: activity::Activity::default(),
     })
 }
 

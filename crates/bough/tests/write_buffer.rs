@@ -189,3 +189,55 @@ fn diff_merge_archive_and_fork_see_buffered_writes() {
         );
     }
 }
+
+/// Polls `done` every 10 ms for up to 10 s (the maintenance thread runs on real time).
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1_000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{what} did not happen within 10 s");
+}
+
+/// Issue 16: the buffer is checkpointed "when it fills, on idle, on close and on demand" —
+/// not on every maintenance tick while the branch takes writes, which turned one large
+/// checkpoint into many small ones. The ticks run every 20 ms of real time; the store's
+/// clock is manual, so whether the branch is idle is up to the test.
+#[test]
+fn the_maintenance_thread_checkpoints_a_buffer_once_its_branch_is_idle() {
+    let clock = bough::ManualClock::new(1_000_000);
+    let store = Store::builder(
+        Options::in_memory()
+            .maintenance_interval_ms(20)
+            .write_buffer_bytes(64 << 20),
+    )
+    .clock(std::sync::Arc::new(clock.clone()))
+    .open()
+    .expect("open");
+    let main = store.partition("t", 0).unwrap().branch("main").unwrap();
+    main.put_blocking("k", "v").unwrap();
+    assert!(store.write_buffer_usage().bytes > 0);
+    // Busy (its write is 0 ms old on the store's clock): the next ticks leave it alone.
+    // Six ticks take at least 120 ms, so after 60 ms no tick has checkpointed it.
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert!(
+        store.write_buffer_usage().bytes > 0,
+        "a tick checkpointed a branch that took a write within the interval"
+    );
+    // Idle for a whole interval: the next tick checkpoints it.
+    clock.advance(20);
+    eventually("the checkpoint of an idle branch", || {
+        store.write_buffer_usage().bytes == 0
+    });
+    assert_eq!(main.get_blocking("k").unwrap().unwrap().value, b"v");
+    // A branch that never pauses is still maintained every seventh tick: with the clock
+    // held, every write is 0 ms old, and the buffer empties all the same.
+    main.put_blocking("k2", "v").unwrap();
+    eventually(
+        "the checkpoint of a busy branch after six ticks put off",
+        || store.write_buffer_usage().bytes == 0,
+    );
+    store.close().unwrap();
+}

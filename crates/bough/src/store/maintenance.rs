@@ -1,4 +1,5 @@
-//! The maintenance thread: expiry, compaction and GC on a timer.
+//! The maintenance thread: expiry, compaction, checkpoints of idle branches and GC on a
+//! timer.
 
 use super::*;
 
@@ -12,7 +13,7 @@ pub(super) fn start_maintenance(inner: &Arc<Inner>) {
         .spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
                 let Some(inner) = weak.upgrade() else { return };
-                if let Err(e) = inner.maintain()
+                if let Err(e) = inner.maintain(true)
                     && e.kind() != ErrorKind::Closed
                 {
                     tracing::warn!(error = %e, "background maintenance failed");

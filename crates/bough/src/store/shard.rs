@@ -286,12 +286,14 @@ pub(super) fn commit_merged(
     clock: &dyn Clock,
 ) {
     let mut head = branch.head.lock();
+    let now = clock.now_ms();
     let committed = if sync {
-        head.commit(muts, clock.now_ms())
+        head.commit(muts, now)
     } else {
-        head.commit_unsynced(muts, clock.now_ms())
+        head.commit_unsynced(muts, now)
     };
     drop(head);
+    branch.activity.wrote(now);
     let result = committed
         .map(|_| ())
         .map_err(|e| Error::from(e).at(&branch.label));
