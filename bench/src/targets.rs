@@ -790,7 +790,7 @@ fn why(res: &Results, wl: &str, peer: Option<&str>, device: Option<&Device>) -> 
         );
     } else if wl.starts_with("scan") {
         parts.push(
-            "LMDB walks memory-mapped pages in place; a Bough scan decodes each leaf it reaches into owned entries (a key and a value allocated per entry) and hands each out owned".into(),
+            "LMDB walks memory-mapped pages in place; a Bough range copies every entry's key and value into allocations of their own (the first leaf decoded from the range's start, each later leaf whole on arrival, keys checked against the leaf's range and the key before) and reaches each leaf through the page cache (a shard lock and a reference count)".into(),
         );
     } else if wl.starts_with("fill") || wl.starts_with("overwrite") {
         if let (Some(bw), Some(pw)) = (b.and_then(|r| r.write_amp), p.and_then(|r| r.write_amp)) {

@@ -251,12 +251,7 @@ impl Cursor {
 
     /// Decodes leaf `id` (bytes `p`) as the cursor's current leaf, before its first entry.
     fn read_leaf(&mut self, t: &dyn TreeRead, id: PageId, p: &[u8]) -> TreeResult<()> {
-        let view = LeafView::new(p).map_err(|e| bad_page(t, id, e.0))?;
-        let entries = view.entries().map_err(|e| bad_page(t, id, e.0))?;
-        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-            self.path.range().check_keys(t, id, &first.key, &last.key)?;
-        }
-        self.entries = entries;
+        self.entries = self.path.decode_leaf(t, id, p)?;
         self.pos = 0;
         self.leaf = id;
         Ok(())

@@ -1,5 +1,6 @@
-//! [`ForwardCursor`]: a forward-only walk over the leaves that reads each entry from the
-//! page's bytes as it reaches it, for ranges and merges of the tree with a write buffer.
+//! [`ForwardCursor`]: a forward-only walk over the leaves that starts inside the first
+//! leaf without decoding what lies before the range, for ranges and merges of the tree
+//! with a write buffer.
 
 use super::*;
 use crate::error::TreeResult;
@@ -7,25 +8,33 @@ use crate::page::leaf::LeafMark;
 
 use super::path::{Path, Toward};
 
-/// A cursor that only goes forward, reading each leaf lazily: an entry is decoded (its key
-/// and value copied out) only when [`Self::next_entry`] reaches it, so a range that starts
-/// or ends inside a leaf decodes none of the entries outside it, and a leaf is never held
-/// decoded. [`Cursor`] decodes a whole leaf on arrival, which a walk in both directions
-/// or a batch of lookups needs.
+/// A cursor that only goes forward. The leaf its range starts in is read lazily: from the
+/// range's start (not the leaf's), each entry decoded (key and value copied out) only when
+/// [`Self::next_entry`] reaches it, so a range within one leaf decodes none of the entries
+/// outside it. Later leaves are decoded whole on arrival, as [`Cursor`] decodes every
+/// leaf (a walk in both directions or a batch of lookups needs that).
 ///
-/// Checks what [`Cursor`] checks, entry by entry as it reads: every page against its path
-/// (range and level, [`crate::bounds`]), each key against the range its path gives the
-/// leaf, keys strictly increasing, restart offsets, and a leaf's trailing bytes once it
-/// reads to the end. So on any tree from disk it yields entries once each in key order,
-/// or fails with `Corruption`.
+/// Checks what [`Cursor`] checks (in the first leaf entry by entry as it decodes): every
+/// page against its path (range and level, [`crate::bounds`]), each key against the range
+/// its path gives the leaf, keys strictly increasing, restart offsets, and a leaf's
+/// trailing bytes once it reads to the end. So on any tree from disk it yields entries once
+/// each in key order, or fails with `Corruption`.
 #[derive(Debug)]
 pub struct ForwardCursor {
     path: Path,
-    /// The leaf being read; `None` once the last leaf is read (or for an empty tree).
-    leaf: Option<Reading>,
+    /// The leaf the range starts in, read entry by entry from the range's start; `None`
+    /// once read to its end.
+    start: Option<Reading>,
+    /// The leaf after it being read, decoded whole on arrival: a range that reaches a
+    /// leaf's start usually reads on through it, and one decode loop per leaf took less
+    /// time than one call per entry (ranges of 100: 0.86–0.89x the whole-leaf cursor when
+    /// every leaf was read entry by entry, for fewer instructions).
+    whole: std::vec::IntoIter<Entry>,
+    /// No leaf is left.
+    end: bool,
 }
 
-/// A leaf a [`ForwardCursor`] is reading.
+/// The leaf a [`ForwardCursor`] starts in, read entry by entry.
 #[derive(Debug)]
 struct Reading {
     id: PageId,
@@ -81,27 +90,38 @@ impl ForwardCursor {
     pub fn seek(t: &dyn TreeRead, root: PageId, key: Option<&[u8]>) -> TreeResult<Self> {
         let mut c = ForwardCursor {
             path: Path::default(),
-            leaf: None,
+            start: None,
+            whole: Vec::new().into_iter(),
+            end: root == NO_PAGE,
         };
-        if root == NO_PAGE {
-            return Ok(c);
+        if !c.end {
+            let (id, page) = c.path.descend(t, root, Toward::Key(key))?;
+            c.start = Some(Reading::new(t, id, page, key)?);
         }
-        let (id, page) = c.path.descend(t, root, Toward::Key(key))?;
-        c.leaf = Some(Reading::new(t, id, page, key)?);
         Ok(c)
     }
 
     /// The next entry in key order, copied out of the page as an owned [`Entry`].
     pub fn next_entry(&mut self, t: &dyn TreeRead) -> TreeResult<Option<Entry>> {
-        while let Some(leaf) = self.leaf.as_mut() {
-            if let Some(e) = leaf.next_entry(t, &self.path)? {
+        loop {
+            if let Some(leaf) = self.start.as_mut() {
+                if let Some(e) = leaf.next_entry(t, &self.path)? {
+                    return Ok(Some(e));
+                }
+                self.start = None;
+            } else if let Some(e) = self.whole.next() {
                 return Ok(Some(e));
             }
-            self.leaf = match self.path.next_leaf(t)? {
-                Some((id, page)) => Some(Reading::new(t, id, page, None)?),
-                None => None,
-            };
+            if self.end {
+                return Ok(None);
+            }
+            match self.path.next_leaf(t)? {
+                Some((id, page)) => self.whole = self.path.decode_leaf(t, id, &page)?.into_iter(),
+                None => {
+                    self.end = true;
+                    return Ok(None);
+                }
+            }
         }
-        Ok(None)
     }
 }

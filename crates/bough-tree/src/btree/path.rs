@@ -102,6 +102,22 @@ impl Path {
         Ok(None)
     }
 
+    /// Leaf `id` (bytes `page`, the leaf this path ends at) decoded whole, its first and last
+    /// keys held to [`Self::range`] (the decode checks that its keys increase).
+    pub(super) fn decode_leaf(
+        &self,
+        t: &dyn TreeRead,
+        id: PageId,
+        page: &[u8],
+    ) -> TreeResult<Vec<Entry>> {
+        let view = LeafView::new(page).map_err(|e| bad_page(t, id, e.0))?;
+        let entries = view.entries().map_err(|e| bad_page(t, id, e.0))?;
+        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+            self.range().check_keys(t, id, &first.key, &last.key)?;
+        }
+        Ok(entries)
+    }
+
     /// The key range the path gives the leaf it ends at.
     pub(super) fn range(&self) -> KeyRange<'_> {
         KeyRange::of_path(&self.stack)
