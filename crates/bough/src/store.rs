@@ -150,7 +150,7 @@ struct Inner {
     registry: registry::Registry,
     head_cfg: HeadConfig,
     partitions: Mutex<HashMap<String, Arc<PartitionEntry>>>,
-    shards: Vec<Mutex<mpsc::Sender<Request>>>,
+    shards: Vec<shard::ShardQueue>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
     lock: Mutex<Option<DirLock>>,
@@ -285,12 +285,13 @@ impl Store {
         let mut shards = Vec::new();
         let mut threads = Vec::new();
         for i in 0..opts.shards {
-            let (tx, rx) = mpsc::channel();
-            shards.push(Mutex::new(tx));
+            let (queue, rx, in_service) = shard::ShardQueue::new();
+            shards.push(queue);
             let ctx = ShardContext {
                 clock: clock.clone(),
                 max_group: opts.max_group_commit,
                 shards: opts.shards,
+                in_service,
             };
             threads.push(
                 std::thread::Builder::new()
@@ -513,7 +514,30 @@ impl Store {
         self.check_writable()?;
         // Shard numbers are assigned modulo the shard count when a branch is registered.
         let queue = self.inner.shards.get(shard).ok_or_else(Error::closed)?;
-        queue.lock().send(request).map_err(|_| Error::closed())
+        if !queue.send(request) {
+            return Err(Error::closed());
+        }
+        Ok(())
+    }
+
+    /// Commits `muts` to `branch` on the calling thread if its shard has nothing queued
+    /// or in service (see `shard.rs`); `None`: it has, so the write must queue.
+    fn commit_if_idle(
+        &self,
+        branch: &BranchEntry,
+        muts: &[Mutation],
+        sync: bool,
+    ) -> Option<Result<()>> {
+        let queue = self.inner.shards.get(branch.shard)?;
+        let _claim = queue.claim_idle()?;
+        let closed = &self.inner.closed;
+        Some(shard::commit_now(
+            branch,
+            muts,
+            sync,
+            self.inner.clock.as_ref(),
+            Some(closed),
+        ))
     }
 
     /// Runs the background work once now (expiry, compaction, the checkpoint of every
@@ -541,7 +565,7 @@ impl Inner {
         // A pass in flight finishes while the writers it may wait on still run.
         self.wait_for_maintenance();
         for s in &self.shards {
-            let _ = s.lock().send(Request::Stop);
+            let _ = s.send(Request::Stop);
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();

@@ -13,6 +13,10 @@
 //!   `FaultInjector` closed, a writer blocks inside fsync; gets, floors, scans and read views
 //!   of the same branch (and pages read from disk) complete promptly while the writer is
 //!   still stalled, and see the state before the write; once released, the write completes.
+//! - `a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_next`:
+//!   a blocking write to a branch whose shard has nothing queued or in service commits on
+//!   the caller's thread (no hand-off to the shard thread and back); a write issued while
+//!   another is in service queues, commits on the shard thread, and lands after it.
 
 mod common;
 
@@ -495,6 +499,101 @@ fn readers_never_wait_for_a_writer_stalled_in_fsync() {
             b"new42"
         );
         assert!(main.get_blocking(b"second").expect("get").is_some());
+        store.close().expect("close");
+    }
+}
+
+/// A clock that notes which thread asks it the time.
+#[derive(Debug, Default)]
+struct ThreadClock {
+    asked_by: parking_lot::Mutex<Vec<String>>,
+}
+
+impl bough::Clock for ThreadClock {
+    fn now_ms(&self) -> u64 {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        self.asked_by.lock().push(name);
+        bough::SystemClock.now_ms()
+    }
+}
+
+impl ThreadClock {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.asked_by.lock())
+    }
+}
+
+#[test]
+fn a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_next() {
+    let test = "a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_next";
+    for backend in [Backend::Pread, Backend::IoUring] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let faults = FaultInjector::new();
+        let clock = Arc::new(ThreadClock::default());
+        let store = common::open(
+            test,
+            Store::builder(
+                Options::new(dir.path())
+                    .backend(backend)
+                    .maintenance_interval_ms(0),
+            )
+            .faults(faults.clone())
+            .clock(clock.clone()),
+        );
+        let main = store
+            .partition("t", 0)
+            .and_then(|p| p.branch("main"))
+            .expect("branch");
+        main.put_blocking("warm", "up").expect("first write");
+
+        // Alone: the commit (which reads the clock holding the head) runs on this thread.
+        clock.take();
+        main.put_blocking("k", "lone").expect("lone write");
+        let asked = clock.take();
+        assert!(!asked.is_empty(), "the write never read the clock");
+        assert!(
+            asked.iter().all(|t| !t.starts_with("bough-shard")),
+            "a lone write was handed to a shard thread: {asked:?}"
+        );
+
+        // Busy: a write stalls in its log sync; the next one must queue behind it.
+        faults.stall_sync();
+        let release = Release(faults.clone());
+        let w = main.clone();
+        let first = std::thread::Builder::new()
+            .name("first-writer".into())
+            .spawn(move || w.put_blocking("k", "first"))
+            .expect("spawn");
+        assert!(
+            faults.wait_for_stalled_syncs(1, Duration::from_secs(20)),
+            "the first write never reached its sync"
+        );
+        clock.take();
+        let w = main.clone();
+        let second = std::thread::Builder::new()
+            .name("second-writer".into())
+            .spawn(move || w.put_blocking("k", "second"))
+            .expect("spawn");
+        // The second write has built its batch (it read the clock); give it time to queue.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !clock.take().iter().any(|t| t == "second-writer") {
+            assert!(Instant::now() < deadline, "the second write never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        drop(release);
+        first.join().expect("first").expect("first write");
+        second.join().expect("second").expect("second write");
+        let asked = clock.take();
+        assert!(
+            asked.iter().any(|t| t.starts_with("bough-shard")),
+            "a write issued while another was in service did not queue: {asked:?}"
+        );
+        let got = main.get_blocking("k").expect("get").expect("k");
+        assert_eq!(
+            got.value, b"second",
+            "the queued write landed before the one in service"
+        );
         store.close().expect("close");
     }
 }

@@ -412,7 +412,14 @@ impl Branch {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_blocking(&self, batch: impl Into<WriteBatch>) -> Result<()> {
-        self.submit_write(batch.into())?
+        let (muts, sync) = self.prepare_write(batch.into())?;
+        self.store.check_open()?;
+        self.store.check_writable()?;
+        // A lone writer commits on its own thread; otherwise the write queues and groups.
+        if let Some(done) = self.store.commit_if_idle(&self.entry, &muts, sync) {
+            return done;
+        }
+        self.queue_write(muts, sync)?
             .wait()
             .unwrap_or_else(|| Err(Error::closed()))
     }
@@ -513,16 +520,29 @@ impl Branch {
     }
 
     pub(super) fn submit_write(&self, batch: WriteBatch) -> Result<oneshot::Receiver<Result<()>>> {
+        let (muts, sync) = self.prepare_write(batch)?;
+        self.queue_write(muts, sync)
+    }
+
+    /// The batch's mutations, and whether it waits for durability.
+    fn prepare_write(&self, batch: WriteBatch) -> Result<(Vec<Mutation>, bool)> {
         let durability = batch
             .durability_choice()
             .unwrap_or(self.store.inner.opts.durability);
-        let muts = self.mutations(batch)?;
+        Ok((self.mutations(batch)?, durability != Durability::Buffered))
+    }
+
+    fn queue_write(
+        &self,
+        muts: Vec<Mutation>,
+        sync: bool,
+    ) -> Result<oneshot::Receiver<Result<()>>> {
         let (tx, rx) = oneshot::channel();
         self.store.submit(
             Request::Write {
                 branch: self.entry.clone(),
                 muts,
-                sync: durability != Durability::Buffered,
+                sync,
                 reply: tx,
             },
             self.entry.shard,

@@ -1,7 +1,66 @@
-//! Shard threads: each owns the heads of its branches, answers their requests in order, and
-//! commits queued batches in groups.
+//! Shard threads: each serves the requests of its branches in order and commits queued
+//! batches in groups. A blocking write that finds its shard with nothing queued and nothing
+//! in service commits on the caller's thread instead ([`ShardQueue::claim_idle`]): the two
+//! thread hand-offs of a queued request (to the shard thread and back) cost about as much
+//! as the log's `fdatasync` itself on a 2-vCPU machine, and a lone writer has nothing to
+//! group with.
 
 use super::*;
+use std::sync::atomic::AtomicUsize;
+
+/// A shard's queue and how many of its requests are queued or in service.
+#[derive(Debug)]
+pub(super) struct ShardQueue {
+    tx: Mutex<mpsc::Sender<Request>>,
+    /// Requests sent and not yet answered, plus writes committing on a caller's thread
+    /// (changed under `tx`'s lock when it grows, so a claim sees every earlier send).
+    in_service: Arc<AtomicUsize>,
+}
+
+/// A write running on the caller's thread while its shard is otherwise idle: until it is
+/// dropped, every request for the shard queues behind it.
+pub(super) struct IdleClaim(Arc<AtomicUsize>);
+
+impl Drop for IdleClaim {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ShardQueue {
+    /// A queue and the receiving end its thread serves, with the shared count.
+    pub(super) fn new() -> (ShardQueue, mpsc::Receiver<Request>, Arc<AtomicUsize>) {
+        let (tx, rx) = mpsc::channel();
+        let in_service = Arc::new(AtomicUsize::new(0));
+        let queue = ShardQueue {
+            tx: Mutex::new(tx),
+            in_service: in_service.clone(),
+        };
+        (queue, rx, in_service)
+    }
+
+    /// Queues `request` for the shard thread; false if the thread is gone.
+    pub(super) fn send(&self, request: Request) -> bool {
+        let tx = self.tx.lock();
+        self.in_service.fetch_add(1, Ordering::AcqRel);
+        if tx.send(request).is_err() {
+            self.in_service.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// A claim on the shard if nothing is queued or in service: every request sent before
+    /// this call has been answered, so a write made under the claim keeps queue order.
+    pub(super) fn claim_idle(&self) -> Option<IdleClaim> {
+        let _tx = self.tx.lock();
+        if self.in_service.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        self.in_service.fetch_add(1, Ordering::AcqRel);
+        Some(IdleClaim(self.in_service.clone()))
+    }
+}
 
 pub(super) fn shard_of(label: &str, n: usize) -> usize {
     // FNV-1a: stable across runs, so a branch always lands on the same shard.
@@ -20,10 +79,11 @@ pub(super) struct ShardContext {
     pub(super) max_group: usize,
     /// How many shards the store has (a branch created on this thread is placed by it).
     pub(super) shards: usize,
+    /// The queue's count of requests in service ([`ShardQueue`]).
+    pub(super) in_service: Arc<AtomicUsize>,
 }
 
 pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
-    let clock = ctx.clock.as_ref();
     while let Ok(first) = rx.recv() {
         let mut requests = vec![first];
         while requests.len() < ctx.max_group {
@@ -32,6 +92,20 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
                 Err(_) => break,
             }
         }
+        let taken = requests.len();
+        let stop = serve_requests(requests, &ctx);
+        // Answered (or dropped with their reply): a caller may now write on its own thread.
+        ctx.in_service.fetch_sub(taken, Ordering::AcqRel);
+        if stop {
+            return;
+        }
+    }
+}
+
+/// Serves requests taken from the queue together; true if one of them was `Stop`.
+fn serve_requests(requests: Vec<Request>, ctx: &ShardContext) -> bool {
+    let clock = ctx.clock.as_ref();
+    {
         // Writes of one branch that queued up together become one commit (group commit);
         // any other request of that branch first flushes the group, so order is kept.
         let mut groups: Vec<(Arc<BranchEntry>, Vec<Pending>)> = Vec::new();
@@ -52,7 +126,7 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
                         let (b, g) = groups.remove(pos);
                         commit_group(&b, g, clock);
                     }
-                    serve(&branch, op, &ctx);
+                    serve(&branch, op, ctx);
                 }
                 Request::Stop => stop = true,
             }
@@ -60,9 +134,7 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
         for (b, g) in groups {
             commit_group(&b, g, clock);
         }
-        if stop {
-            return;
-        }
+        stop
     }
 }
 
@@ -285,7 +357,27 @@ pub(super) fn commit_merged(
     replies: Vec<oneshot::Sender<Result<()>>>,
     clock: &dyn Clock,
 ) {
+    match commit_now(branch, muts, sync, clock, None) {
+        Ok(()) => replies.into_iter().for_each(|r| r.send(Ok(()))),
+        Err(e) => replies.into_iter().for_each(|r| r.send(Err(e.duplicate()))),
+    }
+}
+
+/// Commits one batch (or a merged group) holding the branch head. `closed`: the store's
+/// flag, checked once the head is held, for a write on a caller's thread: closing sets it
+/// before it seals the heads, so a write that gets the head after the seal is refused
+/// rather than appended to a closed log.
+pub(super) fn commit_now(
+    branch: &BranchEntry,
+    muts: &[Mutation],
+    sync: bool,
+    clock: &dyn Clock,
+    closed: Option<&AtomicBool>,
+) -> Result<()> {
     let mut head = branch.head.lock();
+    if closed.is_some_and(|c| c.load(Ordering::Acquire)) {
+        return Err(Error::closed());
+    }
     let now = clock.now_ms();
     let committed = if sync {
         head.commit(muts, now)
@@ -294,11 +386,42 @@ pub(super) fn commit_merged(
     };
     drop(head);
     branch.activity.wrote(now);
-    let result = committed
+    committed
         .map(|_| ())
-        .map_err(|e| Error::from(e).at(&branch.label));
-    match result {
-        Ok(()) => replies.into_iter().for_each(|r| r.send(Ok(()))),
-        Err(e) => replies.into_iter().for_each(|r| r.send(Err(e.duplicate()))),
+        .map_err(|e| Error::from(e).at(&branch.label))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_needs_an_idle_shard_and_holds_it_until_dropped() {
+        let (queue, rx, in_service) = ShardQueue::new();
+        let claim = queue.claim_idle().expect("an idle shard is claimed");
+        assert!(
+            queue.claim_idle().is_none(),
+            "two writers claimed one shard"
+        );
+        drop(claim);
+        assert!(queue.send(Request::Stop));
+        assert!(
+            queue.claim_idle().is_none(),
+            "claimed past a queued request"
+        );
+        // The shard thread takes the request and answers it: the shard is idle again.
+        assert!(matches!(rx.try_recv(), Ok(Request::Stop)));
+        assert!(
+            queue.claim_idle().is_none(),
+            "claimed past a request in service"
+        );
+        in_service.fetch_sub(1, Ordering::AcqRel);
+        assert!(queue.claim_idle().is_some());
+        drop(rx);
+        assert!(
+            !queue.send(Request::Stop),
+            "a send to a stopped shard succeeded"
+        );
+        assert_eq!(in_service.load(Ordering::Acquire), 0);
     }
 }
