@@ -61,11 +61,12 @@ fn bough(n: usize, b: bough::Backend) -> (f64, f64) {
     pct(v)
 }
 
-fn bough8(n: usize) -> f64 {
+fn bough8(n: usize) -> (f64, f64) {
     let dir = probe_dir();
     let store = Store::open(Options::new(dir.path())).unwrap();
     let p = store.partition("t", 0).unwrap();
     let main = p.branch("main").unwrap();
+    let before = store.io_stats();
     let t = Instant::now();
     std::thread::scope(|s| {
         for w in 0..8 {
@@ -79,14 +80,16 @@ fn bough8(n: usize) -> f64 {
         }
     });
     let rate = n as f64 / t.elapsed().as_secs_f64();
+    let syncs = store.io_stats().since(&before).syncs as f64 / n as f64;
     store.close().unwrap();
-    rate
+    (rate, syncs)
 }
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("eight") {
         for _ in 0..3 {
-            println!("8 writers: {:.0} commits/s", bough8(8000));
+            let (rate, syncs) = bough8(8000);
+            println!("8 writers: {rate:.0} commits/s, {syncs:.3} syncs per commit");
         }
         return;
     }
