@@ -19,22 +19,30 @@ pub(crate) fn key_hash(key: &[u8]) -> u64 {
     BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
 }
 
-/// The bit positions of a hash in a filter of `bits` bits (double hashing).
+/// The bit positions of a hash in a filter of `bits` bits, a power of two (double
+/// hashing; a mask, not a division: a filter is built for every merge of buffered runs,
+/// seven probes per key).
 fn probes(hash: u64, bits: u64) -> impl Iterator<Item = u64> {
+    debug_assert!(bits.is_power_of_two());
     let step = hash.rotate_left(32) | 1;
-    (0..PROBES).map(move |i| hash.wrapping_add(i.wrapping_mul(step)) % bits)
+    let mask = bits.wrapping_sub(1);
+    (0..PROBES).map(move |i| hash.wrapping_add(i.wrapping_mul(step)) & mask)
 }
 
 impl KeyFilter {
-    /// A filter holding `keys`.
-    pub(crate) fn build<'a>(keys: impl ExactSizeIterator<Item = &'a [u8]>) -> Self {
-        let words = (keys.len() * BITS_PER_KEY).div_ceil(64).max(1);
+    /// A filter holding the keys whose [`key_hash`]es are `hashes`.
+    pub(crate) fn from_hashes(hashes: &[u64]) -> Self {
+        // At least `BITS_PER_KEY` bits per key, rounded up to a power of two.
+        let words = (hashes.len() * BITS_PER_KEY)
+            .div_ceil(64)
+            .max(1)
+            .next_power_of_two();
         let mut filter = KeyFilter {
             words: vec![0u64; words].into_boxed_slice(),
         };
         let bits = filter.bits();
-        for key in keys {
-            for bit in probes(key_hash(key), bits) {
+        for &hash in hashes {
+            for bit in probes(hash, bits) {
                 if let Some(w) = filter.words.get_mut((bit / 64) as usize) {
                     *w |= 1 << (bit % 64);
                 }
@@ -66,7 +74,8 @@ mod tests {
         let keys: Vec<Vec<u8>> = (0..10_000u32)
             .map(|i| format!("k{i}").into_bytes())
             .collect();
-        let f = KeyFilter::build(keys.iter().map(Vec::as_slice));
+        let hashes: Vec<u64> = keys.iter().map(|k| key_hash(k)).collect();
+        let f = KeyFilter::from_hashes(&hashes);
         assert!(keys.iter().all(|k| f.may_contain(key_hash(k))));
         let false_positives = (0..10_000u32)
             .filter(|i| f.may_contain(key_hash(format!("other{i}").as_bytes())))
@@ -80,7 +89,7 @@ mod tests {
 
     #[test]
     fn an_empty_filter_holds_nothing() {
-        let f = KeyFilter::build(std::iter::empty());
+        let f = KeyFilter::from_hashes(&[]);
         assert!(!f.may_contain(key_hash(b"a")));
     }
 }

@@ -8,12 +8,16 @@
 //! allocations, so a plain binary search follows a pointer at every step; a segment keeps each
 //! key's first eight bytes in one contiguous array and searches that first, and a Bloom
 //! filter answers most misses without searching at all.
+//!
+//! A segment keeps each key's filter hash: the binary-counter merging of the buffer moves
+//! every op through ~log2(commits) merges, and each merge hashed every key again to build
+//! its filter.
 
 use std::sync::Arc;
 
 use crate::btree::{Mutation, Op};
 
-use super::filter::KeyFilter;
+use super::filter::{KeyFilter, key_hash};
 
 /// Sorted ops with distinct keys, never changed once built.
 #[derive(Debug)]
@@ -21,18 +25,28 @@ struct Segment {
     muts: Vec<Mutation>,
     /// `prefixes[i]` is [`prefix`] of `muts[i].key`: non-decreasing, as the keys are sorted.
     prefixes: Box<[u64]>,
+    /// `hashes[i]` is [`key_hash`] of `muts[i].key`, so a merge builds its filter without
+    /// hashing a key again.
+    hashes: Box<[u64]>,
     /// Skips the search of a segment that cannot hold the key.
     filter: KeyFilter,
 }
 
 impl Segment {
-    fn new(muts: Vec<Mutation>) -> Segment {
+    fn new(muts: Vec<Mutation>, hashes: Vec<u64>) -> Segment {
         debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
+        debug_assert_eq!(muts.len(), hashes.len());
         Segment {
             prefixes: muts.iter().map(|m| prefix(&m.key)).collect(),
-            filter: KeyFilter::build(muts.iter().map(|m| m.key.as_slice())),
+            filter: KeyFilter::from_hashes(&hashes),
+            hashes: hashes.into_boxed_slice(),
             muts,
         }
+    }
+
+    /// The ops with their key hashes.
+    fn entries(&self) -> impl Iterator<Item = (&Mutation, u64)> {
+        self.muts.iter().zip(self.hashes.iter().copied())
     }
 
     fn first_key(&self) -> &[u8] {
@@ -100,7 +114,8 @@ impl Run {
         let segments = if muts.is_empty() {
             Vec::new()
         } else {
-            vec![Arc::new(Segment::new(muts))]
+            let hashes = muts.iter().map(|m| key_hash(&m.key)).collect();
+            vec![Arc::new(Segment::new(muts, hashes))]
         };
         Run::of_segments(segments, bytes, first_version, last_version)
     }
@@ -151,12 +166,9 @@ impl Run {
             bytes = older.bytes + newer.bytes;
             low.segments.iter().chain(&high.segments).cloned().collect()
         } else {
-            let muts = super::merge_muts(
-                older.mutations().cloned().collect(),
-                newer.mutations().cloned().collect(),
-            );
+            let (muts, hashes) = merge_hashed(older, newer);
             bytes = muts.iter().map(cost).sum();
-            vec![Arc::new(Segment::new(muts))]
+            vec![Arc::new(Segment::new(muts, hashes))]
         };
         Run::of_segments(segments, bytes, first, last)
     }
@@ -174,6 +186,11 @@ impl Run {
     /// The ops, sorted by key.
     pub fn mutations(&self) -> impl Iterator<Item = &Mutation> {
         self.segments.iter().flat_map(|s| s.muts.iter())
+    }
+
+    /// The ops with their key hashes, sorted by key.
+    fn entries(&self) -> impl Iterator<Item = (&Mutation, u64)> {
+        self.segments.iter().flat_map(|s| s.entries())
     }
 
     /// Commit versions this run holds, first and last.
@@ -255,5 +272,40 @@ impl Run {
     pub(super) fn mutation_at(&self, i: usize) -> Option<&Mutation> {
         let (seg, j) = self.locate(i)?;
         seg.muts.get(j)
+    }
+}
+
+/// The ops of `older` and `newer` as one sorted list with their key hashes; a key in both
+/// gets one op, the two composed by the one last-writer-wins rule (`older` first), as
+/// [`super::merge_muts`] composes them.
+fn merge_hashed(older: &Run, newer: &Run) -> (Vec<Mutation>, Vec<u64>) {
+    let n = older.len + newer.len;
+    let (mut muts, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut a = older.entries().peekable();
+    let mut b = newer.entries().peekable();
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some((x, _)), Some((y, _))) => match x.key.cmp(&y.key) {
+                std::cmp::Ordering::Less => a.next(),
+                std::cmp::Ordering::Greater => b.next(),
+                std::cmp::Ordering::Equal => {
+                    if let (Some((x, hash)), Some((y, _))) = (a.next(), b.next()) {
+                        muts.push(Mutation {
+                            key: x.key.clone(),
+                            op: crate::lww::compose(x.op.clone(), y.op.clone()),
+                        });
+                        hashes.push(hash);
+                    }
+                    continue;
+                }
+            },
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => return (muts, hashes),
+        };
+        if let Some((m, hash)) = next {
+            muts.push(m.clone());
+            hashes.push(hash);
+        }
     }
 }

@@ -1,0 +1,78 @@
+//! The write buffer's commit-side cost: pushing commits of random keys (each a run, merged
+//! binary-counter style), and freezing the result for a checkpoint.
+//!
+//! `cargo bench -p bough-tree --bench buffer` (add `-- --quick` for a short run).
+//! Wall-clock figures on a shared VM are noisy: compare within one run.
+
+use std::hint::black_box;
+
+use bough_tree::btree::{Mutation, Op};
+use bough_tree::buffer::WriteBuffer;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+/// A well-mixed 64-bit function (SplitMix64) for deterministic keys.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// `commits` sorted batches of `keys` random 16-byte keys with 100-byte values.
+fn batches(commits: u64, keys: u64) -> Vec<Vec<Mutation>> {
+    (0..commits)
+        .map(|c| {
+            let mut b: Vec<Mutation> = (0..keys)
+                .map(|k| Mutation {
+                    key: format!("{:016x}", mix(c * keys + k)).into_bytes(),
+                    op: Op::Put {
+                        value: vec![b'v'; 100],
+                        timestamp: 1,
+                        expire_at: 0,
+                    },
+                })
+                .collect();
+            b.sort_by(|x, y| x.key.cmp(&y.key));
+            b.dedup_by(|x, y| x.key == y.key);
+            b
+        })
+        .collect()
+}
+
+fn push(c: &mut Criterion) {
+    let (commits, keys) = (256u64, 1000u64);
+    let input = batches(commits, keys);
+    let mut g = c.benchmark_group("buffer");
+    g.throughput(Throughput::Elements(commits * keys));
+    g.sample_size(10);
+    g.bench_function("push_256_commits_of_1k_random_keys", |b| {
+        b.iter_batched(
+            || input.clone(),
+            |input| {
+                let mut buf = WriteBuffer::new();
+                for (v, muts) in input.into_iter().enumerate() {
+                    buf.push(v as u64 + 1, muts);
+                }
+                black_box(buf)
+            },
+            criterion::BatchSize::LargeInput,
+        );
+    });
+    g.bench_function("push_then_freeze_256_commits_of_1k_random_keys", |b| {
+        b.iter_batched(
+            || input.clone(),
+            |input| {
+                let mut buf = WriteBuffer::new();
+                for (v, muts) in input.into_iter().enumerate() {
+                    buf.push(v as u64 + 1, muts);
+                }
+                black_box(buf.frozen_batch())
+            },
+            criterion::BatchSize::LargeInput,
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, push);
+criterion_main!(benches);
