@@ -34,7 +34,7 @@ pub use forward::ForwardCursor;
 pub use leaf_merge::inline_limit;
 use leaf_merge::*;
 pub use mutation::{Applied, MAX_VALUE_LEN, Mutation, Op, check_batch, max_key_len};
-pub use top_nodes::{MAX_CHILDREN, TopNodes};
+pub use top_nodes::{MAX_CHILDREN, MAX_GRANDCHILDREN, TopNodes};
 use write::*;
 
 #[cfg(test)]
@@ -321,6 +321,95 @@ mod tests {
 
     /// Leaves are cut by exact size: random inserts leave them about 70% full (a B-tree's
     /// ln 2), ascending inserts leave them full. The old worst-case estimate gave ~36%.
+    /// `MemTree` read through kept top nodes, counting the pages it fetches.
+    struct KeptTree<'a> {
+        tree: &'a MemTree,
+        top: TopNodes,
+        fetched: std::cell::Cell<usize>,
+    }
+
+    impl TreeRead for KeptTree<'_> {
+        fn node(&self, id: PageId) -> TreeResult<Node> {
+            self.fetched.set(self.fetched.get() + 1);
+            self.tree.node(id)
+        }
+        fn overflow(&self, first: PageId, pages: u32, len: u64) -> TreeResult<Vec<u8>> {
+            self.tree.overflow(first, pages, len)
+        }
+        fn locate_page(&self, id: PageId) -> (String, u64) {
+            self.tree.locate_page(id)
+        }
+        fn top_nodes(&self) -> Option<&TopNodes> {
+            Some(&self.top)
+        }
+    }
+
+    /// The depth of the tree at `root` (1: a single leaf).
+    fn depth(t: &MemTree, mut id: PageId) -> usize {
+        let mut d = 1;
+        while let Node::Index(n) = t.node(id).unwrap() {
+            id = n.children[0];
+            d += 1;
+        }
+        d
+    }
+
+    /// On a four-level tree a get through kept top nodes fetches only its leaf once the
+    /// root, its children and theirs are kept; with the third level bounded, the nodes
+    /// past the bound are fetched and every key still reads right.
+    #[test]
+    fn kept_top_nodes_leave_a_get_one_fetch_on_a_four_level_tree() {
+        // Small pages: a few entries a leaf, a few separators an index page.
+        let mut t = MemTree {
+            cap: 400,
+            ..Default::default()
+        };
+        let mut root = NO_PAGE;
+        let mut model = BTreeMap::new();
+        for chunk in 0..8u32 {
+            let batch: Vec<Mutation> = (chunk * 500..(chunk + 1) * 500)
+                .map(|i| {
+                    let k = format!("key{i:06}").into_bytes();
+                    model.insert(k.clone(), vec![b'v'; 40]);
+                    put_mut(k, 40)
+                })
+                .collect();
+            root = apply(&mut t, root, &batch, &mut Applied::default()).unwrap();
+        }
+        assert_eq!(depth(&t, root), 4, "the test needs a four-level tree");
+        for limit in [MAX_GRANDCHILDREN, 3] {
+            let kept = KeptTree {
+                tree: &t,
+                top: TopNodes::with_grandchild_limit(limit),
+                fetched: std::cell::Cell::new(0),
+            };
+            for pass in 0..2 {
+                let mut over_one = 0;
+                for (k, v) in &model {
+                    kept.fetched.set(0);
+                    let e = get(&kept, root, k).unwrap().expect("a key of the model");
+                    assert_eq!(e.value, ValueLoc::Inline(v.clone()));
+                    over_one += usize::from(kept.fetched.get() > 1);
+                }
+                if pass == 1 && limit == MAX_GRANDCHILDREN {
+                    assert_eq!(over_one, 0, "gets fetched more than their leaf");
+                }
+                if pass == 1 && limit == 3 {
+                    assert!(
+                        over_one > 0,
+                        "past the bound a get fetches the leaf's parent"
+                    );
+                }
+            }
+            let grandchildren = kept.top.kept_grandchildren();
+            if limit == 3 {
+                assert_eq!(grandchildren, 3, "the bound on kept grandchildren");
+            } else {
+                assert!(grandchildren > 3, "{grandchildren} grandchildren kept");
+            }
+        }
+    }
+
     #[test]
     fn leaves_fill_by_exact_size() {
         let seed = 0x5eed_u64;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::error::TreeResult;
 
-use super::path::{Path, Toward, step};
+use super::path::{Path, Taken, Toward, step};
 use super::top_nodes::Step;
 
 /// The entry for `key`, if present.
@@ -21,10 +21,10 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
     // as shared pages, not copied keys, so a lookup allocates nothing for them.
     let (mut lo, mut hi): (Option<Bound<'_>>, Option<Bound<'_>>) = (None, None);
     let levels = Levels::default();
-    // Which child of the root the descent took (for the second level of `top`).
-    let mut below_root = 0;
+    // Which children the descent took at the top (for the kept levels of `top`).
+    let mut taken = Taken::default();
     for depth in 0..=MAX_DEPTH {
-        let n = match step(t, depth, below_root, id)? {
+        let n = match step(t, depth, taken, id)? {
             Step::Kept(n) => Held::Kept(n),
             Step::Fetched(Node::Index(n)) => Held::Owned(n),
             Step::Fetched(Node::Leaf(p)) => {
@@ -44,8 +44,10 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
         range.check_index(t, id, &n)?;
         let i = n.child_for(key);
         id = n.children[i];
-        if depth == 0 {
-            below_root = i;
+        match depth {
+            0 => taken.below_root = i,
+            1 => taken.below_child = i,
+            _ => {}
         }
         if i > 0 {
             lo = Some((n.clone(), i - 1));

@@ -15,17 +15,25 @@ pub(crate) enum Toward<'k> {
     Last,
 }
 
-/// Page `id`, reached at `depth` by a descent that took child `below_root` of the root:
-/// from the tree version's kept nodes for the top two levels ([`TopNodes`]), else fetched.
+/// Which children a descent took at the top two levels: of the root, and of that child.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Taken {
+    pub(super) below_root: usize,
+    pub(super) below_child: usize,
+}
+
+/// Page `id`, reached at `depth` by a descent that took the children `taken`: from the tree
+/// version's kept nodes for the top three levels ([`TopNodes`]), else fetched.
 pub(super) fn step(
     t: &dyn TreeRead,
     depth: usize,
-    below_root: usize,
+    taken: Taken,
     id: PageId,
 ) -> TreeResult<Step<'_>> {
     match (t.top_nodes(), depth) {
         (Some(top), 0) => top.root(id, || t.node(id)),
-        (Some(top), 1) => top.child(below_root, id, || t.node(id)),
+        (Some(top), 1) => top.child(taken.below_root, id, || t.node(id)),
+        (Some(top), 2) => top.grandchild(taken.below_root, taken.below_child, id, || t.node(id)),
         _ => t.node(id).map(Step::Fetched),
     }
 }
@@ -56,8 +64,11 @@ impl Path {
     ) -> TreeResult<(PageId, Arc<[u8]>)> {
         loop {
             let depth = self.stack.len();
-            let below_root = self.stack.first().map_or(0, |(_, i)| *i);
-            let node = match step(t, depth, below_root, id)? {
+            let taken = Taken {
+                below_root: self.stack.first().map_or(0, |(_, i)| *i),
+                below_child: self.stack.get(1).map_or(0, |(_, i)| *i),
+            };
+            let node = match step(t, depth, taken, id)? {
                 Step::Kept(n) => Node::Index(n.clone()),
                 Step::Fetched(n) => n,
             };
