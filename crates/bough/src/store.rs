@@ -570,6 +570,11 @@ impl Inner {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        // A write committing on its caller's thread finishes (or is refused) before the
+        // heads are sealed, as one on a shard thread does before that thread stops.
+        for s in &self.shards {
+            s.wait_for_callers();
+        }
         // The writers have stopped. Each head that appended since it opened seals its
         // manifest as one snapshot record (no commit: the version stays), so after this clean
         // close a damaged manifest record is reported, never dropped as a torn append; a

@@ -597,3 +597,53 @@ fn a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_n
         store.close().expect("close");
     }
 }
+
+/// Closing waits for a write committing on its caller's thread, as it waits for the shard
+/// thread's: a write stalled in its log sync holds the close back past the second it
+/// would give a busy head, completes once released, and is there after reopening.
+#[test]
+fn close_waits_for_a_write_committing_on_its_callers_thread() {
+    let test = "close_waits_for_a_write_committing_on_its_callers_thread";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faults = FaultInjector::new();
+    let store = common::open(
+        test,
+        Store::builder(Options::new(dir.path()).maintenance_interval_ms(0)).faults(faults.clone()),
+    );
+    let main = store
+        .partition("t", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("branch");
+    main.put_blocking("warm", "up").expect("first write");
+    faults.stall_sync();
+    let release = Release(faults.clone());
+    let w = main.clone();
+    let writer = std::thread::spawn(move || w.put_blocking("k", "stalled"));
+    assert!(
+        faults.wait_for_stalled_syncs(1, Duration::from_secs(20)),
+        "the write never reached its sync"
+    );
+    drop(main);
+    let (closed_tx, closed_rx) = mpsc::channel();
+    let closer = std::thread::spawn(move || {
+        let r = store.close();
+        let _ = closed_tx.send(());
+        r
+    });
+    assert!(
+        closed_rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "close returned while a write was committing"
+    );
+    drop(release);
+    writer.join().expect("writer").expect("the stalled write");
+    closer.join().expect("closer").expect("close");
+    let store = common::open(test, Options::new(dir.path()).maintenance_interval_ms(0));
+    let got = store
+        .partition("t", 0)
+        .and_then(|p| p.branch("main"))
+        .and_then(|b| b.get_blocking("k"))
+        .expect("get")
+        .expect("the acknowledged write");
+    assert_eq!(got.value, b"stalled");
+    store.close().expect("close");
+}

@@ -15,15 +15,22 @@ pub(super) struct ShardQueue {
     /// Requests sent and not yet answered, plus writes committing on a caller's thread
     /// (changed under `tx`'s lock when it grows, so a claim sees every earlier send).
     in_service: Arc<AtomicUsize>,
+    /// Writes committing on a caller's thread (closing waits for them, as it waits for
+    /// the shard thread's own).
+    on_callers: Arc<AtomicUsize>,
 }
 
 /// A write running on the caller's thread while its shard is otherwise idle: until it is
 /// dropped, every request for the shard queues behind it.
-pub(super) struct IdleClaim(Arc<AtomicUsize>);
+pub(super) struct IdleClaim {
+    in_service: Arc<AtomicUsize>,
+    on_callers: Arc<AtomicUsize>,
+}
 
 impl Drop for IdleClaim {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.on_callers.fetch_sub(1, Ordering::AcqRel);
+        self.in_service.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -35,6 +42,7 @@ impl ShardQueue {
         let queue = ShardQueue {
             tx: Mutex::new(tx),
             in_service: in_service.clone(),
+            on_callers: Arc::new(AtomicUsize::new(0)),
         };
         (queue, rx, in_service)
     }
@@ -58,7 +66,20 @@ impl ShardQueue {
             return None;
         }
         self.in_service.fetch_add(1, Ordering::AcqRel);
-        Some(IdleClaim(self.in_service.clone()))
+        self.on_callers.fetch_add(1, Ordering::AcqRel);
+        Some(IdleClaim {
+            in_service: self.in_service.clone(),
+            on_callers: self.on_callers.clone(),
+        })
+    }
+
+    /// Returns once no write commits on a caller's thread. Closing calls it after the
+    /// shard thread stopped and the store was marked closed, so a write that claims the
+    /// shard later finds the store closed once it holds the head, and this ends.
+    pub(super) fn wait_for_callers(&self) {
+        while self.on_callers.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 
