@@ -209,15 +209,18 @@ impl Local {
             self.fault(FaultOp::Write, "write", path)?;
         }
         match &self.engine {
-            Engine::Pread => {
+            Engine::Uring(pool) if reqs.len() > 1 => pool
+                .write(file, reqs)
+                .map_err(|e| IoError::os("write", path, e))?,
+            // One buffer (a log record, a manifest record) is written in place: io_uring
+            // hands a buffered write the file system cannot finish without blocking to a
+            // kernel worker thread (io-wq), two context switches for a single write.
+            Engine::Pread | Engine::Uring(_) => {
                 for (offset, buf) in reqs {
                     file.write_all_at(buf, *offset)
                         .map_err(|e| IoError::os("write", path, e))?;
                 }
             }
-            Engine::Uring(pool) => pool
-                .write(file, reqs)
-                .map_err(|e| IoError::os("write", path, e))?,
         }
         for (_, buf) in reqs {
             self.stats.add_write(buf.len());
@@ -433,9 +436,10 @@ impl Default for UringOptions {
     }
 }
 
-/// Local files whose reads, writes and file syncs go through io_uring: each calling thread
-/// submits its request (a whole batch at once) to its own ring and waits for it there.
-/// Metadata goes through std/libc. Buffered I/O (no `O_DIRECT`).
+/// Local files whose reads and batched writes go through io_uring: each calling thread
+/// submits its request (a whole batch at once) to its own ring and waits for it there. A
+/// write of one buffer, file syncs and metadata go through std/libc (io_uring would run
+/// them on a kernel worker thread). Buffered I/O (no `O_DIRECT`).
 #[derive(Debug, Clone)]
 pub struct UringStorage {
     local: Arc<Local>,

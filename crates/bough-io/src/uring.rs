@@ -9,10 +9,13 @@
 //! woke them through an eventfd, and the two context switches per request made every
 //! workload slower than plain positional I/O (bench: random loads 4× slower).
 //!
-//! File syncs do not go through the ring: io_uring always hands an fsync to a kernel
-//! worker thread (io-wq) and wakes the caller when it is done, so a lone `fdatasync` took
-//! 15–30 µs longer per single-key commit than the system call made in place (measured with
-//! `commit_probe`, see ARCHITECTURE.md, "Write path").
+//! File syncs and writes of one buffer do not go through the ring: io_uring always hands an
+//! fsync to a kernel worker thread (io-wq), and a buffered write too when the file system
+//! cannot finish it without blocking (ext4 here), and wakes the caller when it is done. A
+//! lone `fdatasync` took 15–30 µs longer per single-key commit than the system call made
+//! in place, and the record's write 10–15 µs more than `pwrite` (measured with
+//! `commit_probe`, see ARCHITECTURE.md, "Write path"). Batches of writes (a checkpoint's
+//! pages) still go through the ring, where the workers copy them in parallel.
 //!
 //! Memory safety rests on one rule: [`RingPool::read`] and [`RingPool::write`] do not
 //! return before the last completion of their request has been reaped, so the buffers and the file descriptor the kernel uses stay alive (they are
