@@ -1,13 +1,16 @@
-//! The write buffer's commit-side cost: pushing commits of random keys (each a run, merged
-//! binary-counter style), and freezing the result for a checkpoint.
+//! The write buffer's costs: pushing commits of random keys (each a run, merged
+//! binary-counter style), freezing the result for a checkpoint, and a get through a full
+//! buffer for a key it does not hold (most gets: each run's filter answers).
 //!
 //! `cargo bench -p bough-tree --bench buffer` (add `-- --quick` for a short run).
 //! Wall-clock figures on a shared VM are noisy: compare within one run.
 
 use std::hint::black_box;
 
-use bough_tree::btree::{Mutation, Op};
+use bough_manifest::{NO_PAGE, PageId};
+use bough_tree::btree::{Mutation, Node, Op, TreeRead};
 use bough_tree::buffer::WriteBuffer;
+use bough_tree::error::{TreeError, TreeResult};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// A well-mixed 64-bit function (SplitMix64) for deterministic keys.
@@ -74,5 +77,45 @@ fn push(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, push);
+/// A tree with no pages: a get below the buffer ends at its empty root.
+struct EmptyTree;
+
+impl TreeRead for EmptyTree {
+    fn node(&self, id: PageId) -> TreeResult<Node> {
+        Err(TreeError::corruption("<empty>", u64::from(id), "no page"))
+    }
+    fn overflow(&self, first: PageId, _pages: u32, _len: u64) -> TreeResult<Vec<u8>> {
+        Err(TreeError::corruption(
+            "<empty>",
+            u64::from(first),
+            "no page",
+        ))
+    }
+    fn locate_page(&self, id: PageId) -> (String, u64) {
+        ("<empty>".to_string(), u64::from(id))
+    }
+}
+
+fn get_through_full_buffer(c: &mut Criterion) {
+    let mut buf = WriteBuffer::new();
+    for (v, muts) in batches(256, 1000).into_iter().enumerate() {
+        buf.push(v as u64 + 1, muts);
+    }
+    let absent: Vec<Vec<u8>> = (0..10_000u64)
+        .map(|i| format!("{:016x}", mix(u64::MAX - i)).into_bytes())
+        .collect();
+    let mut g = c.benchmark_group("buffer");
+    g.throughput(Throughput::Elements(absent.len() as u64));
+    g.bench_function("get_absent_through_256_runs_merged", |b| {
+        b.iter(|| {
+            let read = buf.over(&EmptyTree, NO_PAGE);
+            for k in &absent {
+                black_box(read.get(k).ok());
+            }
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, push, get_through_full_buffer);
 criterion_main!(benches);
