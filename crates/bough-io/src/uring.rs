@@ -18,9 +18,10 @@
 //! pages) still go through the ring, where the workers copy them in parallel.
 //!
 //! Memory safety rests on one rule: [`RingPool::read`] and [`RingPool::write`] do not
-//! return before the last completion of their request has been reaped, so the buffers and the file descriptor the kernel uses stay alive (they are
-//! borrowed for the whole call) for as long as the kernel may touch them, and no completion
-//! of one request is left for the next one on the same ring.
+//! return before the last completion of their request has been reaped, so the buffers and
+//! the file descriptor the kernel uses stay alive (they are borrowed for the whole call)
+//! for as long as the kernel may touch them, and no completion of one request is left for
+//! the next one on the same ring.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

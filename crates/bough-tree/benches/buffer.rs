@@ -42,6 +42,15 @@ fn batches(commits: u64, keys: u64) -> Vec<Vec<Mutation>> {
         .collect()
 }
 
+/// A buffer holding `input`, one commit per batch.
+fn filled(input: Vec<Vec<Mutation>>) -> WriteBuffer {
+    let mut buf = WriteBuffer::new();
+    for (v, muts) in input.into_iter().enumerate() {
+        buf.push(v as u64 + 1, muts);
+    }
+    buf
+}
+
 fn push(c: &mut Criterion) {
     let (commits, keys) = (256u64, 1000u64);
     let input = batches(commits, keys);
@@ -51,26 +60,14 @@ fn push(c: &mut Criterion) {
     g.bench_function("push_256_commits_of_1k_random_keys", |b| {
         b.iter_batched(
             || input.clone(),
-            |input| {
-                let mut buf = WriteBuffer::new();
-                for (v, muts) in input.into_iter().enumerate() {
-                    buf.push(v as u64 + 1, muts);
-                }
-                black_box(buf)
-            },
+            |input| black_box(filled(input)),
             criterion::BatchSize::LargeInput,
         );
     });
     g.bench_function("push_then_freeze_256_commits_of_1k_random_keys", |b| {
         b.iter_batched(
             || input.clone(),
-            |input| {
-                let mut buf = WriteBuffer::new();
-                for (v, muts) in input.into_iter().enumerate() {
-                    buf.push(v as u64 + 1, muts);
-                }
-                black_box(buf.frozen_batch())
-            },
+            |input| black_box(filled(input).frozen_batch()),
             criterion::BatchSize::LargeInput,
         );
     });
@@ -97,10 +94,7 @@ impl TreeRead for EmptyTree {
 }
 
 fn get_through_full_buffer(c: &mut Criterion) {
-    let mut buf = WriteBuffer::new();
-    for (v, muts) in batches(256, 1000).into_iter().enumerate() {
-        buf.push(v as u64 + 1, muts);
-    }
+    let buf = filled(batches(256, 1000));
     let absent: Vec<Vec<u8>> = (0..10_000u64)
         .map(|i| format!("{:016x}", mix(u64::MAX - i)).into_bytes())
         .collect();

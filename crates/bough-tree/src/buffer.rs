@@ -137,25 +137,52 @@ impl WriteBuffer {
 /// checkpoint that also commits a batch of its own applies.
 pub fn merge_muts(older: Vec<Mutation>, newer: Vec<Mutation>) -> Vec<Mutation> {
     let mut out = Vec::with_capacity(older.len() + newer.len());
+    merge_by_key(
+        older,
+        newer,
+        |m| &m.key,
+        |x, newer| {
+            out.push(match newer {
+                Some(y) => Mutation {
+                    key: x.key,
+                    op: lww::compose(x.op, y.op),
+                },
+                None => x,
+            });
+        },
+    );
+    out
+}
+
+/// Walks two sequences sorted by `key` (each with distinct keys) in key order, handing
+/// `out` each key's item: of the side that holds it, or `older`'s with `newer`'s when both
+/// do. The one merge loop of the buffer: batches here, runs in `run.rs`.
+pub(crate) fn merge_by_key<T>(
+    older: impl IntoIterator<Item = T>,
+    newer: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> &[u8],
+    mut out: impl FnMut(T, Option<T>),
+) {
     let mut a = older.into_iter().peekable();
     let mut b = newer.into_iter().peekable();
     loop {
-        match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => match x.key.cmp(&y.key) {
-                std::cmp::Ordering::Less => out.extend(a.next()),
-                std::cmp::Ordering::Greater => out.extend(b.next()),
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match key(x).cmp(key(y)) {
+                std::cmp::Ordering::Less => a.next(),
+                std::cmp::Ordering::Greater => b.next(),
                 std::cmp::Ordering::Equal => {
                     if let (Some(x), Some(y)) = (a.next(), b.next()) {
-                        out.push(Mutation {
-                            key: x.key,
-                            op: lww::compose(x.op, y.op),
-                        });
+                        out(x, Some(y));
                     }
+                    continue;
                 }
             },
-            (Some(_), None) => out.extend(a.by_ref()),
-            (None, Some(_)) => out.extend(b.by_ref()),
-            (None, None) => return out,
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => return,
+        };
+        if let Some(item) = next {
+            out(item, None);
         }
     }
 }

@@ -523,6 +523,17 @@ impl ThreadClock {
     }
 }
 
+/// Branch `main` of partition `t`, after one write (its log file exists, so the next
+/// write's only sync is its record's).
+fn warm_main(store: &Store) -> Branch {
+    let main = store
+        .partition("t", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("branch");
+    main.put_blocking("warm", "up").expect("first write");
+    main
+}
+
 #[test]
 fn a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_next() {
     let test = "a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_next";
@@ -540,11 +551,7 @@ fn a_lone_blocking_write_commits_on_its_own_thread_and_a_busy_shard_queues_the_n
             .faults(faults.clone())
             .clock(clock.clone()),
         );
-        let main = store
-            .partition("t", 0)
-            .and_then(|p| p.branch("main"))
-            .expect("branch");
-        main.put_blocking("warm", "up").expect("first write");
+        let main = warm_main(&store);
 
         // Alone: the commit (which reads the clock holding the head) runs on this thread.
         clock.take();
@@ -610,11 +617,7 @@ fn close_waits_for_a_write_committing_on_its_callers_thread() {
         test,
         Store::builder(Options::new(dir.path()).maintenance_interval_ms(0)).faults(faults.clone()),
     );
-    let main = store
-        .partition("t", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("branch");
-    main.put_blocking("warm", "up").expect("first write");
+    let main = warm_main(&store);
     faults.stall_sync();
     let release = Release(faults.clone());
     let w = main.clone();

@@ -281,31 +281,20 @@ impl Run {
 fn merge_hashed(older: &Run, newer: &Run) -> (Vec<Mutation>, Vec<u64>) {
     let n = older.len + newer.len;
     let (mut muts, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut a = older.entries().peekable();
-    let mut b = newer.entries().peekable();
-    loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some((x, _)), Some((y, _))) => match x.key.cmp(&y.key) {
-                std::cmp::Ordering::Less => a.next(),
-                std::cmp::Ordering::Greater => b.next(),
-                std::cmp::Ordering::Equal => {
-                    if let (Some((x, hash)), Some((y, _))) = (a.next(), b.next()) {
-                        muts.push(Mutation {
-                            key: x.key.clone(),
-                            op: crate::lww::compose(x.op.clone(), y.op.clone()),
-                        });
-                        hashes.push(hash);
-                    }
-                    continue;
-                }
-            },
-            (Some(_), None) => a.next(),
-            (None, Some(_)) => b.next(),
-            (None, None) => return (muts, hashes),
-        };
-        if let Some((m, hash)) = next {
-            muts.push(m.clone());
+    super::merge_by_key(
+        older.entries(),
+        newer.entries(),
+        |(m, _)| &m.key,
+        |(x, hash), newer| {
+            muts.push(match newer {
+                Some((y, _)) => Mutation {
+                    key: x.key.clone(),
+                    op: crate::lww::compose(x.op.clone(), y.op.clone()),
+                },
+                None => x.clone(),
+            });
             hashes.push(hash);
-        }
-    }
+        },
+    );
+    (muts, hashes)
 }

@@ -126,37 +126,35 @@ pub(super) fn shard_loop(rx: mpsc::Receiver<Request>, ctx: ShardContext) {
 /// Serves requests taken from the queue together; true if one of them was `Stop`.
 fn serve_requests(requests: Vec<Request>, ctx: &ShardContext) -> bool {
     let clock = ctx.clock.as_ref();
-    {
-        // Writes of one branch that queued up together become one commit (group commit);
-        // any other request of that branch first flushes the group, so order is kept.
-        let mut groups: Vec<(Arc<BranchEntry>, Vec<Pending>)> = Vec::new();
-        let mut stop = false;
-        for request in requests {
-            match request {
-                Request::Write {
-                    branch,
-                    muts,
-                    sync,
-                    reply,
-                } => match groups.iter_mut().find(|(b, _)| Arc::ptr_eq(b, &branch)) {
-                    Some((_, g)) => g.push((muts, sync, reply)),
-                    None => groups.push((branch, vec![(muts, sync, reply)])),
-                },
-                Request::Branch { branch, op } => {
-                    if let Some(pos) = groups.iter().position(|(b, _)| Arc::ptr_eq(b, &branch)) {
-                        let (b, g) = groups.remove(pos);
-                        commit_group(&b, g, clock);
-                    }
-                    serve(&branch, op, ctx);
+    // Writes of one branch that queued up together become one commit (group commit);
+    // any other request of that branch first flushes the group, so order is kept.
+    let mut groups: Vec<(Arc<BranchEntry>, Vec<Pending>)> = Vec::new();
+    let mut stop = false;
+    for request in requests {
+        match request {
+            Request::Write {
+                branch,
+                muts,
+                sync,
+                reply,
+            } => match groups.iter_mut().find(|(b, _)| Arc::ptr_eq(b, &branch)) {
+                Some((_, g)) => g.push((muts, sync, reply)),
+                None => groups.push((branch, vec![(muts, sync, reply)])),
+            },
+            Request::Branch { branch, op } => {
+                if let Some(pos) = groups.iter().position(|(b, _)| Arc::ptr_eq(b, &branch)) {
+                    let (b, g) = groups.remove(pos);
+                    commit_group(&b, g, clock);
                 }
-                Request::Stop => stop = true,
+                serve(&branch, op, ctx);
             }
+            Request::Stop => stop = true,
         }
-        for (b, g) in groups {
-            commit_group(&b, g, clock);
-        }
-        stop
     }
+    for (b, g) in groups {
+        commit_group(&b, g, clock);
+    }
+    stop
 }
 
 /// Answers one request of `branch` with the function of `writer_ops` (or `maintenance`)
