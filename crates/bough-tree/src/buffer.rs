@@ -2,10 +2,11 @@
 //!
 //! A buffer is a stack of immutable sorted *runs*, newest first, each shared by `Arc`, so a
 //! reader's copy of the buffer is a vector of pointers and never changes under it. Every
-//! commit pushes one run; runs are merged binary-counter style (a run is merged into the
-//! one below it while it is at least half as large, so each run is more than twice the one
-//! above it), so a buffer of n entries has at most log2(n) + 1 runs. Merging two runs composes their ops per key ([`lww::compose`]), so a merged run
-//! has exactly the effect of the two in order. A checkpoint freezes the runs present, applies
+//! commit pushes one run; runs are merged as a counter in base [`MERGE_FAN_IN`] (four runs
+//! of one level become one run of the next level), so after n commits an op has been copied
+//! at most log4(n) times and at most three runs of each level remain. Merging runs composes
+//! their ops per key ([`lww::compose`]), so a merged run has exactly the effect of its
+//! runs in order. A checkpoint freezes the runs present, applies
 //! them to the tree as one sorted batch ([`WriteBuffer::frozen_batch`]) and then drops them;
 //! runs pushed meanwhile are never merged with frozen ones.
 //!
@@ -32,6 +33,11 @@ use run::prefix;
 mod budget;
 mod filter;
 mod run;
+
+/// How many runs of one level [`WriteBuffer::settle`] merges at once. Four copies each op
+/// half as often as merging pairs (a 64 MiB buffer of 10k-key commits: ~2 copies per op
+/// instead of ~5) for at most three runs per level for reads to look through.
+const MERGE_FAN_IN: usize = 4;
 
 /// The runs of a branch not yet checkpointed, newest first.
 #[derive(Debug, Clone, Default)]
@@ -81,25 +87,24 @@ impl WriteBuffer {
         self.settle();
     }
 
-    /// Merges the newest run into the one below while it is at least half as large (and
-    /// both are on the same side of a freeze). Afterwards each run holds more than twice
-    /// the entries of the run above it, which bounds the number of runs.
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "indices into the buffer's own sorted runs, produced by searches over them"
-    )]
+    /// Merges the newest [`MERGE_FAN_IN`] runs into one while they are of one level and on
+    /// one side of a freeze: a counter in base `MERGE_FAN_IN`, so after n commits an op has
+    /// been copied at most log_F(n) times and at most F - 1 runs of each level remain.
     fn settle(&mut self) {
-        while self.runs.len() >= 2 {
-            let (newer, older) = (&self.runs[0], &self.runs[1]);
-            let across_freeze =
-                older.last_version <= self.frozen && newer.last_version > self.frozen;
-            if across_freeze || 2 * newer.len().max(1) < older.len() {
+        while let Some(group) = self.runs.get(..MERGE_FAN_IN)
+            && let Some(newest) = group.first()
+        {
+            let frozen = |r: &Run| r.last_version <= self.frozen;
+            let mergeable = group
+                .iter()
+                .all(|r| r.level() == newest.level() && frozen(r) == frozen(newest));
+            if !mergeable {
                 break;
             }
-            let merged = Run::merge(older, newer);
-            self.bytes = self.bytes - older.bytes - newer.bytes + merged.bytes;
-            self.runs.drain(..2);
-            self.runs.insert(0, Arc::new(merged));
+            let oldest_first: Vec<&Run> = group.iter().rev().map(|r| &**r).collect();
+            let merged = Run::merge(&oldest_first);
+            self.bytes = self.bytes - group.iter().map(|r| r.bytes).sum::<usize>() + merged.bytes;
+            self.runs.splice(..MERGE_FAN_IN, [Arc::new(merged)]);
         }
     }
 
@@ -156,8 +161,8 @@ pub fn merge_muts(older: Vec<Mutation>, newer: Vec<Mutation>) -> Vec<Mutation> {
 
 /// Walks two sequences sorted by `key` (each with distinct keys) in key order, handing
 /// `out` each key's item: of the side that holds it, or `older`'s with `newer`'s when both
-/// do. The one merge loop of the buffer: batches here, runs in `run.rs`.
-pub(crate) fn merge_by_key<T>(
+/// do. (Runs merge several at a time: their loop is `run::merge_hashed`.)
+fn merge_by_key<T>(
     older: impl IntoIterator<Item = T>,
     newer: impl IntoIterator<Item = T>,
     key: impl Fn(&T) -> &[u8],

@@ -9,8 +9,8 @@
 //! key's first eight bytes in one contiguous array and searches that first, and a Bloom
 //! filter answers most misses without searching at all.
 //!
-//! A segment keeps each key's filter hash: the binary-counter merging of the buffer moves
-//! every op through ~log2(commits) merges, and each merge hashed every key again to build
+//! A segment keeps each key's filter hash: the buffer's merging moves every op through
+//! ~log4(commits) merges, and each merge hashed every key again to build
 //! its filter.
 
 use std::sync::Arc;
@@ -86,6 +86,8 @@ pub struct Run {
     pub(super) bytes: usize,
     pub(super) first_version: u64,
     pub(super) last_version: u64,
+    /// See [`Run::level`].
+    level: u32,
 }
 
 /// A key's first eight bytes as a big-endian number (zero-padded): `a < b` implies
@@ -145,32 +147,51 @@ impl Run {
             bytes,
             first_version,
             last_version,
+            level: 0,
         }
     }
 
-    /// `older` then `newer` as one run: their segments side by side when their key ranges
-    /// do not overlap (nothing copied), else one segment of their ops composed per key.
-    pub(super) fn merge(older: &Run, newer: &Run) -> Run {
-        let (first, last) = (older.first_version, newer.last_version);
-        let bytes;
-        // Disjoint ranges: the lower run's segments, then the higher's.
-        let side_by_side =
-            if older.len == 0 || newer.len == 0 || older.last_key() < newer.first_key() {
-                Some((older, newer))
-            } else if newer.last_key() < older.first_key() {
-                Some((newer, older))
-            } else {
-                None
-            };
-        let segments = if let Some((low, high)) = side_by_side {
-            bytes = older.bytes + newer.bytes;
-            low.segments.iter().chain(&high.segments).cloned().collect()
+    /// `runs` (oldest first) as one run, one level above theirs: their segments side by
+    /// side when their key ranges do not overlap (nothing copied), else one segment of
+    /// their ops, a key held by several composed in commit order.
+    pub(super) fn merge(runs: &[&Run]) -> Run {
+        let first = runs.first().map_or(0, |r| r.first_version);
+        let last = runs.last().map_or(0, |r| r.last_version);
+        let level = runs
+            .iter()
+            .map(|r| r.level)
+            .max()
+            .map_or(0, |l| l.saturating_add(1));
+        let mut by_key: Vec<&Run> = runs.iter().copied().filter(|r| r.len > 0).collect();
+        by_key.sort_by(|a, b| a.first_key().cmp(b.first_key()));
+        let disjoint = by_key
+            .windows(2)
+            .all(|w| matches!(w, [a, b] if a.last_key() < b.first_key()));
+        let mut run = if disjoint {
+            let bytes = by_key.iter().map(|r| r.bytes).sum();
+            let segments = by_key
+                .iter()
+                .flat_map(|r| r.segments.iter().cloned())
+                .collect();
+            Run::of_segments(segments, bytes, first, last)
         } else {
-            let (muts, hashes) = merge_hashed(older, newer);
-            bytes = muts.iter().map(cost).sum();
-            vec![Arc::new(Segment::new(muts, hashes))]
+            let (muts, hashes) = merge_hashed(runs);
+            let bytes = muts.iter().map(cost).sum();
+            Run::of_segments(
+                vec![Arc::new(Segment::new(muts, hashes))],
+                bytes,
+                first,
+                last,
+            )
         };
-        Run::of_segments(segments, bytes, first, last)
+        run.level = level;
+        run
+    }
+
+    /// How many merges built this run (0: one commit's batch). The buffer merges runs of
+    /// one level only, so an op is copied at most once per level.
+    pub(super) fn level(&self) -> u32 {
+        self.level
     }
 
     /// Number of ops.
@@ -275,26 +296,46 @@ impl Run {
     }
 }
 
-/// The ops of `older` and `newer` as one sorted list with their key hashes; a key in both
-/// gets one op, the two composed by the one last-writer-wins rule (`older` first), as
-/// [`super::merge_muts`] composes them.
-fn merge_hashed(older: &Run, newer: &Run) -> (Vec<Mutation>, Vec<u64>) {
-    let n = older.len + newer.len;
+/// The ops of `runs` (oldest first) as one sorted list with their key hashes; a key held by
+/// several gets one op, theirs composed by the one last-writer-wins rule in commit order, as
+/// [`super::merge_muts`] composes two batches.
+fn merge_hashed(runs: &[&Run]) -> (Vec<Mutation>, Vec<u64>) {
+    let n = runs.iter().map(|r| r.len).sum();
     let (mut muts, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    super::merge_by_key(
-        older.entries(),
-        newer.entries(),
-        |(m, _)| &m.key,
-        |(x, hash), newer| {
-            muts.push(match newer {
-                Some((y, _)) => Mutation {
-                    key: x.key.clone(),
-                    op: crate::lww::compose(x.op.clone(), y.op.clone()),
-                },
-                None => x.clone(),
+    let mut heads: Vec<_> = runs.iter().map(|r| r.entries().peekable()).collect();
+    // The fan-in is a handful of runs: a scan for the smallest key beats a heap.
+    loop {
+        let mut least: Option<&[u8]> = None;
+        for h in heads.iter_mut() {
+            if let Some(&(m, _)) = h.peek() {
+                let key = m.key.as_slice();
+                if least.is_none_or(|l| key < l) {
+                    least = Some(key);
+                }
+            }
+        }
+        let Some(key) = least else {
+            return (muts, hashes);
+        };
+        let mut composed: Option<(Mutation, u64)> = None;
+        for h in heads.iter_mut() {
+            let Some((m, hash)) = h.next_if(|(m, _)| m.key.as_slice() == key) else {
+                continue;
+            };
+            composed = Some(match composed {
+                None => (m.clone(), hash),
+                Some((older, hash)) => (
+                    Mutation {
+                        key: older.key,
+                        op: crate::lww::compose(older.op, m.op.clone()),
+                    },
+                    hash,
+                ),
             });
+        }
+        if let Some((m, hash)) = composed {
+            muts.push(m);
             hashes.push(hash);
-        },
-    );
-    (muts, hashes)
+        }
+    }
 }

@@ -235,7 +235,6 @@ proptest! {
         let mut buf = WriteBuffer::new();
         let mut model: BTreeMap<Vec<u8>, Stored> = BTreeMap::new();
         let mut version = 0;
-        let mut pushed = 0usize;
         for step in steps {
             match step {
                 Step::Commit(ops) => {
@@ -244,12 +243,16 @@ proptest! {
                         model_apply(&mut model, &m.key, &m.op);
                     }
                     version += 1;
-                    pushed += muts.len();
                     buf.push(version, muts);
-                    // Binary-counter merging keeps the run count logarithmic (one more for
-                    // the freeze boundary of a checkpoint).
-                    let log2 = (usize::BITS - pushed.leading_zeros()) as usize;
-                    prop_assert!(buf.runs().len() <= log2 + 2, "{} runs for {} entries", buf.runs().len(), pushed);
+                    // Merging in base F keeps at most F - 1 runs per level, and there are
+                    // at most log_F(commits) + 1 levels.
+                    let (mut levels, mut c) = (1, version);
+                    while c >= super::MERGE_FAN_IN as u64 {
+                        c /= super::MERGE_FAN_IN as u64;
+                        levels += 1;
+                    }
+                    let bound = (super::MERGE_FAN_IN - 1) * levels;
+                    prop_assert!(buf.runs().len() <= bound, "{} runs after {} commits", buf.runs().len(), version);
                 }
                 Step::Checkpoint => {
                     if let Some((upto, muts)) = buf.frozen_batch() {
@@ -292,19 +295,31 @@ fn runs_pushed_during_a_checkpoint_survive_its_release() {
     );
     let (upto, frozen) = buf.frozen_batch().expect("a run");
     assert_eq!((upto, frozen.len()), (1, 1));
-    // As large as the frozen run: it would be merged into it without the freeze.
+    // Runs of the frozen run's level: four of them would merge without the freeze.
+    for (v, k) in [(2, b"b"), (3, b"c"), (4, b"d")] {
+        buf.push(
+            v,
+            vec![Mutation {
+                key: k.to_vec(),
+                op: put(v as u8, 1),
+            }],
+        );
+    }
+    assert_eq!(buf.runs().len(), 4);
+    buf.release(upto);
+    let versions: Vec<_> = buf.runs().iter().map(|r| r.versions()).collect();
+    assert_eq!(versions, [(4, 4), (3, 3), (2, 2)]);
+    assert_eq!(buf.last_version(), Some(4));
+    // The next commit merges the four unfrozen runs.
     buf.push(
-        2,
+        5,
         vec![Mutation {
-            key: b"b".to_vec(),
-            op: put(2, 1),
+            key: b"e".to_vec(),
+            op: put(5, 1),
         }],
     );
-    assert_eq!(buf.runs().len(), 2);
-    buf.release(upto);
     assert_eq!(buf.runs().len(), 1);
-    assert_eq!(buf.runs()[0].versions(), (2, 2));
-    assert_eq!(buf.last_version(), Some(2));
+    assert_eq!(buf.runs()[0].versions(), (2, 5));
 }
 
 fn puts(keys: std::ops::Range<u32>, version: u64) -> Vec<Mutation> {
@@ -362,42 +377,71 @@ fn runs_of_a_sequential_load_are_merged_without_copying() {
     assert_eq!(floor.key, b"s000099");
 }
 
-/// A commit that overlaps a segmented run merges op by op into one segment; one that lands
-/// below it is put in front.
+/// Runs whose key ranges are disjoint merge by sharing their segments, put in key order
+/// whatever their commit order; runs that overlap merge op by op into one segment, a key in
+/// several taking their ops composed in commit order.
 #[test]
-fn an_overlapping_commit_merges_a_segmented_run_into_one_segment() {
+fn overlapping_runs_merge_into_one_segment_and_disjoint_ones_share_theirs() {
     let mut buf = WriteBuffer::new();
     buf.push(1, puts(100..110, 1));
     buf.push(2, puts(110..120, 2));
-    assert_eq!(buf.runs()[0].segment_count(), 2);
     buf.push(3, puts(90..95, 3));
+    assert_eq!(buf.runs().len(), 3);
     buf.push(4, puts(80..85, 4));
-    // The two five-key runs were concatenated (below the big run), then merged into it.
     assert_eq!(buf.runs().len(), 1);
     assert_eq!(buf.runs()[0].segment_count(), 4);
+    assert!(buf.runs()[0].mutations().map(|m| &m.key).is_sorted());
     buf.push(5, puts(105..125, 5));
-    assert_eq!(buf.runs().len(), 1);
+    buf.push(6, puts(115..130, 6));
+    buf.push(7, puts(300..305, 7));
+    buf.push(8, puts(50..60, 8));
+    assert_eq!(buf.runs().len(), 2);
     let run = &buf.runs()[0];
-    assert_eq!((run.len(), run.segment_count()), (35, 1));
-    let keys: Vec<&[u8]> = run.mutations().map(|m| m.key.as_slice()).collect();
-    assert!(keys.is_sorted());
+    // 105..130, 300..305 and 50..60: 25 + 5 + 10 ops.
+    assert_eq!((run.len(), run.segment_count()), (40, 1));
+    assert!(run.mutations().map(|m| &m.key).is_sorted());
+    assert_eq!(
+        buf.bytes(),
+        buf.runs().iter().map(|r| r.bytes).sum::<usize>()
+    );
     let tree = MemTree::default();
-    let read = buf.over(&tree, NO_PAGE);
-    let ts = |i: u32| {
-        read.get(format!("s{i:06}").as_bytes())
+    let ts = |buf: &WriteBuffer, i: u32| {
+        buf.over(&tree, NO_PAGE)
+            .get(format!("s{i:06}").as_bytes())
             .expect("get")
             .map(|e| e.timestamp)
     };
+    let ts_all =
+        |buf: &WriteBuffer, keys: &[u32]| keys.iter().map(|&i| ts(buf, i)).collect::<Vec<_>>();
     assert_eq!(
-        [ts(80), ts(90), ts(100), ts(104), ts(105), ts(119), ts(124)],
+        ts_all(
+            &buf,
+            &[50, 80, 90, 100, 104, 105, 114, 115, 124, 129, 302, 130]
+        ),
         [
+            Some(8),
             Some(4),
             Some(3),
             Some(1),
             Some(1),
             Some(5),
             Some(5),
-            Some(5)
+            Some(6),
+            Some(6),
+            Some(6),
+            Some(7),
+            None
         ]
     );
+    let before = ts_all(&buf, &(40..140).collect::<Vec<_>>());
+    // Four more level-0 runs make a second level-1 run; four level-1 runs, one level-2.
+    for v in 9..=16u64 {
+        let lo = 1000 + (v as u32) * 10;
+        buf.push(v, puts(lo..lo + 10, v));
+    }
+    assert_eq!(buf.runs().len(), 1);
+    assert_eq!(buf.runs()[0].level(), 2);
+    // 30 + 40 + 80 ops, less the 15 keys (105..120) the two first level-1 runs share.
+    assert_eq!(buf.runs()[0].len(), 30 + 40 + 80 - 15);
+    assert_eq!(ts_all(&buf, &(40..140).collect::<Vec<_>>()), before);
 }
