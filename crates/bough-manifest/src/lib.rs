@@ -60,9 +60,10 @@ pub use ext::LOG;
 pub use history::{HISTORY, HistoryStamp, history_stamp, set_history_stamp};
 pub use incarnation::{INCARNATION, incarnation, set_incarnation};
 pub use log::{
-    LOG_BLOCK, LOG_HEADER_LEN, LOG_MAGIC, LOG_VERSION, LOG_VERSION_SYNCED, LogEntry, LogHeader,
-    LogMutation, LogOp, LogRecordKind, LogSalt, MAX_LOG_BODY, decode_log_entry, decode_log_record,
-    encode_log_entry, encode_log_record, log_record_is_intact, log_record_len,
+    LOG_BLOCK, LOG_HEADER_LEN, LOG_MAGIC, LOG_VERSION, LOG_VERSION_SYNCED, LogEntry, LogEntryRef,
+    LogHeader, LogMutation, LogMutationRef, LogOp, LogOpRef, LogRecordKind, LogSalt, MAX_LOG_BODY,
+    decode_log_entry, decode_log_record, encode_log_entry, encode_log_record,
+    encode_log_record_ref, log_record_is_intact, log_record_len,
 };
 pub use log_ref::{LogRef, decode_log_refs, encode_log_refs, log_refs};
 pub use log_replay::{LogReplayed, LoggedRecord, replay_log};

@@ -93,18 +93,6 @@ pub enum LogOp {
     },
 }
 
-impl LogOp {
-    fn byte(&self) -> u8 {
-        match self {
-            LogOp::Put { .. } => 1,
-            LogOp::Delete { .. } => 2,
-            LogOp::ForceDelete => 3,
-            LogOp::ReplaceWithTombstone { .. } => 4,
-            LogOp::Replace { .. } => 5,
-        }
-    }
-}
-
 /// One mutation of a logged batch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LogMutation {
@@ -123,6 +111,120 @@ pub struct LogEntry {
     pub clock_ms: u64,
     /// The batch, keys strictly increasing; empty for a close record.
     pub mutations: Vec<LogMutation>,
+}
+
+/// A log record's fields with its batch borrowed: what the encoder reads, so a commit
+/// encodes its batch without copying every key and value first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntryRef<'a> {
+    pub kind: LogRecordKind,
+    pub version: u64,
+    pub clock_ms: u64,
+    /// Keys strictly increasing; empty for a close record.
+    pub mutations: Vec<LogMutationRef<'a>>,
+}
+
+/// One mutation of a [`LogEntryRef`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogMutationRef<'a> {
+    pub key: &'a [u8],
+    pub op: LogOpRef<'a>,
+}
+
+/// A [`LogOp`] with its value borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOpRef<'a> {
+    Put {
+        value: &'a [u8],
+        timestamp: u64,
+        expire_at: u64,
+    },
+    Delete {
+        timestamp: u64,
+        expire_at: u64,
+    },
+    ForceDelete,
+    ReplaceWithTombstone {
+        timestamp: u64,
+        expire_at: u64,
+    },
+    Replace {
+        value: &'a [u8],
+        timestamp: u64,
+        expire_at: u64,
+    },
+}
+
+impl LogOpRef<'_> {
+    fn byte(&self) -> u8 {
+        match self {
+            LogOpRef::Put { .. } => 1,
+            LogOpRef::Delete { .. } => 2,
+            LogOpRef::ForceDelete => 3,
+            LogOpRef::ReplaceWithTombstone { .. } => 4,
+            LogOpRef::Replace { .. } => 5,
+        }
+    }
+}
+
+impl LogOp {
+    /// This op with its value borrowed.
+    pub fn borrowed(&self) -> LogOpRef<'_> {
+        match self {
+            LogOp::Put {
+                value,
+                timestamp,
+                expire_at,
+            } => LogOpRef::Put {
+                value,
+                timestamp: *timestamp,
+                expire_at: *expire_at,
+            },
+            LogOp::Delete {
+                timestamp,
+                expire_at,
+            } => LogOpRef::Delete {
+                timestamp: *timestamp,
+                expire_at: *expire_at,
+            },
+            LogOp::ForceDelete => LogOpRef::ForceDelete,
+            LogOp::ReplaceWithTombstone {
+                timestamp,
+                expire_at,
+            } => LogOpRef::ReplaceWithTombstone {
+                timestamp: *timestamp,
+                expire_at: *expire_at,
+            },
+            LogOp::Replace {
+                value,
+                timestamp,
+                expire_at,
+            } => LogOpRef::Replace {
+                value,
+                timestamp: *timestamp,
+                expire_at: *expire_at,
+            },
+        }
+    }
+}
+
+impl LogEntry {
+    /// This record with its batch borrowed.
+    pub fn borrowed(&self) -> LogEntryRef<'_> {
+        LogEntryRef {
+            kind: self.kind,
+            version: self.version,
+            clock_ms: self.clock_ms,
+            mutations: self
+                .mutations
+                .iter()
+                .map(|m| LogMutationRef {
+                    key: &m.key,
+                    op: m.op.borrowed(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The identity a log file's records are salted with: which file, written by whom.
@@ -208,6 +310,16 @@ pub fn encode_log_record(
     offset: u64,
     synced: u64,
 ) -> Result<Vec<u8>, EncodeError> {
+    encode_log_record_ref(&entry.borrowed(), salt, offset, synced)
+}
+
+/// [`encode_log_record`] of a record whose batch is borrowed: the same bytes.
+pub fn encode_log_record_ref(
+    entry: &LogEntryRef<'_>,
+    salt: LogSalt,
+    offset: u64,
+    synced: u64,
+) -> Result<Vec<u8>, EncodeError> {
     if !offset.is_multiple_of(LOG_BLOCK as u64) {
         return Err(EncodeError::MisalignedOffset(offset));
     }
@@ -238,7 +350,7 @@ pub fn encode_log_record(
     }
     put_varint(&mut out, entry.mutations.len() as u64);
     for m in &entry.mutations {
-        put_mutation(&mut out, m);
+        put_mutation(&mut out, *m);
     }
     let body_len = out.len() - LOG_HEADER_LEN;
     let body_len = u32::try_from(body_len)
@@ -256,38 +368,38 @@ pub fn encode_log_record(
     Ok(out)
 }
 
-fn put_mutation(out: &mut Vec<u8>, m: &LogMutation) {
+fn put_mutation(out: &mut Vec<u8>, m: LogMutationRef<'_>) {
     put_u8(out, m.op.byte());
     put_varint(out, m.key.len() as u64);
-    out.extend_from_slice(&m.key);
-    match &m.op {
-        LogOp::Put {
+    out.extend_from_slice(m.key);
+    match m.op {
+        LogOpRef::Put {
             value,
             timestamp,
             expire_at,
         }
-        | LogOp::Replace {
+        | LogOpRef::Replace {
             value,
             timestamp,
             expire_at,
         } => {
-            put_varint(out, *timestamp);
-            put_varint(out, *expire_at);
+            put_varint(out, timestamp);
+            put_varint(out, expire_at);
             put_varint(out, value.len() as u64);
             out.extend_from_slice(value);
         }
-        LogOp::Delete {
+        LogOpRef::Delete {
             timestamp,
             expire_at,
         }
-        | LogOp::ReplaceWithTombstone {
+        | LogOpRef::ReplaceWithTombstone {
             timestamp,
             expire_at,
         } => {
-            put_varint(out, *timestamp);
-            put_varint(out, *expire_at);
+            put_varint(out, timestamp);
+            put_varint(out, expire_at);
         }
-        LogOp::ForceDelete => {}
+        LogOpRef::ForceDelete => {}
     }
 }
 

@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use bough_io::{OpenOptions, Storage, StorageFile};
 use bough_manifest::{
-    LOG_BLOCK, LogEntry, LogMutation, LogOp, LogRecordKind, LogRef, LogReplayed, LogSalt,
-    encode_log_record, replay_log,
+    LOG_BLOCK, LogEntry, LogEntryRef, LogMutationRef, LogOp, LogOpRef, LogRecordKind, LogRef,
+    LogReplayed, LogSalt, encode_log_record_ref, replay_log,
 };
 use bough_names::LogFileName;
 
@@ -218,14 +218,14 @@ impl LogWriter {
     /// Appends one record and makes it (and every record before it) durable with one
     /// `fdatasync`. Returns the record's offset. On any failure the record must not be
     /// acknowledged; a failed sync also poisons the writer.
-    pub fn append(&mut self, entry: &LogEntry) -> TreeResult<u64> {
+    pub fn append(&mut self, entry: &LogEntryRef<'_>) -> TreeResult<u64> {
         self.append_as(entry, true)
     }
 
     /// Writes one record without syncing it (buffered durability): it is durable after the
     /// next [`sync`](Self::sync) or synced [`append`](Self::append). Returns its offset. A
     /// failed write fails only this record.
-    pub fn append_unsynced(&mut self, entry: &LogEntry) -> TreeResult<u64> {
+    pub fn append_unsynced(&mut self, entry: &LogEntryRef<'_>) -> TreeResult<u64> {
         self.append_as(entry, false)
     }
 
@@ -251,13 +251,13 @@ impl LogWriter {
         }
     }
 
-    fn append_as(&mut self, entry: &LogEntry, sync: bool) -> TreeResult<u64> {
+    fn append_as(&mut self, entry: &LogEntryRef<'_>, sync: bool) -> TreeResult<u64> {
         if let Some(why) = &self.poisoned {
             return Err(TreeError::Poisoned { cause: why.clone() });
         }
         let at = self.offset;
         // Written while bytes before it may not be durable: it says how far they are.
-        let rec = encode_log_record(entry, self.salt, at, self.synced).map_err(|e| {
+        let rec = encode_log_record_ref(entry, self.salt, at, self.synced).map_err(|e| {
             TreeError::InvalidArgument {
                 what: format!("cannot encode a log record for {}: {e}", self.name),
             }
@@ -301,29 +301,30 @@ impl LogWriter {
     }
 }
 
-/// The log record of a commit: `version`, at store-clock time `clock_ms`, of `muts`.
-pub fn commit_entry(version: u64, clock_ms: u64, muts: &[Mutation]) -> LogEntry {
-    LogEntry {
+/// The log record of a commit: `version`, at store-clock time `clock_ms`, of `muts`
+/// (borrowed: the record is encoded straight from the batch).
+pub fn commit_entry(version: u64, clock_ms: u64, muts: &[Mutation]) -> LogEntryRef<'_> {
+    LogEntryRef {
         kind: LogRecordKind::Commit,
         version,
         clock_ms,
         mutations: muts
             .iter()
-            .map(|m| LogMutation {
-                key: m.key.clone(),
+            .map(|m| LogMutationRef {
+                key: &m.key,
                 op: to_log_op(&m.op),
             })
             .collect(),
     }
 }
 
-fn to_log_op(op: &Op) -> LogOp {
-    match op.clone() {
+fn to_log_op(op: &Op) -> LogOpRef<'_> {
+    match *op {
         Op::Put {
-            value,
+            ref value,
             timestamp,
             expire_at,
-        } => LogOp::Put {
+        } => LogOpRef::Put {
             value,
             timestamp,
             expire_at,
@@ -331,23 +332,23 @@ fn to_log_op(op: &Op) -> LogOp {
         Op::Delete {
             timestamp,
             expire_at,
-        } => LogOp::Delete {
+        } => LogOpRef::Delete {
             timestamp,
             expire_at,
         },
-        Op::ForceDelete => LogOp::ForceDelete,
+        Op::ForceDelete => LogOpRef::ForceDelete,
         Op::ReplaceWithTombstone {
             timestamp,
             expire_at,
-        } => LogOp::ReplaceWithTombstone {
+        } => LogOpRef::ReplaceWithTombstone {
             timestamp,
             expire_at,
         },
         Op::Replace {
-            value,
+            ref value,
             timestamp,
             expire_at,
-        } => LogOp::Replace {
+        } => LogOpRef::Replace {
             value,
             timestamp,
             expire_at,

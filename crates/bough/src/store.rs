@@ -521,23 +521,19 @@ impl Store {
     }
 
     /// Commits `muts` to `branch` on the calling thread if its shard has nothing queued
-    /// or in service (see `shard.rs`); `None`: it has, so the write must queue.
+    /// or in service (see `shard.rs`); `Err(muts)`: it has, so the write must queue.
     fn commit_if_idle(
         &self,
         branch: &BranchEntry,
-        muts: &[Mutation],
+        muts: Vec<Mutation>,
         sync: bool,
-    ) -> Option<Result<()>> {
-        let queue = self.inner.shards.get(branch.shard)?;
-        let _claim = queue.claim_idle()?;
-        let closed = &self.inner.closed;
-        Some(shard::commit_now(
-            branch,
-            muts,
-            sync,
-            self.inner.clock.as_ref(),
-            Some(closed),
-        ))
+    ) -> std::result::Result<Result<()>, Vec<Mutation>> {
+        let queue = self.inner.shards.get(branch.shard);
+        let Some(_claim) = queue.and_then(|q| q.claim_idle()) else {
+            return Err(muts);
+        };
+        let (clock, closed) = (self.inner.clock.as_ref(), &self.inner.closed);
+        Ok(shard::commit_now(branch, muts, sync, clock, Some(closed)))
     }
 
     /// Runs the background work once now (expiry, compaction, the checkpoint of every

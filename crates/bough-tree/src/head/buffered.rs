@@ -156,17 +156,17 @@ impl Head {
     /// tries again).
     pub(super) fn commit_buffered(
         &mut self,
-        muts: &[Mutation],
+        muts: Vec<Mutation>,
         now_ms: u64,
         sync: bool,
     ) -> TreeResult<()> {
         self.check_poisoned()?;
-        let est = record_estimate(muts);
+        let est = record_estimate(&muts);
         if self.log_caught_up() || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
             self.start_log(now_ms)?;
         }
         let version = self.version().saturating_add(1);
-        let entry = commit_entry(version, now_ms, muts);
+        let entry = commit_entry(version, now_ms, &muts);
         let Some(writer) = self.log.writer.as_mut() else {
             return Err(TreeError::InvalidArgument {
                 what: format!("{}: no log file to append to", self.manifest_path),
@@ -185,7 +185,8 @@ impl Head {
             }
             return Err(e);
         }
-        self.log.buffer.push(version, muts.to_vec());
+        drop(entry);
+        self.log.buffer.push(version, muts);
         self.log.buffered += 1;
         self.log.version = Some(version);
         self.charge_buffer();

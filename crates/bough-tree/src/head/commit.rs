@@ -3,6 +3,11 @@
 
 use super::*;
 use crate::error::{TreeError, TreeResult};
+use std::borrow::Cow;
+
+/// Most bytes of pages a commit hands to one write call (consecutive pages of a file are
+/// written together, this much at a time).
+const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 impl Head {
     pub(crate) fn check_poisoned(&self) -> TreeResult<()> {
@@ -30,7 +35,19 @@ impl Head {
     /// Commits a sorted batch of distinct-key mutations atomically; returns once it is
     /// durable.
     pub fn commit(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
-        self.commit_as(muts, now_ms, true)
+        self.commit_as(Cow::Borrowed(muts), now_ms, true)
+    }
+
+    /// [`commit`](Self::commit) (`sync`) or [`commit_unsynced`](Self::commit_unsynced) of a
+    /// batch the caller gives up: the write buffer keeps its ops as they are, where a
+    /// borrowed batch is copied (a copy of every key and value per commit).
+    pub fn commit_owned(
+        &mut self,
+        muts: Vec<Mutation>,
+        now_ms: u64,
+        sync: bool,
+    ) -> TreeResult<Applied> {
+        self.commit_as(Cow::Owned(muts), now_ms, sync)
     }
 
     /// [`commit`](Self::commit) with buffered durability: a batch that goes through the
@@ -39,20 +56,25 @@ impl Head {
     /// batch that does not (no buffer, or one too large for a log record) commits durably
     /// as [`commit`](Self::commit) does.
     pub fn commit_unsynced(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
-        self.commit_as(muts, now_ms, false)
+        self.commit_as(Cow::Borrowed(muts), now_ms, false)
     }
 
-    fn commit_as(&mut self, muts: &[Mutation], now_ms: u64, sync: bool) -> TreeResult<Applied> {
-        btree::check_batch(muts, self.cfg.page_size).map_err(|what| {
+    fn commit_as(
+        &mut self,
+        muts: Cow<'_, [Mutation]>,
+        now_ms: u64,
+        sync: bool,
+    ) -> TreeResult<Applied> {
+        btree::check_batch(&muts, self.cfg.page_size).map_err(|what| {
             TreeError::InvalidArgument {
                 what: format!("{}@{}: {what}", self.files.dir(), self.branch),
             }
         })?;
-        if self.takes_buffered(muts) {
-            self.commit_buffered(muts, now_ms, sync)?;
+        if self.takes_buffered(&muts) {
+            self.commit_buffered(muts.into_owned(), now_ms, sync)?;
             return Ok(Applied::default());
         }
-        self.commit_direct_checked(muts, now_ms)
+        self.commit_direct_checked(&muts, now_ms)
     }
 
     /// Commits a sorted batch of distinct-key mutations through the tree (two syncs),
@@ -271,6 +293,7 @@ impl Head {
                 .set_writing(&self.writer_id(), Some(f.name.to_string()));
         }
         let mut touched: Vec<FileId> = Vec::new();
+        let mut buf = Vec::new();
         let mut i = 0;
         while i < pages.len() {
             // A run of consecutive pages of one file becomes one write.
@@ -293,17 +316,20 @@ impl Head {
                 h.file.preallocate(self.reserved.1, grow)?;
                 self.reserved.1 += grow;
             }
-            let mut buf = vec![0u8; ps * (j - i)];
-            for (k, p) in pages[i..j].iter().enumerate() {
-                let page = &mut buf[k * ps..(k + 1) * ps];
-                page[FRAME_HEADER_LEN..FRAME_HEADER_LEN + p.payload.len()]
-                    .copy_from_slice(&p.payload);
-                seal_page(page, h.salt, p.addr.page_index(), p.kind, p.payload.len())?;
+            // Written a bounded chunk at a time through one reused buffer: a checkpoint's
+            // run is often 100+ MiB, and one buffer that size cost a page fault per page.
+            for chunk in pages[i..j].chunks(WRITE_CHUNK_BYTES.div_ceil(ps).max(1)) {
+                buf.clear();
+                buf.resize(ps * chunk.len(), 0);
+                for (page, p) in buf.chunks_exact_mut(ps).zip(chunk) {
+                    page[FRAME_HEADER_LEN..FRAME_HEADER_LEN + p.payload.len()]
+                        .copy_from_slice(&p.payload);
+                    seal_page(page, h.salt, p.addr.page_index(), p.kind, p.payload.len())?;
+                }
+                let first = chunk.first().map_or(0, |p| p.addr.page_index());
+                h.file
+                    .write_at(page_offset(first, self.cfg.page_size), &buf)?;
             }
-            h.file.write_at(
-                page_offset(pages[i].addr.page_index(), self.cfg.page_size),
-                &buf,
-            )?;
             if !touched.contains(&file_id) {
                 touched.push(file_id);
             }

@@ -65,7 +65,7 @@ impl Head {
                 } else {
                     files.decode(&h.path, offset, k, payload.clone())?
                 };
-                let new = txn.stage_page(k, payload, cached)?;
+                let new = txn.stage_page(k, payload.into(), cached)?;
                 txn.map(id, new)?;
             }
             for id in touch {

@@ -32,7 +32,9 @@ pub(crate) struct HeadState {
 pub(crate) struct StagedPage {
     pub(super) addr: PageAddr,
     pub(super) kind: u8,
-    pub(super) payload: Vec<u8>,
+    /// Shared with the staged leaf's cached page: a checkpoint stages tens of thousands of
+    /// leaves, and a copy of each (two allocations and copies) was a tenth of its time.
+    pub(super) payload: Arc<[u8]>,
 }
 
 pub(crate) struct Txn<'a> {
@@ -103,7 +105,7 @@ impl Txn<'_> {
     pub(super) fn stage_page(
         &mut self,
         page_kind: u8,
-        payload: Vec<u8>,
+        payload: Arc<[u8]>,
         cached: CachedPage,
     ) -> TreeResult<PageAddr> {
         let addr = self.next_addr()?;
@@ -140,12 +142,13 @@ impl Txn<'_> {
 impl PageSink for Txn<'_> {
     fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> TreeResult<PageAddr> {
         let cap = max_payload(self.files.page_size());
+        let payload: Arc<[u8]> = payload.into();
         let cached = match page_kind {
             kind::MAPPING => CachedPage::Mapping(Arc::new(
                 MappingNode::decode(&payload, fanout(cap))
                     .map_err(|e| TreeError::InvalidArgument { what: e.0.into() })?,
             )),
-            _ => CachedPage::Tree(Node::Leaf(payload.clone().into())),
+            _ => CachedPage::Tree(Node::Leaf(Arc::clone(&payload))),
         };
         self.stage_page(page_kind, payload, cached)
     }
@@ -182,7 +185,8 @@ impl TreeWrite for Txn<'_> {
             Some(id) => id,
             None => self.alloc()?,
         };
-        let cached = CachedPage::Tree(Node::Leaf(payload.clone().into()));
+        let payload: Arc<[u8]> = payload.into();
+        let cached = CachedPage::Tree(Node::Leaf(Arc::clone(&payload)));
         let leaf_kind = if self.ttl_tree {
             kind::TTL_LEAF
         } else {
@@ -198,7 +202,7 @@ impl TreeWrite for Txn<'_> {
             Some(id) => id,
             None => self.alloc()?,
         };
-        let payload = node.encode();
+        let payload = node.encode().into();
         let addr = self.stage_page(
             kind::INDEX,
             payload,
@@ -227,8 +231,9 @@ impl TreeWrite for Txn<'_> {
         })?;
         let first = self.st.mapping.alloc_run(pages)?;
         for (i, chunk) in value.chunks(cap).enumerate() {
-            let cached = CachedPage::Tree(Node::Leaf(chunk.to_vec().into()));
-            let addr = self.stage_page(kind::OVERFLOW, chunk.to_vec(), cached)?;
+            let payload: Arc<[u8]> = chunk.into();
+            let cached = CachedPage::Tree(Node::Leaf(Arc::clone(&payload)));
+            let addr = self.stage_page(kind::OVERFLOW, payload, cached)?;
             self.map(first + i as u32, addr)?;
         }
         Ok((first, pages))

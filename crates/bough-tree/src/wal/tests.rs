@@ -172,9 +172,11 @@ fn power_loss_at_every_append_loses_no_acknowledged_commit() {
                 "acked {acked} seed {seed}: recovered {got:?}"
             );
             for c in &replayed.records {
-                let want = commit_entry(c.entry.version, c.entry.clock_ms, &batch(c.entry.version));
+                let muts = batch(c.entry.version);
+                let want = commit_entry(c.entry.version, c.entry.clock_ms, &muts);
                 assert_eq!(
-                    c.entry.mutations, want.mutations,
+                    c.entry.borrowed().mutations,
+                    want.mutations,
                     "wrong values in {}",
                     c.entry.version
                 );
@@ -288,7 +290,8 @@ fn power_loss_among_unsynced_appends_loses_only_unsynced_commits() {
         let mut w = LogWriter::create(&s, DIR, name(1), INCARNATION, cfg()).expect("create");
         let mut durable = 0;
         for v in 1..=synced + 8 {
-            let entry = commit_entry(v, v, &batch(v));
+            let muts = batch(v);
+            let entry = commit_entry(v, v, &muts);
             if v <= synced || (seed % 5 == 0 && v == synced + 4) {
                 w.append(&entry).expect("append");
                 durable = v;
@@ -318,8 +321,9 @@ fn power_loss_among_unsynced_appends_loses_only_unsynced_commits() {
             "seed {seed}"
         );
         for c in &replayed.records {
-            let want = commit_entry(c.entry.version, c.entry.clock_ms, &batch(c.entry.version));
-            assert_eq!(c.entry.mutations, want.mutations, "seed {seed}");
+            let muts = batch(c.entry.version);
+            let want = commit_entry(c.entry.version, c.entry.clock_ms, &muts);
+            assert_eq!(c.entry.borrowed().mutations, want.mutations, "seed {seed}");
         }
         let mut w2 =
             LogWriter::resume(&image, DIR, name(1), INCARNATION, cfg(), &replayed).expect("resume");

@@ -416,9 +416,10 @@ impl Branch {
         self.store.check_open()?;
         self.store.check_writable()?;
         // A lone writer commits on its own thread; otherwise the write queues and groups.
-        if let Some(done) = self.store.commit_if_idle(&self.entry, &muts, sync) {
-            return done;
-        }
+        let muts = match self.store.commit_if_idle(&self.entry, muts, sync) {
+            Ok(done) => return done,
+            Err(muts) => muts,
+        };
         self.queue_write(muts, sync)?
             .wait()
             .unwrap_or_else(|| Err(Error::closed()))

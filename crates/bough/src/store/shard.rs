@@ -344,7 +344,7 @@ pub(super) fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dy
             replies.push(r);
             m
         });
-        commit_merged(branch, &muts, sync, replies, clock);
+        commit_merged(branch, muts, sync, replies, clock);
         return;
     }
     let mut replies = Vec::with_capacity(group.len());
@@ -364,14 +364,14 @@ pub(super) fn commit_group(branch: &BranchEntry, group: Vec<Pending>, clock: &dy
         .into_iter()
         .map(|(key, op)| Mutation { key, op })
         .collect();
-    commit_merged(branch, &run, sync, replies, clock);
+    commit_merged(branch, run, sync, replies, clock);
 }
 
 /// Commits merged batches (durably if `sync`, else acknowledged once the log record is
 /// written) and answers each of their waiters.
 pub(super) fn commit_merged(
     branch: &BranchEntry,
-    muts: &[Mutation],
+    muts: Vec<Mutation>,
     sync: bool,
     replies: Vec<oneshot::Sender<Result<()>>>,
     clock: &dyn Clock,
@@ -388,7 +388,7 @@ pub(super) fn commit_merged(
 /// rather than appended to a closed log.
 pub(super) fn commit_now(
     branch: &BranchEntry,
-    muts: &[Mutation],
+    muts: Vec<Mutation>,
     sync: bool,
     clock: &dyn Clock,
     closed: Option<&AtomicBool>,
@@ -398,11 +398,7 @@ pub(super) fn commit_now(
         return Err(Error::closed());
     }
     let now = clock.now_ms();
-    let committed = if sync {
-        head.commit(muts, now)
-    } else {
-        head.commit_unsynced(muts, now)
-    };
+    let committed = head.commit_owned(muts, now, sync);
     drop(head);
     branch.activity.wrote(now);
     committed
