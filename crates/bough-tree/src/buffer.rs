@@ -113,11 +113,8 @@ impl WriteBuffer {
     pub fn frozen_batch(&mut self) -> Option<(u64, Vec<Mutation>)> {
         let upto = self.last_version()?;
         self.frozen = upto;
-        let mut batch: Vec<Mutation> = Vec::new();
-        for run in self.runs.iter().rev() {
-            batch = merge_muts(batch, run.mutations().cloned().collect());
-        }
-        Some((upto, batch))
+        let oldest_first: Vec<&Run> = self.runs.iter().rev().map(|r| &**r).collect();
+        Some((upto, Run::merged_mutations(&oldest_first)))
     }
 
     /// Drops the runs a checkpoint made durable in the tree (every run up to `version`).

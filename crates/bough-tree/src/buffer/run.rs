@@ -44,9 +44,13 @@ impl Segment {
         }
     }
 
-    /// The ops with their key hashes.
-    fn entries(&self) -> impl Iterator<Item = (&Mutation, u64)> {
-        self.muts.iter().zip(self.hashes.iter().copied())
+    /// The ops with their key hashes and prefixes.
+    fn entries(&self) -> impl Iterator<Item = Keyed<'_>> {
+        self.muts
+            .iter()
+            .zip(self.hashes.iter().copied())
+            .zip(self.prefixes.iter().copied())
+            .map(|((m, hash), prefix)| Keyed { m, hash, prefix })
     }
 
     fn first_key(&self) -> &[u8] {
@@ -209,9 +213,17 @@ impl Run {
         self.segments.iter().flat_map(|s| s.muts.iter())
     }
 
-    /// The ops with their key hashes, sorted by key.
-    fn entries(&self) -> impl Iterator<Item = (&Mutation, u64)> {
+    /// The ops with their key hashes and prefixes, sorted by key.
+    fn entries(&self) -> impl Iterator<Item = Keyed<'_>> {
         self.segments.iter().flat_map(|s| s.entries())
+    }
+
+    /// The ops of `runs` (oldest first) as one sorted batch, a key held by several taking
+    /// their ops composed in commit order: what a checkpoint applies.
+    pub(super) fn merged_mutations(runs: &[&Run]) -> Vec<Mutation> {
+        let mut out = Vec::with_capacity(runs.iter().map(|r| r.len).sum());
+        merge_into(runs, |m, _| out.push(m));
+        out
     }
 
     /// Commit versions this run holds, first and last.
@@ -296,46 +308,70 @@ impl Run {
     }
 }
 
+/// An op of a run with what orders and finds it cheaply.
+#[derive(Clone, Copy)]
+struct Keyed<'a> {
+    m: &'a Mutation,
+    hash: u64,
+    /// [`prefix`] of the key: compared first, so most comparisons are one integer's.
+    prefix: u64,
+}
+
+impl Keyed<'_> {
+    fn cmp_key(&self, other: &Keyed<'_>) -> std::cmp::Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.m.key.cmp(&other.m.key))
+    }
+}
+
 /// The ops of `runs` (oldest first) as one sorted list with their key hashes; a key held by
 /// several gets one op, theirs composed by the one last-writer-wins rule in commit order, as
 /// [`super::merge_muts`] composes two batches.
 fn merge_hashed(runs: &[&Run]) -> (Vec<Mutation>, Vec<u64>) {
     let n = runs.iter().map(|r| r.len).sum();
     let (mut muts, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    merge_into(runs, |m, hash| {
+        muts.push(m);
+        hashes.push(hash);
+    });
+    (muts, hashes)
+}
+
+/// Hands `out` the ops of `runs` (oldest first) in key order with their key hashes, each
+/// key once: its ops composed oldest first.
+fn merge_into(runs: &[&Run], mut out: impl FnMut(Mutation, u64)) {
     let mut heads: Vec<_> = runs.iter().map(|r| r.entries().peekable()).collect();
     // The fan-in is a handful of runs: a scan for the smallest key beats a heap.
     loop {
-        let mut least: Option<&[u8]> = None;
+        let mut least: Option<Keyed<'_>> = None;
         for h in heads.iter_mut() {
-            if let Some(&(m, _)) = h.peek() {
-                let key = m.key.as_slice();
-                if least.is_none_or(|l| key < l) {
-                    least = Some(key);
-                }
+            if let Some(&k) = h.peek()
+                && least.is_none_or(|l| k.cmp_key(&l).is_lt())
+            {
+                least = Some(k);
             }
         }
-        let Some(key) = least else {
-            return (muts, hashes);
+        let Some(least) = least else {
+            return;
         };
-        let mut composed: Option<(Mutation, u64)> = None;
+        let mut composed: Option<Mutation> = None;
         for h in heads.iter_mut() {
-            let Some((m, hash)) = h.next_if(|(m, _)| m.key.as_slice() == key) else {
+            // The head `least` came from holds it itself: no key comparison for it.
+            let same = |k: &Keyed<'_>| std::ptr::eq(k.m, least.m) || k.cmp_key(&least).is_eq();
+            let Some(k) = h.next_if(same) else {
                 continue;
             };
             composed = Some(match composed {
-                None => (m.clone(), hash),
-                Some((older, hash)) => (
-                    Mutation {
-                        key: older.key,
-                        op: crate::lww::compose(older.op, m.op.clone()),
-                    },
-                    hash,
-                ),
+                None => k.m.clone(),
+                Some(older) => Mutation {
+                    key: older.key,
+                    op: crate::lww::compose(older.op, k.m.op.clone()),
+                },
             });
         }
-        if let Some((m, hash)) = composed {
-            muts.push(m);
-            hashes.push(hash);
+        if let Some(m) = composed {
+            out(m, least.hash);
         }
     }
 }
