@@ -179,7 +179,7 @@ impl Engine for BoughEngine {
     fn write_batch(&self, pairs: &[Pair]) -> Res<()> {
         let mut b = bough::WriteBatch::new();
         for (k, v) in pairs {
-            b.put(k.clone(), v.clone());
+            b.put(k, v);
         }
         self.main.write_blocking(b)?;
         Ok(())
