@@ -229,12 +229,7 @@ impl Engine for BoughS3 {
     /// adapter reads its own iterator (a `scan_blocking` page holds all `n` entries at once:
     /// what it costs is in `cargo bench -p bough --bench reads -- scan_warm`).
     fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
-        let mut got = 0;
-        for kv in self.main.range(start..).take(n) {
-            std::hint::black_box(kv?);
-            got += 1;
-        }
-        Ok(got)
+        Ok(crate::shim::scan(&self.main, start, n)?)
     }
 
     fn object_requests(&self) -> Option<Requests> {

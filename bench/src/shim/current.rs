@@ -33,3 +33,31 @@ pub fn open_object(
 pub fn gc(part: &bough::PartitionHandle) -> bough::Result<bough::GcReport> {
     part.gc()
 }
+
+/// Reads up to `n` entries from `start` on: through `Branch::for_each_in`, which lends each
+/// key and value from its page as LMDB's and redb's cursors lend theirs (`Branch::range`
+/// copies both out of the page). A baseline built before `for_each_in` existed reads
+/// through `range`, each entry dropped as the next is read.
+#[cfg(not(feature = "baseline"))]
+pub fn scan(main: &bough::Branch, start: &[u8], n: usize) -> bough::Result<usize> {
+    let mut got = 0;
+    if n == 0 {
+        return Ok(0);
+    }
+    main.for_each_in(start.., |k, v| {
+        std::hint::black_box((k, v));
+        got += 1;
+        if got >= n {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })?;
+    Ok(got)
+}
+
+/// See the other `scan`.
+#[cfg(feature = "baseline")]
+pub fn scan(main: &bough::Branch, start: &[u8], n: usize) -> bough::Result<usize> {
+    super::range_scan(main, start, n)
+}

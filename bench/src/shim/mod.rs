@@ -21,3 +21,15 @@ pub use r8e26e9c::*;
 pub fn revision() -> Option<&'static str> {
     option_env!("BOUGH_BENCH_REV").filter(|r| !r.is_empty())
 }
+
+/// Up to `n` entries from `start` through `Branch::range`, each dropped as the next is
+/// read: how a revision without `Branch::for_each_in` scans.
+#[cfg(feature = "baseline")]
+pub fn range_scan(main: &bough::Branch, start: &[u8], n: usize) -> bough::Result<usize> {
+    let mut got = 0;
+    for kv in main.range(start..).take(n) {
+        std::hint::black_box(kv?);
+        got += 1;
+    }
+    Ok(got)
+}

@@ -23,3 +23,8 @@ pub fn open_object(
 pub fn gc(part: &bough::PartitionHandle) -> bough::Result<bough::GcReport> {
     part.gc(false)
 }
+
+/// Up to `n` entries from `start` (this revision has no `for_each_in`).
+pub fn scan(main: &bough::Branch, start: &[u8], n: usize) -> bough::Result<usize> {
+    super::range_scan(main, start, n)
+}

@@ -163,6 +163,27 @@ mod tests {
                     break;
                 }
             }
+            // The borrowed walk yields the same entries, and one that stops after n has
+            // handed over exactly the first n.
+            let mut want = Vec::new();
+            let mut c = ForwardCursor::seek(t, root, start.as_deref()).unwrap();
+            while let Some(e) = c.next_entry(t).unwrap() {
+                want.push(e);
+            }
+            for stop in [usize::MAX, 0, 1, want.len() / 2] {
+                let mut seen = Vec::new();
+                ForwardCursor::visit(t, root, start.as_deref(), |e| {
+                    seen.push(e.to_entry());
+                    Ok(if seen.len() > stop {
+                        std::ops::ControlFlow::Break(())
+                    } else {
+                        std::ops::ControlFlow::Continue(())
+                    })
+                })
+                .unwrap();
+                let n = want.len().min(stop.saturating_add(1));
+                assert_eq!(seen[..], want[..n], "from {start:?}, stop {stop}");
+            }
         }
         // Backward from the end, and from a bound inside the keys (inclusive or not), the
         // keys come in exactly the reverse order.

@@ -60,6 +60,7 @@ mod staging;
 mod stats;
 mod table;
 mod tags;
+mod visit;
 mod writer_ops;
 
 pub use branch::Branch;

@@ -1242,6 +1242,38 @@ impl Run {
                     .map(|(k, e)| (show_key(k), show_ent(e)))
             );
         }
+        // The borrowed walk over the same range, stopped after `limit` entries, lends
+        // exactly the model's first `limit` keys and values.
+        self.counts.add("call for_each_in", 1);
+        let range = (begin, end.map_or(Bound::Unbounded, Bound::Excluded));
+        let mut lent: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let walk = |key: &[u8], value: &[u8]| {
+            lent.push((key.to_vec(), value.to_vec()));
+            if lent.len() >= limit {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        };
+        match &view {
+            Some(v) => v.for_each_in(range, walk),
+            None => self.branches[part].for_each_in(range, walk),
+        }
+        .unwrap_or_else(|e| panic!("{}: for_each_in: {e}", self.ctx()));
+        let want: Vec<(Vec<u8>, Vec<u8>)> = expected
+            .iter()
+            .take(limit)
+            .map(|(k, e)| (k.clone(), e.value.clone()))
+            .collect();
+        assert!(
+            lent == want,
+            "{}: for_each_in lent {} entries, the model has {} (first keys {:?} / {:?})",
+            self.ctx(),
+            lent.len(),
+            want.len(),
+            lent.first().map(|(k, _)| show_key(k)),
+            want.first().map(|(k, _)| show_key(k))
+        );
     }
 
     /// Opens an old read view, or checks (and sometimes drops) the one held: it must still

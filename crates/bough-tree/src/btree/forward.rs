@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::error::TreeResult;
-use crate::page::leaf::LeafMark;
+use crate::page::leaf::{EntryRef, LeafMark};
+use std::ops::ControlFlow;
 
 use super::path::{Path, Toward};
 
@@ -124,4 +125,68 @@ impl ForwardCursor {
             }
         }
     }
+
+    /// Hands `visit` every entry from the first with key ≥ `from` (every entry for
+    /// `None`) in key order, borrowed from its page (the key from one buffer the walk
+    /// reuses), until `visit` breaks or the tree ends. The checks of
+    /// [`Self::next_entry`], entry by entry: a scan that stops early has read no entry
+    /// past where it stopped.
+    pub fn visit(
+        t: &dyn TreeRead,
+        root: PageId,
+        from: Option<&[u8]>,
+        mut visit: impl FnMut(EntryRef<'_, '_>) -> TreeResult<ControlFlow<()>>,
+    ) -> TreeResult<()> {
+        let mut c = ForwardCursor::seek(t, root, from)?;
+        if let Some(leaf) = c.start.take() {
+            let mut mark = leaf.mark;
+            if visit_leaf(
+                t, &c.path, leaf.id, &leaf.page, &mut mark, leaf.first, &mut visit,
+            )?
+            .is_break()
+            {
+                return Ok(());
+            }
+        }
+        if c.end {
+            return Ok(());
+        }
+        while let Some((id, page)) = c.path.next_leaf(t)? {
+            let view = LeafView::new(&page).map_err(|e| bad_page(t, id, e.0))?;
+            let mut mark = view.cursor().mark();
+            if visit_leaf(t, &c.path, id, &page, &mut mark, true, &mut visit)?.is_break() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The entries of leaf `id` from `mark` on, each held to the range `path` gives the leaf
+/// (the first one to both ends, once `first`; later ones to its upper end, as keys are
+/// checked to increase).
+fn visit_leaf(
+    t: &dyn TreeRead,
+    path: &Path,
+    id: PageId,
+    page: &[u8],
+    mark: &mut LeafMark,
+    mut first: bool,
+    visit: &mut impl FnMut(EntryRef<'_, '_>) -> TreeResult<ControlFlow<()>>,
+) -> TreeResult<ControlFlow<()>> {
+    let bad = |e: crate::page::CodecError| bad_page(t, id, e.0);
+    let view = LeafView::new(page).map_err(bad)?;
+    let hi = KeyRange {
+        lo: None,
+        hi: path.hi(),
+    };
+    while let Some(e) = view.next_ref(mark).map_err(bad)? {
+        let range = if first { path.range() } else { hi };
+        range.check_keys(t, id, e.key, e.key)?;
+        first = false;
+        if visit(e)?.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
 }

@@ -249,11 +249,9 @@ impl<'a> LeafView<'a> {
         Ok(out)
     }
 
-    /// The entry at `at`, decoded into an owned [`Entry`] in one pass, and `at` moved past
-    /// it; `None` at the end, once the leaf is checked to end where its last entry does.
-    /// Checks what the byte-level cursor checks: the restart offset of a restart entry,
-    /// the entry's fields, and that its key is above the one before.
-    pub fn next_owned(&self, at: &mut LeafMark) -> Result<Option<Entry>, CodecError> {
+    /// A reader at the entry `at` points to, and whether it is a restart entry (its
+    /// restart offset checked); `None` at the end, once the leaf is checked to end there.
+    fn entry_at(&self, at: &LeafMark) -> Result<Option<(Reader<'a>, bool)>, CodecError> {
         let i = at.next;
         if i >= self.count {
             if at.pos != self.payload.len() {
@@ -267,7 +265,17 @@ impl<'a> LeafView<'a> {
                 "leaf restart offset does not point at its entry",
             ));
         }
-        let mut r = Reader::at(self.payload, at.pos)?;
+        Ok(Some((Reader::at(self.payload, at.pos)?, restart)))
+    }
+
+    /// The entry at `at`, decoded into an owned [`Entry`] in one pass, and `at` moved past
+    /// it; `None` at the end, once the leaf is checked to end where its last entry does.
+    /// Checks what the byte-level cursor checks: the restart offset of a restart entry,
+    /// the entry's fields, and that its key is above the one before.
+    pub fn next_owned(&self, at: &mut LeafMark) -> Result<Option<Entry>, CodecError> {
+        let Some((mut r, restart)) = self.entry_at(at)? else {
+            return Ok(None);
+        };
         let e = read_entry(&mut r, &at.key, restart)?;
         if at.taken && e.key <= at.key {
             return Err(CodecError("leaf keys out of order"));
@@ -277,6 +285,40 @@ impl<'a> LeafView<'a> {
         at.next += 1;
         at.taken = true;
         Ok(Some(e))
+    }
+
+    /// [`next_owned`](Self::next_owned) without copying the entry out: the key is
+    /// assembled in `at` (the one copy a prefix-compressed key needs) and the value is
+    /// borrowed from the page. The same checks, in the same order.
+    pub fn next_ref<'m>(
+        &self,
+        at: &'m mut LeafMark,
+    ) -> Result<Option<EntryRef<'m, 'a>>, CodecError> {
+        let Some((mut r, restart)) = self.entry_at(at)? else {
+            return Ok(None);
+        };
+        let raw = parse_entry(&mut r, at.key.len(), restart)?;
+        // Both keys start with the shared prefix: their order is their tails' order.
+        let prev_tail = at
+            .key
+            .get(raw.shared..)
+            .ok_or(CodecError("leaf key prefix too long"))?;
+        if at.taken && raw.suffix <= prev_tail {
+            return Err(CodecError("leaf keys out of order"));
+        }
+        at.key.truncate(raw.shared);
+        at.key.extend_from_slice(raw.suffix);
+        at.pos = r.pos();
+        at.next += 1;
+        at.taken = true;
+        Ok(Some(EntryRef {
+            key: &at.key,
+            timestamp: raw.timestamp,
+            expire_at: raw.expire_at,
+            value: raw.value,
+            meta: raw.meta,
+            value_bytes: raw.value_bytes,
+        }))
     }
 
     /// Finds the entry with the greatest key ≤ `key` (`exact` = it equals `key`).
@@ -688,6 +730,16 @@ mod tests {
         Ok(out)
     }
 
+    /// The walk through [`LeafView::next_ref`] (borrowed entries), copied out to compare.
+    fn borrowed_entries(view: &LeafView<'_>) -> Result<Vec<Entry>, CodecError> {
+        let mut at = view.cursor().mark();
+        let mut out = Vec::new();
+        while let Some(e) = view.next_ref(&mut at)? {
+            out.push(e.to_entry());
+        }
+        Ok(out)
+    }
+
     /// The walk of the byte-level cursor, as owned entries.
     fn cursor_entries(view: &LeafView<'_>) -> Result<Vec<Entry>, CodecError> {
         let mut c = view.cursor();
@@ -809,6 +861,7 @@ mod tests {
             proptest::prop_assert_eq!(&cursor_entries(&view).unwrap(), &entries);
             proptest::prop_assert_eq!(&view.entries().unwrap(), &entries);
             proptest::prop_assert_eq!(&resumed_entries(&view, None).unwrap(), &entries);
+            proptest::prop_assert_eq!(&borrowed_entries(&view).unwrap(), &entries);
             // Copying the entries as byte ranges rebuilds the page byte for byte.
             proptest::prop_assert_eq!(&copied_pieces(&view), &payload);
             for probe in probes.iter().chain(entries.iter().map(|e| &e.key)) {
@@ -907,6 +960,7 @@ mod tests {
             let all = view.entries();
             assert_eq!(cursor_entries(&view), all, "{p:?}");
             assert_eq!(resumed_entries(&view, None), all, "{p:?}");
+            assert_eq!(borrowed_entries(&view), all, "{p:?}");
             for probe in &probes {
                 // Where the page decodes whole, a walk from a ceiling reads its tail; else
                 // it reads less and may answer before the damage, but must not panic.

@@ -255,7 +255,7 @@ fn above(lo: &Bound<Vec<u8>>, key: &[u8]) -> bool {
 }
 
 /// Whether `key` lies below the high bound `hi`.
-fn below(hi: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+pub(super) fn below(hi: &Bound<Vec<u8>>, key: &[u8]) -> bool {
     match hi {
         Bound::Included(k) => key <= k.as_slice(),
         Bound::Excluded(k) => key < k.as_slice(),
