@@ -128,3 +128,46 @@ fn without_the_bound_every_branch_keeps_its_buffer() {
     );
     check_all(&store, "buffer_budget_unbounded");
 }
+
+/// A commit that fills its branch's buffer checkpoints it before it is acknowledged, and
+/// the store counts those waits (the back-pressure a writer sees); a checkpoint asked for
+/// on demand is not one of them.
+#[test]
+fn checkpoints_inside_commits_are_counted_with_their_wait() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::open(
+        Options::new(dir.path())
+            .maintenance_interval_ms(0)
+            .write_buffer_bytes(16 << 10),
+    )
+    .expect("open");
+    let main = store
+        .partition("bb", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("main");
+    let mut w = WriteBatch::new();
+    w.put("k", "v");
+    main.write_blocking(w).expect("write");
+    main.checkpoint_blocking().expect("checkpoint");
+    let quiet = store.write_buffer_usage();
+    assert_eq!(
+        quiet.commit_checkpoints, 0,
+        "an on-demand checkpoint is no commit's wait"
+    );
+    // 8 batches of ~8 KiB into a 16 KiB buffer: every other commit fills it.
+    for batch in 0..8u32 {
+        let mut w = WriteBatch::new();
+        for i in 0..40u32 {
+            w.put(format!("k{batch}{i:03}"), value(0, batch, i));
+        }
+        main.write_blocking(w).expect("write");
+    }
+    let usage = store.write_buffer_usage();
+    assert!(
+        (3..=8).contains(&usage.commit_checkpoints),
+        "{} checkpoints inside commits",
+        usage.commit_checkpoints
+    );
+    assert!(usage.commit_checkpoint_wait > std::time::Duration::ZERO);
+    assert!(usage.bytes < 16 << 10, "the last fill was checkpointed");
+}

@@ -16,6 +16,10 @@ pub struct BufferBudget {
     used: AtomicUsize,
     limit: usize,
     forced: AtomicU64,
+    /// Checkpoints a commit ran before it was acknowledged, and the nanoseconds they took
+    /// (the back-pressure a full buffer puts on its writer).
+    commit_checkpoints: AtomicU64,
+    commit_checkpoint_nanos: AtomicU64,
 }
 
 /// A buffer holding at least `limit / SHARE_DIVISOR` bytes checkpoints once the total is
@@ -29,6 +33,8 @@ impl BufferBudget {
             used: AtomicUsize::new(0),
             limit: limit.max(1),
             forced: AtomicU64::new(0),
+            commit_checkpoints: AtomicU64::new(0),
+            commit_checkpoint_nanos: AtomicU64::new(0),
         }
     }
 
@@ -73,6 +79,23 @@ impl BufferBudget {
     /// Counts a checkpoint the budget forced.
     pub(crate) fn note_forced(&self) {
         self.forced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Checkpoints commits ran before they were acknowledged (their buffer over its size,
+    /// or the budget asking), and how long those commits waited for them together.
+    pub fn commit_checkpoints(&self) -> (u64, std::time::Duration) {
+        (
+            self.commit_checkpoints.load(Ordering::Relaxed),
+            std::time::Duration::from_nanos(self.commit_checkpoint_nanos.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// Counts a checkpoint a commit waited `took` for.
+    pub(crate) fn note_commit_checkpoint(&self, took: std::time::Duration) {
+        self.commit_checkpoints.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.commit_checkpoint_nanos
+            .fetch_add(nanos, Ordering::Relaxed);
     }
 }
 

@@ -203,8 +203,13 @@ impl Head {
             if for_budget && let Some(b) = &self.cfg.buffer_budget {
                 b.note_forced();
             }
+            // Measured for the stats only (the store clock decides nothing here).
+            let started = std::time::Instant::now();
             if let Err(e) = self.checkpoint_buffer(now_ms) {
                 tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
+            }
+            if let Some(b) = &self.cfg.buffer_budget {
+                b.note_commit_checkpoint(started.elapsed());
             }
         }
         Ok(())

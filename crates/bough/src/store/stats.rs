@@ -15,6 +15,7 @@ use super::*;
 /// assert!(usage.bytes > 0);
 /// assert!(usage.limit.is_some());
 /// assert_eq!(usage.forced_checkpoints, 0);
+/// assert_eq!(usage.commit_checkpoints, 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +27,12 @@ pub struct WriteBufferUsage {
     pub limit: Option<u64>,
     /// Checkpoints of a buffer below its own `write_buffer_bytes` that the bound forced.
     pub forced_checkpoints: u64,
+    /// Checkpoints that ran inside a commit, before it was acknowledged: a buffer over its
+    /// `write_buffer_bytes` (or one the bound forced) is checkpointed by the commit that
+    /// filled it. This is the back-pressure a full buffer puts on its writer.
+    pub commit_checkpoints: u64,
+    /// How long those commits waited for their checkpoints, together.
+    pub commit_checkpoint_wait: std::time::Duration,
 }
 
 impl Store {
@@ -42,6 +49,7 @@ impl Store {
     /// ```
     pub fn write_buffer_usage(&self) -> WriteBufferUsage {
         let budget = self.inner.head_cfg.buffer_budget.as_ref();
+        let stalls = budget.map_or((0, std::time::Duration::ZERO), |b| b.commit_checkpoints());
         WriteBufferUsage {
             bytes: budget.map_or(0, |b| b.used() as u64),
             limit: match self.inner.opts.write_buffer_total_bytes {
@@ -49,6 +57,8 @@ impl Store {
                 n => Some(n),
             },
             forced_checkpoints: budget.map_or(0, |b| b.forced_checkpoints()),
+            commit_checkpoints: stalls.0,
+            commit_checkpoint_wait: stalls.1,
         }
     }
 
