@@ -408,3 +408,38 @@ fn top_nodes_are_shared_while_the_tree_is_unchanged_and_renewed_when_it_changes(
     // The old snapshot still reads its own version.
     assert_eq!(r.get(&key(25_000, "-new")).unwrap(), None);
 }
+
+/// A commit that finds its log file full checkpoints the buffer with the record naming
+/// the next file, and the store's budget counts that wait as it counts the checkpoint of
+/// a commit that fills the buffer; commits that only append count nothing.
+#[test]
+fn a_commit_that_rotates_the_log_counts_its_checkpoint() {
+    let mem = MemoryStorage::new();
+    let budget = Arc::new(bough_tree::buffer::BufferBudget::new(usize::MAX));
+    let config = HeadConfig {
+        buffer_budget: Some(Arc::clone(&budget)),
+        ..cfg(1 << 30)
+    };
+    let mut head =
+        Head::create(files(&mem), config, BranchName::main(), 0, None, Vec::new()).unwrap();
+    // 128 KiB log files of 4 KiB records: 32 commits fill one.
+    for i in 0..20u64 {
+        head.commit(&[put(format!("k{i:03}").as_bytes(), b"v", i + 1)], i + 1)
+            .unwrap();
+    }
+    assert_eq!(
+        budget.commit_checkpoints().0,
+        0,
+        "appends alone wait for nothing"
+    );
+    for i in 20..100u64 {
+        head.commit(&[put(format!("k{i:03}").as_bytes(), b"v", i + 1)], i + 1)
+            .unwrap();
+    }
+    let (n, took) = budget.commit_checkpoints();
+    assert!(
+        (2..=3).contains(&n),
+        "{n} rotations of 128 KiB files in 100 commits"
+    );
+    assert!(took > std::time::Duration::ZERO);
+}

@@ -82,7 +82,8 @@ impl BufferBudget {
     }
 
     /// Checkpoints commits ran before they were acknowledged (their buffer over its size,
-    /// or the budget asking), and how long those commits waited for them together.
+    /// the budget asking, or their log file full), and how long those commits waited for
+    /// them together.
     pub fn commit_checkpoints(&self) -> (u64, std::time::Duration) {
         (
             self.commit_checkpoints.load(Ordering::Relaxed),

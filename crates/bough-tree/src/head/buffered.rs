@@ -163,7 +163,14 @@ impl Head {
         self.check_poisoned()?;
         let est = record_estimate(&muts);
         if self.log_caught_up() || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
+            // The record naming the next file checkpoints whatever is buffered: with a
+            // full file, this commit waits for that checkpoint.
+            let absorbs = !self.log.buffer.is_empty();
+            let started = std::time::Instant::now();
             self.start_log(now_ms)?;
+            if absorbs {
+                self.note_commit_checkpoint(started);
+            }
         }
         let version = self.version().saturating_add(1);
         let entry = commit_entry(version, now_ms, &muts);
@@ -203,16 +210,21 @@ impl Head {
             if for_budget && let Some(b) = &self.cfg.buffer_budget {
                 b.note_forced();
             }
-            // Measured for the stats only (the store clock decides nothing here).
             let started = std::time::Instant::now();
             if let Err(e) = self.checkpoint_buffer(now_ms) {
                 tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
             }
-            if let Some(b) = &self.cfg.buffer_budget {
-                b.note_commit_checkpoint(started.elapsed());
-            }
+            self.note_commit_checkpoint(started);
         }
         Ok(())
+    }
+
+    /// Counts a checkpoint a commit waited for since `started` (measured for the stats
+    /// only: the store clock decides nothing here).
+    fn note_commit_checkpoint(&self, started: std::time::Instant) {
+        if let Some(b) = &self.cfg.buffer_budget {
+            b.note_commit_checkpoint(started.elapsed());
+        }
     }
 
     /// Tells the store's buffer budget what this head's buffer holds now.

@@ -29,7 +29,8 @@ pub struct WriteBufferUsage {
     pub forced_checkpoints: u64,
     /// Checkpoints that ran inside a commit, before it was acknowledged: a buffer over its
     /// `write_buffer_bytes` (or one the bound forced) is checkpointed by the commit that
-    /// filled it. This is the back-pressure a full buffer puts on its writer.
+    /// filled it, and a commit that finds its log file full checkpoints the buffer with
+    /// the record naming the next file. This is the back-pressure a writer sees.
     pub commit_checkpoints: u64,
     /// How long those commits waited for their checkpoints, together.
     pub commit_checkpoint_wait: std::time::Duration,
