@@ -767,14 +767,14 @@ fn why(res: &Results, wl: &str, peer: Option<&str>, device: Option<&Device>) -> 
     let p = peer.and_then(|p| res.find(wl, p));
     let mut parts = Vec::new();
     if wl.starts_with("get_cold") {
-        if let (Some(bd), Some(pd)) = (b.and_then(|r| r.disk_bytes), p.and_then(|r| r.disk_bytes)) {
-            if bd > pd {
-                parts.push(format!(
-                    "Bough's files take {} MiB against {} MiB (maintenance on), so a read is likelier to miss the OS page cache",
-                    mib(bd),
-                    mib(pd)
-                ));
-            }
+        if let (Some(bd), Some(pd)) = (b.and_then(|r| r.disk_bytes), p.and_then(|r| r.disk_bytes))
+            && bd > pd
+        {
+            parts.push(format!(
+                "Bough's files take {} MiB against {} MiB (maintenance on), so a read is likelier to miss the OS page cache",
+                mib(bd),
+                mib(pd)
+            ));
         }
         if let Some(x) = b.and_then(|r| r.read_4k_per_get) {
             parts.push(format!("{x:.2} × 4 KiB read from storage per get"));
@@ -817,6 +817,14 @@ fn why(res: &Results, wl: &str, peer: Option<&str>, device: Option<&Device>) -> 
             parts.push(format!(
                 "the device does {:.0} write+fdatasync/s",
                 d.fsync_per_sec
+            ));
+        }
+        // A mean far above the median: a few commits waited long, not every one a little.
+        if let Some(r) = b.filter(|r| r.wait_per_op() > 2.0 * r.p50_us && r.p50_us > 0.0) {
+            parts.push(format!(
+                "p50 {:.0} µs against a mean of {:.0} µs per commit: a few commits waited for a checkpoint of the write buffer (one that filled it, or one that found its log file full: the record naming the next file checkpoints the buffer; `WriteBufferUsage::commit_checkpoints` counts both)",
+                r.p50_us,
+                r.wait_per_op()
             ));
         }
     }

@@ -215,6 +215,18 @@ pub struct Row {
 }
 
 impl Row {
+    /// Mean microseconds per op, from the throughput (each thread's share for the
+    /// concurrent rows is not separated: this is the single-thread reading).
+    pub fn wait_per_op(&self) -> f64 {
+        if self.ops_per_sec > 0.0 {
+            1e6 / self.ops_per_sec
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Row {
     /// The row back from [`Row::to_json`] (a baseline's report); object requests are not
     /// carried over (the baselines run local engines only).
     pub fn from_json(v: &serde_json::Value) -> Option<Row> {
