@@ -33,7 +33,9 @@ pub use cursor::{Cursor, get};
 pub use forward::ForwardCursor;
 pub use leaf_merge::inline_limit;
 use leaf_merge::*;
-pub use mutation::{Applied, MAX_VALUE_LEN, Mutation, Op, check_batch, max_key_len};
+pub use mutation::{
+    Applied, MAX_VALUE_LEN, Mutation, Op, check_batch, key_order, key_prefix, max_key_len,
+};
 pub use top_nodes::{MAX_CHILDREN, MAX_GRANDCHILDREN, TopNodes};
 use write::*;
 

@@ -22,13 +22,12 @@ use std::sync::Arc;
 
 use bough_manifest::PageId;
 
-use crate::btree::{self, Cursor, ForwardCursor, Mutation, Op, TreeRead};
+use crate::btree::{self, Cursor, ForwardCursor, Mutation, Op, TreeRead, key_prefix};
 use crate::lww;
 use crate::page::leaf::{Entry, ValueLoc};
 pub use budget::BufferBudget;
 use filter::key_hash;
 pub use run::Run;
-use run::prefix;
 
 mod budget;
 mod filter;
@@ -139,52 +138,25 @@ impl WriteBuffer {
 /// checkpoint that also commits a batch of its own applies.
 pub fn merge_muts(older: Vec<Mutation>, newer: Vec<Mutation>) -> Vec<Mutation> {
     let mut out = Vec::with_capacity(older.len() + newer.len());
-    merge_by_key(
-        older,
-        newer,
-        |m| &m.key,
-        |x, newer| {
-            out.push(match newer {
-                Some(y) => Mutation {
-                    key: x.key,
-                    op: lww::compose(x.op, y.op),
-                },
-                None => x,
-            });
-        },
-    );
-    out
-}
-
-/// Walks two sequences sorted by `key` (each with distinct keys) in key order, handing
-/// `out` each key's item: of the side that holds it, or `older`'s with `newer`'s when both
-/// do. (Runs merge several at a time: their loop is `run::merge_hashed`.)
-fn merge_by_key<T>(
-    older: impl IntoIterator<Item = T>,
-    newer: impl IntoIterator<Item = T>,
-    key: impl Fn(&T) -> &[u8],
-    mut out: impl FnMut(T, Option<T>),
-) {
     let mut a = older.into_iter().peekable();
     let mut b = newer.into_iter().peekable();
     loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => match key(x).cmp(key(y)) {
-                std::cmp::Ordering::Less => a.next(),
-                std::cmp::Ordering::Greater => b.next(),
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match x.key.cmp(&y.key) {
+                std::cmp::Ordering::Less => out.extend(a.next()),
+                std::cmp::Ordering::Greater => out.extend(b.next()),
                 std::cmp::Ordering::Equal => {
                     if let (Some(x), Some(y)) = (a.next(), b.next()) {
-                        out(x, Some(y));
+                        out.push(Mutation {
+                            key: x.key,
+                            op: lww::compose(x.op, y.op),
+                        });
                     }
-                    continue;
                 }
             },
-            (Some(_), None) => a.next(),
-            (None, Some(_)) => b.next(),
-            (None, None) => return,
-        };
-        if let Some(item) = next {
-            out(item, None);
+            (Some(_), None) => out.extend(a.by_ref()),
+            (None, Some(_)) => out.extend(b.by_ref()),
+            (None, None) => return out,
         }
     }
 }
@@ -389,10 +361,10 @@ impl BufferedPosition {
             };
             // The runs standing at `key` hold its ops: applied oldest run first, without
             // searching the runs again.
-            let key_prefix = prefix(&key);
+            let want = key_prefix(&key);
             for (r, p) in runs.iter().zip(self.pos.iter_mut()).rev() {
                 if let Some((kp, _)) = r.key_at(*p)
-                    && kp == key_prefix
+                    && kp == want
                     && let Some(m) = r.mutation_at(*p)
                     && m.key == key
                 {

@@ -264,7 +264,7 @@ impl WriteBatch {
                 .map_err(|e| Error::invalid(format!("key {}: {e}", show_key(&m.key))))?;
             muts.push(m);
         }
-        muts.sort_unstable_by(|a, b| key_order(&a.key, &b.key));
+        muts.sort_unstable_by(|a, b| bough_tree::btree::key_order(&a.key, &b.key));
         if let Some([a, _]) = muts
             .windows(2)
             .find(|w| matches!(w, [a, b] if a.key == b.key))
@@ -276,17 +276,6 @@ impl WriteBatch {
         }
         Ok(muts)
     }
-}
-
-/// The order of `[u8]`, deciding most pairs by their first eight bytes as one integer
-/// (zero-padded: a smaller prefix means a smaller key) instead of a `memcmp` call.
-fn key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    let prefix = |k: &[u8]| {
-        let mut p = [0u8; 8];
-        p.iter_mut().zip(k).for_each(|(d, s)| *d = *s);
-        u64::from_be_bytes(p)
-    };
-    prefix(a).cmp(&prefix(b)).then_with(|| a.cmp(b))
 }
 
 /// Refuses empty and over-long keys (reads use the same bound as writes).
@@ -326,29 +315,6 @@ pub fn show_key(key: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The prefix shortcut orders keys exactly as `[u8]` does: shorter keys, zero bytes,
-    /// ties in the first eight bytes, every pair both ways.
-    #[test]
-    fn key_order_is_the_byte_order() {
-        let keys: [&[u8]; 10] = [
-            b"",
-            b"\0",
-            b"a",
-            b"a\0",
-            b"a\0\0\0\0\0\0\0\0",
-            b"abcdefgh",
-            b"abcdefgh\0",
-            b"abcdefgha",
-            b"abcdefgi",
-            b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
-        ];
-        for a in keys {
-            for b in keys {
-                assert_eq!(key_order(a, b), a.cmp(b), "{a:?} vs {b:?}");
-            }
-        }
-    }
 
     #[test]
     fn sorts_and_refuses_duplicates_and_bad_keys() {

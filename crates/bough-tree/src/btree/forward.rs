@@ -139,12 +139,8 @@ impl ForwardCursor {
     ) -> TreeResult<()> {
         let mut c = ForwardCursor::seek(t, root, from)?;
         if let Some(leaf) = c.start.take() {
-            let mut mark = leaf.mark;
-            if visit_leaf(
-                t, &c.path, leaf.id, &leaf.page, &mut mark, leaf.first, &mut visit,
-            )?
-            .is_break()
-            {
+            let at = Some((leaf.mark, leaf.first));
+            if visit_leaf(t, &c.path, leaf.id, &leaf.page, at, &mut visit)?.is_break() {
                 return Ok(());
             }
         }
@@ -152,9 +148,7 @@ impl ForwardCursor {
             return Ok(());
         }
         while let Some((id, page)) = c.path.next_leaf(t)? {
-            let view = LeafView::new(&page).map_err(|e| bad_page(t, id, e.0))?;
-            let mut mark = view.cursor().mark();
-            if visit_leaf(t, &c.path, id, &page, &mut mark, true, &mut visit)?.is_break() {
+            if visit_leaf(t, &c.path, id, &page, None, &mut visit)?.is_break() {
                 return Ok(());
             }
         }
@@ -162,25 +156,25 @@ impl ForwardCursor {
     }
 }
 
-/// The entries of leaf `id` from `mark` on, each held to the range `path` gives the leaf
-/// (the first one to both ends, once `first`; later ones to its upper end, as keys are
-/// checked to increase).
+/// The entries of leaf `id` from `at` (a mark, and whether no entry was taken from there
+/// yet) or from its start, each held to the range `path` gives the leaf (the first one to
+/// both ends; later ones to its upper end, as keys are checked to increase).
 fn visit_leaf(
     t: &dyn TreeRead,
     path: &Path,
     id: PageId,
     page: &[u8],
-    mark: &mut LeafMark,
-    mut first: bool,
+    at: Option<(LeafMark, bool)>,
     visit: &mut impl FnMut(EntryRef<'_, '_>) -> TreeResult<ControlFlow<()>>,
 ) -> TreeResult<ControlFlow<()>> {
     let bad = |e: crate::page::CodecError| bad_page(t, id, e.0);
     let view = LeafView::new(page).map_err(bad)?;
+    let (mut mark, mut first) = at.unwrap_or_else(|| (view.cursor().mark(), true));
     let hi = KeyRange {
         lo: None,
         hi: path.hi(),
     };
-    while let Some(e) = view.next_ref(mark).map_err(bad)? {
+    while let Some(e) = view.next_ref(&mut mark).map_err(bad)? {
         let range = if first { path.range() } else { hi };
         range.check_keys(t, id, e.key, e.key)?;
         first = false;

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use crate::btree::{Mutation, Op};
+use crate::btree::{Mutation, Op, key_prefix};
 
 use super::filter::{KeyFilter, key_hash};
 
@@ -23,7 +23,7 @@ use super::filter::{KeyFilter, key_hash};
 #[derive(Debug)]
 struct Segment {
     muts: Vec<Mutation>,
-    /// `prefixes[i]` is [`prefix`] of `muts[i].key`: non-decreasing, as the keys are sorted.
+    /// `prefixes[i]` is [`key_prefix`] of `muts[i].key`: non-decreasing, as the keys are sorted.
     prefixes: Box<[u64]>,
     /// `hashes[i]` is [`key_hash`] of `muts[i].key`, so a merge builds its filter without
     /// hashing a key again.
@@ -37,7 +37,7 @@ impl Segment {
         debug_assert!(muts.is_sorted_by(|a, b| a.key < b.key));
         debug_assert_eq!(muts.len(), hashes.len());
         Segment {
-            prefixes: muts.iter().map(|m| prefix(&m.key)).collect(),
+            prefixes: muts.iter().map(|m| key_prefix(&m.key)).collect(),
             filter: KeyFilter::from_hashes(&hashes),
             hashes: hashes.into_boxed_slice(),
             muts,
@@ -63,7 +63,7 @@ impl Segment {
 
     /// The first index whose key is ≥ `key` (`inclusive` false) or > `key` (true).
     fn bound(&self, key: &[u8], inclusive: bool) -> usize {
-        let p = prefix(key);
+        let p = key_prefix(key);
         let lo = self.prefixes.partition_point(|&q| q < p);
         let ties = self
             .prefixes
@@ -92,16 +92,6 @@ pub struct Run {
     pub(super) last_version: u64,
     /// See [`Run::level`].
     level: u32,
-}
-
-/// A key's first eight bytes as a big-endian number (zero-padded): `a < b` implies
-/// `prefix(a) <= prefix(b)`, so the prefixes order the keys up to ties.
-pub(super) fn prefix(key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    for (d, s) in bytes.iter_mut().zip(key) {
-        *d = *s;
-    }
-    u64::from_be_bytes(bytes)
 }
 
 /// Bytes a mutation costs the buffer (key, value, and a fixed overhead per entry).
@@ -313,7 +303,7 @@ impl Run {
 struct Keyed<'a> {
     m: &'a Mutation,
     hash: u64,
-    /// [`prefix`] of the key: compared first, so most comparisons are one integer's.
+    /// [`key_prefix`] of the key: compared first, so most comparisons are one integer's.
     prefix: u64,
 }
 
