@@ -114,7 +114,7 @@ impl Partition {
         // What follows the answer: its successor point, or the branch now.
         let next = match &successor {
             Some(s) => Next {
-                log: s.refs.first(),
+                log: s.refs.last(),
                 before: s.stamp.before,
             },
             None => Next {

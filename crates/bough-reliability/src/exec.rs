@@ -10,14 +10,16 @@ use crate::check;
 use crate::workload::{BranchView, FamilyView, Op, State, TABLE, key, value};
 
 /// The store settings every harness run uses: small data files (16 pages), the smallest
-/// manifest rewrite threshold and frequent mapping checkpoints, so a short workload rolls
-/// files, rewrites manifests and checkpoints often; no background maintenance (the
-/// workload runs GC and compaction itself); history points on.
+/// manifest rewrite threshold, the smallest log files (14 records: they fill and are left
+/// for the next one with commits still buffered) and frequent mapping checkpoints, so a
+/// short workload rolls files, rewrites manifests and checkpoints often; no background
+/// maintenance (the workload runs GC and compaction itself); history points on.
 pub fn tune(opts: Options) -> Options {
     opts.page_size(PAGE_SIZE)
         .write_buffer_bytes(write_buffer_bytes())
         .data_file_size(16 * u64::from(PAGE_SIZE))
         .manifest_rewrite_bytes(64 * 1024)
+        .log_file_bytes(64 * 1024)
         .checkpoint_chunks(2)
         .cache_bytes(1 << 20)
         .maintenance_interval_ms(0)

@@ -425,8 +425,8 @@ pub fn replay_ref(storage: &dyn Storage, dir: &str, r: &LogRef) -> TreeResult<Lo
 }
 
 /// Rebuilds the write buffer from the log references of a manifest, in order: every commit
-/// above each reference's `covered` version (and up to its `until`, when set) becomes a
-/// run. Versions must continue across files. Returns the buffer and each file's replay
+/// above each reference's `covered` version and the versions replayed before it (and up
+/// to its `until`, when set) becomes a run. Versions must continue across files. Returns the buffer and each file's replay
 /// (the head resumes appending to the last one).
 pub fn recover(
     storage: &dyn Storage,
@@ -440,12 +440,16 @@ pub fn recover(
         let replayed = replay_ref(storage, dir, r)?;
         // A head's reference starts where its next record goes, so nothing after `start`
         // is the normal state right after a checkpoint or rotation; records that are there
-        // must continue `covered`.
+        // must continue `covered`, or the file before (a full file left with its records
+        // still buffered is named before the next one, both with the tree's `covered`).
+        let floor = buffer
+            .last_version()
+            .map_or(r.covered, |v| v.max(r.covered));
         let commits = if replayed.records.is_empty() {
             Vec::new()
         } else {
             replayed
-                .commits_after(r.covered)
+                .commits_after(floor)
                 .map_err(|e| TreeError::manifest(path.clone(), e))?
         };
         for c in commits {

@@ -413,7 +413,7 @@ fn top_nodes_are_shared_while_the_tree_is_unchanged_and_renewed_when_it_changes(
 /// the next file, and the store's budget counts that wait as it counts the checkpoint of
 /// a commit that fills the buffer; commits that only append count nothing.
 #[test]
-fn a_commit_that_rotates_the_log_counts_its_checkpoint() {
+fn a_full_log_file_is_left_for_the_next_without_a_checkpoint_until_eight_are_named() {
     let mem = MemoryStorage::new();
     let budget = Arc::new(bough_tree::buffer::BufferBudget::new(usize::MAX));
     let config = HeadConfig {
@@ -422,24 +422,106 @@ fn a_commit_that_rotates_the_log_counts_its_checkpoint() {
     };
     let mut head =
         Head::create(files(&mem), config, BranchName::main(), 0, None, Vec::new()).unwrap();
-    // 128 KiB log files of 4 KiB records: 32 commits fill one.
-    for i in 0..20u64 {
-        head.commit(&[put(format!("k{i:03}").as_bytes(), b"v", i + 1)], i + 1)
-            .unwrap();
+    let mut model = BTreeMap::new();
+    // 128 KiB log files of 4 KiB records: 30 commits fill one, so 8 files hold 240.
+    for i in 0..240u64 {
+        let k = format!("k{i:03}").into_bytes();
+        head.commit(&[put(&k, b"v", i + 1)], i + 1).unwrap();
+        model.insert(k, b"v".to_vec());
     }
     assert_eq!(
         budget.commit_checkpoints().0,
         0,
-        "appends alone wait for nothing"
+        "seven full files were left with their commits buffered"
     );
-    for i in 20..100u64 {
-        head.commit(&[put(format!("k{i:03}").as_bytes(), b"v", i + 1)], i + 1)
-            .unwrap();
+    let logs = |m: &MemoryStorage| {
+        m.list("t.0")
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with("wal_"))
+            .count()
+    };
+    assert_eq!(logs(&mem), 8);
+    for i in 240..300u64 {
+        let k = format!("k{i:03}").into_bytes();
+        head.commit(&[put(&k, b"v", i + 1)], i + 1).unwrap();
+        model.insert(k, b"v".to_vec());
     }
     let (n, took) = budget.commit_checkpoints();
-    assert!(
-        (2..=3).contains(&n),
-        "{n} rotations of 128 KiB files in 100 commits"
-    );
+    assert_eq!(n, 1, "the ninth file is started by a checkpoint");
     assert!(took > std::time::Duration::ZERO);
+    // Every acknowledged commit comes back from the files the manifest names.
+    let version = head.version();
+    let (image, _) = mem.crash_image(CrashPolicy::DropAllUnsynced);
+    drop(head);
+    let head = Head::open(files(&image), cfg(1 << 30), BranchName::main(), 0).unwrap();
+    assert_eq!(head.version(), version);
+    assert_eq!(read_all(&head.snapshot()), model);
+}
+
+/// Power loss at each sync of a commit that leaves a full log file with its commits
+/// buffered (the full file's sync, the new file's and its directory's, the manifest
+/// record's, the commit's record), every way the unsynced writes can land: every
+/// acknowledged commit is back, the failed one whole or absent, and the head goes on.
+#[test]
+fn a_power_loss_at_each_sync_of_a_rotation_keeps_every_acknowledged_commit() {
+    let seed = seed();
+    for rotating in [31u64, 61] {
+        for fail_at in 0..6u64 {
+            let faults = FaultInjector::new();
+            let mem = MemoryStorage::with_faults(faults.clone());
+            let main = BranchName::main();
+            let mut head =
+                Head::create(files(&mem), cfg(1 << 30), main.clone(), 0, None, Vec::new()).unwrap();
+            let mut model = BTreeMap::new();
+            let key = |i: u64| format!("k{:03}", i % 40).into_bytes();
+            for i in 1..rotating {
+                head.commit(&[put(&key(i), &i.to_le_bytes(), i)], i)
+                    .unwrap();
+                model.insert(key(i), i.to_le_bytes().to_vec());
+            }
+            faults.fail_after(FaultOp::Sync, fail_at, 5, 1);
+            let mut failed = None;
+            for i in rotating..rotating + 4 {
+                if head
+                    .commit(&[put(&key(i), &i.to_le_bytes(), i)], i)
+                    .is_err()
+                {
+                    failed = Some(i);
+                    break;
+                }
+                model.insert(key(i), i.to_le_bytes().to_vec());
+            }
+            let failed = failed.expect("a sync within four commits failed");
+            let mut with_failed = model.clone();
+            with_failed.insert(key(failed), failed.to_le_bytes().to_vec());
+            for (p, policy) in [
+                CrashPolicy::DropAllUnsynced,
+                CrashPolicy::KeepAllUnsynced,
+                CrashPolicy::Random(RandomCrash::new(seed ^ fail_at)),
+                CrashPolicy::Random(RandomCrash::new(seed ^ rotating).weights(0, 0, 1, 0)),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let what = format!("rotating {rotating}, sync {fail_at} failed, crash {p}");
+                let (image, _) = mem.crash_image(policy);
+                let mut reopened = Head::open(files(&image), cfg(1 << 30), main.clone(), 0)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let got = read_all(&reopened.snapshot());
+                assert!(got == model || got == with_failed, "{what}: {got:?}");
+                let found = got;
+                reopened.commit(&[put(b"next", b"1", 500)], 500).unwrap();
+                let version = reopened.version();
+                drop(reopened);
+                let again = Head::open(files(&image), cfg(1 << 30), main.clone(), 0).unwrap();
+                assert_eq!(again.version(), version, "{what}");
+                let got = read_all(&again.snapshot());
+                assert_eq!(got.get(&b"next"[..]), Some(&b"1".to_vec()), "{what}");
+                for (k, v) in &found {
+                    assert_eq!(got.get(k), Some(v), "{what}");
+                }
+            }
+        }
+    }
 }

@@ -52,7 +52,7 @@ pub use builder::StoreBuilder;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{
-    Backend, DEFAULT_MAX_TIMESTAMP_SKEW_MS, DEFAULT_WRITE_BUFFER_BYTES,
+    Backend, DEFAULT_LOG_FILE_BYTES, DEFAULT_MAX_TIMESTAMP_SKEW_MS, DEFAULT_WRITE_BUFFER_BYTES,
     DEFAULT_WRITE_BUFFER_TOTAL_BYTES, Durability, MAX_VALUE_LEN, Options,
 };
 pub use store::{

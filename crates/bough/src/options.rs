@@ -192,6 +192,14 @@ pub struct Options {
     /// bytes held and the checkpoints it forced. Default: 256 MiB
     /// ([`DEFAULT_WRITE_BUFFER_TOTAL_BYTES`]).
     pub write_buffer_total_bytes: u64,
+    /// Bytes of one write-ahead log file of a branch: a full file is left for the next
+    /// one. A commit's record takes at least 4 KiB, so single-key commits fill a file of
+    /// 64 MiB in about 16,000. The commits of up to eight files stay in the write buffer
+    /// (no checkpoint for a full file until then), so an open replays at most eight
+    /// files. A batch whose record would take more than half a file commits through the
+    /// tree. From 64 KiB to 1 GiB, a multiple of 4 KiB. Default: 64 MiB
+    /// ([`DEFAULT_LOG_FILE_BYTES`]).
+    pub log_file_bytes: u64,
     /// When writes through the write buffer are acknowledged: `sync` (durable first) or
     /// `buffered` (before the log's `fdatasync`; see [`Durability`]). A
     /// [`WriteBatch::durability`](crate::WriteBatch::durability) overrides it per batch.
@@ -243,6 +251,7 @@ impl Default for Options {
             max_group_commit: 1024,
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             write_buffer_total_bytes: DEFAULT_WRITE_BUFFER_TOTAL_BYTES,
+            log_file_bytes: DEFAULT_LOG_FILE_BYTES,
             durability: Durability::Sync,
             truncate_piece_keys: 4096,
             max_open_branches: 4096,
@@ -400,6 +409,17 @@ impl Options {
     /// Sets the bound on every branch's write buffer together (0: none).
     pub fn write_buffer_total_bytes(mut self, n: u64) -> Self {
         self.write_buffer_total_bytes = n;
+        self
+    }
+    /// Sets the size of one write-ahead log file.
+    ///
+    /// ```
+    /// let opts = bough::Options::in_memory().log_file_bytes(1 << 20);
+    /// assert!(opts.validate().is_ok());
+    /// assert!(opts.log_file_bytes(1000).validate().is_err());
+    /// ```
+    pub fn log_file_bytes(mut self, n: u64) -> Self {
+        self.log_file_bytes = n;
         self
     }
     /// Sets when buffered writes are acknowledged (see [`Durability`]).
@@ -562,6 +582,17 @@ impl Options {
                 format!("{} is not from 1 to 2^20", self.truncate_piece_keys),
             );
         }
+        if !(MIN_LOG_FILE_BYTES..=MAX_LOG_FILE_BYTES).contains(&self.log_file_bytes)
+            || !self.log_file_bytes.is_multiple_of(4096)
+        {
+            return field(
+                "log_file_bytes",
+                format!(
+                    "{} is not a multiple of 4 KiB from 64 KiB to 1 GiB",
+                    self.log_file_bytes
+                ),
+            );
+        }
         if self.backend == Backend::Object {
             // A store handed over ready-made brings its own service settings.
             let checked = if injected_object_store {
@@ -587,6 +618,14 @@ impl Options {
 /// rewrites each touched leaf once for many commits, small enough to replay in well under
 /// a second at open.
 pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
+
+/// The default of [`Options::log_file_bytes`]: 64 MiB.
+pub const DEFAULT_LOG_FILE_BYTES: u64 = 64 << 20;
+
+/// Bounds of [`Options::log_file_bytes`]: a file holds at least 16 records, and open
+/// reads one whole (at most 1 GiB, far below what replay refuses).
+const MIN_LOG_FILE_BYTES: u64 = 64 << 10;
+const MAX_LOG_FILE_BYTES: u64 = 1 << 30;
 
 /// The default of [`Options::write_buffer_total_bytes`]: 256 MiB, four branches' full
 /// buffers.

@@ -273,7 +273,10 @@ impl Store {
             manifest_rewrite_bytes: opts.manifest_rewrite_bytes,
             file_per_commit: false,
             write_buffer_bytes: usize::try_from(opts.write_buffer_bytes).unwrap_or(usize::MAX),
-            log: bough_tree::wal::LogConfig::default(),
+            log: bough_tree::wal::LogConfig {
+                file_bytes: opts.log_file_bytes,
+                ..bough_tree::wal::LogConfig::default()
+            },
             buffer_budget: Some(Arc::new(bough_tree::buffer::BufferBudget::new(match opts
                 .write_buffer_total_bytes
             {

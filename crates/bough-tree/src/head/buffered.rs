@@ -8,7 +8,10 @@
 //!   through [`Head::commit_inner`], which applies the buffered batch first) and carries
 //!   `LOG` = {the file appended to, `start` = where its next record goes, `covered` = the
 //!   version after the record}. So replay after it starts exactly at the first commit the
-//!   tree lacks, and no log file is read across a hole.
+//!   tree lacks, and no log file is read across a hole. **One exception:** a full file is
+//!   left for the next one by a record that changes nothing but `LOG` (the one in force
+//!   plus the new file, all with the tree's `covered`), while that `LOG` names fewer than
+//!   [`MAX_LOG_FILES`] files; the buffer stays, and a checkpoint waits for its own bound.
 //! - **Versions:** while `LOG` is in force the head keeps its version explicitly
 //!   (`HeadLog::version`): a logged commit is one version, and so is every manifest record
 //!   that changes content (a direct commit, an adoption, a relocation, a mapping
@@ -30,7 +33,9 @@ use super::*;
 use crate::buffer::{WriteBuffer, merge_muts};
 use crate::error::{TreeError, TreeResult};
 use crate::wal::{LogConfig, LogWriter, commit_entry, recover};
-use bough_manifest::{LOG, LogRef, LogReplayed, MAX_LOG_BODY, encode_log_refs, log_refs};
+use bough_manifest::{
+    LOG, LogRef, LogReplayed, MAX_LOG_BODY, decode_log_refs, encode_log_refs, log_refs,
+};
 use bough_names::LogFileName;
 
 /// The log and write buffer of a head.
@@ -119,6 +124,13 @@ impl HeadLog {
 /// ones behind the tree go at the next GC instead of living until the file fills.
 const ROTATE_AFTER_BYTES: u64 = 1 << 20;
 
+/// Most log files one `LOG` extension names. A full file is left for the next one with
+/// its commits still buffered while fewer are named (a checkpoint then waits for the
+/// buffer's own bound), and by the record that checkpoints the buffer once this many are:
+/// so a commit checkpoints for a full file at most once every this many files, and an open
+/// replays at most this many.
+pub(crate) const MAX_LOG_FILES: usize = 8;
+
 /// Bytes a commit's log record takes, at most (key, value and a generous per-entry
 /// overhead): a record that might not fit the file is started in a new one.
 fn record_estimate(muts: &[Mutation]) -> u64 {
@@ -163,13 +175,16 @@ impl Head {
         self.check_poisoned()?;
         let est = record_estimate(&muts);
         if self.log_caught_up() || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
-            // The record naming the next file checkpoints whatever is buffered: with a
-            // full file, this commit waits for that checkpoint.
+            // A full file is left for the next one with the buffer kept while the `LOG`
+            // in force may name one more file; otherwise the record naming the next file
+            // checkpoints whatever is buffered, and this commit waits for it.
             let absorbs = !self.log.buffer.is_empty();
-            let started = std::time::Instant::now();
-            self.start_log(now_ms)?;
-            if absorbs {
-                self.note_commit_checkpoint(started);
+            if !(absorbs && self.rotate_keeping_buffer(now_ms)?) {
+                let started = std::time::Instant::now();
+                self.start_log(now_ms)?;
+                if absorbs {
+                    self.note_commit_checkpoint(started);
+                }
             }
         }
         let version = self.version().saturating_add(1);
@@ -366,6 +381,69 @@ impl Head {
         let named = self.housekeeping_record(now_ms);
         self.log.next_writer = None;
         named
+    }
+
+    /// Leaves the full file appended to for a new one without checkpointing the buffer:
+    /// one manifest record whose `LOG` is the one in force (which names every file holding
+    /// buffered commits, the one appended to last) plus the new file, all with the tree's
+    /// `covered`. The tree, the buffer and the version stay as they are. Returns `false`,
+    /// having done nothing, when that `LOG` already names [`MAX_LOG_FILES`] files or does
+    /// not end with the file appended to.
+    fn rotate_keeping_buffer(&mut self, now_ms: u64) -> TreeResult<bool> {
+        let Some(writer) = self.log.writer.as_ref() else {
+            return Ok(false);
+        };
+        let in_force = bough_manifest::ext::get(&self.extensions, LOG).map(decode_log_refs);
+        let Some(Ok(mut refs)) = in_force else {
+            return Ok(false);
+        };
+        let Some(covered) = refs
+            .last()
+            .filter(|r| r.file == *writer.name() && refs.len() < MAX_LOG_FILES)
+            .map(|r| r.covered)
+        else {
+            return Ok(false);
+        };
+        let name = LogFileName::new(self.next_log_id()?, self.branch.clone(), self.term);
+        let next = LogWriter::create(
+            self.files.storage().as_ref(),
+            self.files.dir(),
+            name,
+            self.incarnation,
+            self.log_cfg(),
+        )?;
+        refs.push(next.reference(0, covered));
+        let payload = encode_log_refs(&refs);
+        let record = LogRecord {
+            seq: self.seq + 1,
+            root: self.state.root,
+            ttl_root: self.state.ttl_root,
+            max_file_id: self.state.max_file_id,
+            branch_file_ranges: self.state.ranges.clone(),
+            checkpoint: None,
+            next_page_id: self.state.mapping.next_page_id(),
+            free_head: self.state.mapping.free_head(),
+            changes: Vec::new(),
+            extensions: vec![(LOG, payload.clone())],
+        };
+        self.check_log_invariants(&record)?;
+        let bytes = encode_log(&record).map_err(|e| TreeError::InvalidArgument {
+            what: format!(
+                "cannot encode a log rotation of {}: {e}",
+                self.manifest_path
+            ),
+        })?;
+        // Syncs the full file first: the manifest never names a position not durable.
+        self.append_manifest(&bytes)?;
+        self.seq += 1;
+        bough_manifest::ext::set(&mut self.extensions, LOG, payload);
+        self.log.writer = Some(next);
+        if let Some(h) = self.history.as_mut() {
+            h.follow(&record);
+        }
+        let version = self.version();
+        self.write_history_point(now_ms, version)?;
+        Ok(true)
     }
 
     /// A log id above every log file of this (branch, term) in the directory: a name is

@@ -174,8 +174,9 @@ fn logs(run: &mut Run<'_>, storage: &dyn Storage, pf: &PartitionFiles) {
     }
 }
 
-/// For each history point, the first log reference of its branch's next point (`None`
-/// for the newest, or a next point that does not read).
+/// For each history point, the last log reference of its branch's next point (`None`
+/// for the newest, or a next point that does not read): where that point's own appends
+/// start (a point that left a full log file names it before the new one).
 fn next_history_points(pf: &PartitionFiles) -> HashMap<&str, Option<bough_manifest::LogRef>> {
     // (term, stamp): the order the points were written in.
     let mut by_branch: HashMap<&BranchName, Vec<(u64, u64, &str)>> = HashMap::new();
@@ -192,17 +193,17 @@ fn next_history_points(pf: &PartitionFiles) -> HashMap<&str, Option<bough_manife
         .iter()
         .filter_map(|(n, r)| Some((n.as_str(), r.as_ref().ok()?)))
         .collect();
-    let first_ref = |name: &str| {
+    let last_ref = |name: &str| {
         replayed
             .get(name)
             .and_then(|r| bough_manifest::log_refs(&r.state.extensions).ok().flatten())
-            .and_then(|refs| refs.into_iter().next())
+            .and_then(|refs| refs.into_iter().last())
     };
     let mut out = HashMap::new();
     for (_, mut points) in by_branch {
         points.sort_unstable();
         for (i, (_, _, name)) in points.iter().enumerate() {
-            let next = points.get(i + 1).and_then(|(_, _, n)| first_ref(n));
+            let next = points.get(i + 1).and_then(|(_, _, n)| last_ref(n));
             out.insert(*name, next);
         }
     }
