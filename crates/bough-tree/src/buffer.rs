@@ -107,11 +107,18 @@ impl WriteBuffer {
         }
     }
 
+    /// Freezes every run present for a checkpoint (that a clone of this buffer applies);
+    /// returns the last version it covers. Runs pushed later stay apart.
+    pub fn freeze(&mut self) -> Option<u64> {
+        let upto = self.last_version()?;
+        self.frozen = upto;
+        Some(upto)
+    }
+
     /// Freezes every run present for a checkpoint and returns them as one sorted batch to
     /// apply to the tree, with the last version it covers. Runs pushed later stay apart.
     pub fn frozen_batch(&mut self) -> Option<(u64, Vec<Mutation>)> {
-        let upto = self.last_version()?;
-        self.frozen = upto;
+        let upto = self.freeze()?;
         let oldest_first: Vec<&Run> = self.runs.iter().rev().map(|r| &**r).collect();
         Some((upto, Run::merged_mutations(&oldest_first)))
     }

@@ -27,6 +27,7 @@ use crate::page::index::IndexNode;
 use crate::page::kind;
 use crate::page::mapping::{MappingNode, fanout};
 
+mod background;
 mod buffered;
 mod checkpoint;
 mod commit;
@@ -43,9 +44,10 @@ mod tail;
 mod txn;
 
 pub use checkpoint::ForkPoint;
+use commit::{Staged, TreeCtx, stage};
 pub use expiry::ttl_key;
 pub use prewarm::Prewarmed;
-use reservation::FIRST_RESERVATION;
+use reservation::{FIRST_RESERVATION, release_file};
 use snapshot::{Fetch, tree_node};
 pub use snapshot::{Published, TreeSnapshot};
 use txn::{Active, HeadState, StagedPage, Txn, leaf_addrs};
@@ -86,6 +88,9 @@ pub struct HeadConfig {
     /// Write a history point after every manifest record (`head/history.rs`): the store
     /// keeps a history window for point-in-time branches.
     pub history: bool,
+    /// Checkpoints of a full write buffer run on their own thread while commits go on
+    /// (`head/background.rs`); `false`: the commit that fills the buffer checkpoints it.
+    pub background_checkpoints: bool,
 }
 
 impl Default for HeadConfig {
@@ -101,6 +106,7 @@ impl Default for HeadConfig {
             log: crate::wal::LogConfig::default(),
             buffer_budget: None,
             history: false,
+            background_checkpoints: false,
         }
     }
 }
@@ -152,6 +158,8 @@ pub struct Head {
     log: buffered::HeadLog,
     /// What history points need (`head/history.rs`); `None`: the store keeps no history.
     history: Option<history::HistoryTrack>,
+    /// A checkpoint running on its own thread (`head/background.rs`).
+    background: Option<background::Background>,
 }
 
 /// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
@@ -361,6 +369,7 @@ impl Head {
             appended: false,
             log,
             history,
+            background: None,
         };
         head.charge_buffer();
         Ok(head)
@@ -440,6 +449,7 @@ impl Head {
         // Staged extensions belong to this commit: if it fails, they go with it.
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
+        self.finish_background()?;
         let before = self.version();
         if !src.overlay.is_empty() {
             return Err(TreeError::InvalidArgument {
@@ -484,6 +494,7 @@ impl Head {
     /// Stops writing: the head's open file is no longer protected as "being written" (its
     /// branch was deleted or handed to a new term).
     pub fn retire(&mut self) {
+        self.abandon_background();
         self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);
         self.state.active = None;
@@ -528,6 +539,7 @@ impl Head {
 
 impl Drop for Head {
     fn drop(&mut self) {
+        self.abandon_background();
         self.log.charged = self.uncharge_buffer();
         self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);

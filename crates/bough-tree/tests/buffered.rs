@@ -149,7 +149,14 @@ fn seed() -> u64 {
 #[test]
 fn the_buffered_head_matches_the_model_across_checkpoints_and_reopens() {
     let seed = seed();
-    for buffer in [1usize, 700, 1 << 30] {
+    for (buffer, background) in [1usize, 700, 1 << 30]
+        .into_iter()
+        .flat_map(|b| [(b, false), (b, true)])
+    {
+        let cfg = |buffer| HeadConfig {
+            background_checkpoints: background,
+            ..cfg(buffer)
+        };
         let mem = MemoryStorage::new();
         let main = BranchName::main();
         let mut head =
@@ -160,14 +167,22 @@ fn the_buffered_head_matches_the_model_across_checkpoints_and_reopens() {
             let batch = random_batch(&mut rng, ts, &mut model);
             let before = head.version();
             head.commit(&batch, ts).unwrap();
-            assert_eq!(head.version(), before + 1, "buffer {buffer} ts {ts}");
+            assert_eq!(
+                head.version(),
+                before + 1,
+                "buffer {buffer} ts {ts} background {background}"
+            );
             if ts % 37 == 0 {
                 let version = head.version();
                 drop(head);
                 head = Head::open(files(&mem), cfg(buffer), main.clone(), 0).unwrap();
                 assert_eq!(head.version(), version, "buffer {buffer} ts {ts}: version");
             }
-            assert_eq!(read_all(&head.snapshot()), model, "buffer {buffer} ts {ts}");
+            assert_eq!(
+                read_all(&head.snapshot()),
+                model,
+                "buffer {buffer} ts {ts} background {background}"
+            );
         }
         head.checkpoint_buffer(1000).unwrap();
         assert_eq!(head.buffered_bytes(), 0);
@@ -523,5 +538,132 @@ fn a_power_loss_at_each_sync_of_a_rotation_keeps_every_acknowledged_commit() {
                 }
             }
         }
+    }
+}
+
+fn background_cfg(buffer: usize) -> HeadConfig {
+    HeadConfig {
+        background_checkpoints: true,
+        ..cfg(buffer)
+    }
+}
+
+/// A new `main` head with checkpoints in the background and an 8 KiB buffer.
+fn background_head(mem: &MemoryStorage) -> Head {
+    Head::create(
+        files(mem),
+        background_cfg(8 << 10),
+        BranchName::main(),
+        0,
+        None,
+        Vec::new(),
+    )
+    .unwrap()
+}
+
+/// The commit that fills the buffer returns with its writes still buffered and a
+/// checkpoint running on its own thread; reads stay exact meanwhile, and the next
+/// operation that needs the tree installs it.
+#[test]
+fn a_full_buffer_is_checkpointed_in_the_background_while_commits_go_on() {
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head = background_head(&mem);
+    let mut model = BTreeMap::new();
+    let mut started = 0;
+    for i in 0..400u64 {
+        let k = format!("k{:03}", (i * 37) % 150).into_bytes();
+        let v = format!("{i:064}").into_bytes();
+        let was = head.checkpoint_running();
+        head.commit(&[put(&k, &v, i + 1)], i + 1).unwrap();
+        model.insert(k, v);
+        if !was && head.checkpoint_running() {
+            started += 1;
+            assert!(
+                head.buffered_bytes() > 8 << 10,
+                "commit {i} checkpointed in line"
+            );
+        }
+        assert_eq!(read_all(&head.snapshot()), model, "commit {i}");
+    }
+    assert!(started >= 5, "{started} background checkpoints");
+    let version = head.version();
+    head.checkpoint_buffer(1000).unwrap();
+    assert!(!head.checkpoint_running());
+    assert_eq!(head.buffered_bytes(), 0);
+    assert_eq!(head.version(), version);
+    drop(head);
+    let head = Head::open(files(&mem), background_cfg(8 << 10), main, 0).unwrap();
+    assert_eq!(head.version(), version);
+    assert_eq!(read_all(&head.snapshot()), model);
+}
+
+/// Power loss at any moment of background checkpoints (running, done, installed), with
+/// unsynced writes dropped or landing in any way: every acknowledged commit is back, and
+/// the reopened head goes on.
+#[test]
+fn a_power_loss_around_background_checkpoints_keeps_every_acknowledged_commit() {
+    let seed = seed();
+    let mem = MemoryStorage::new();
+    let main = BranchName::main();
+    let mut head = background_head(&mem);
+    let mut model = BTreeMap::new();
+    for i in 0..300u64 {
+        let k = format!("k{:03}", (i * 53) % 170).into_bytes();
+        let v = format!("{i:080}").into_bytes();
+        head.commit(&[put(&k, &v, i + 1)], i + 1).unwrap();
+        model.insert(k, v);
+        if i % 7 != 3 {
+            continue;
+        }
+        for policy in [
+            CrashPolicy::DropAllUnsynced,
+            CrashPolicy::Random(RandomCrash::new(seed ^ i)),
+        ] {
+            let (image, _) = mem.crash_image(policy);
+            let mut reopened = Head::open(files(&image), background_cfg(8 << 10), main.clone(), 0)
+                .unwrap_or_else(|e| panic!("commit {i}: {e}"));
+            assert_eq!(read_all(&reopened.snapshot()), model, "commit {i}");
+            reopened.commit(&[put(b"next", b"1", 999)], 999).unwrap();
+        }
+    }
+}
+
+/// A sync that fails while a checkpoint runs in the background — the checkpoint's own or
+/// a commit's — poisons the head: the commit that meets it fails, nothing is retried, and
+/// after power loss every acknowledged commit is back.
+#[test]
+fn a_failed_sync_beside_a_background_checkpoint_poisons_and_loses_nothing_acknowledged() {
+    let seed = seed();
+    for round in 0..8u64 {
+        let faults = FaultInjector::new();
+        let mem = MemoryStorage::with_faults(faults.clone());
+        let main = BranchName::main();
+        let mut head = background_head(&mem);
+        let mut model = BTreeMap::new();
+        let mut failed = None;
+        let mut armed = false;
+        for i in 0..400u64 {
+            let k = format!("k{:03}", (i * 53 + round) % 170).into_bytes();
+            let v = format!("{i:080}").into_bytes();
+            if head.commit(&[put(&k, &v, i + 1)], i + 1).is_err() {
+                failed = Some((k, v));
+                break;
+            }
+            model.insert(k, v);
+            if !armed && head.checkpoint_running() {
+                faults.fail_next(FaultOp::Sync, 5, 1);
+                armed = true;
+            }
+        }
+        let (k, v) = failed.expect("a commit met the failed sync");
+        assert!(head.poisoned().is_some(), "round {round}");
+        let mut with_failed = model.clone();
+        with_failed.insert(k, v);
+        let (image, _) = mem.crash_image(CrashPolicy::Random(RandomCrash::new(seed ^ round)));
+        drop(head);
+        let head = Head::open(files(&image), background_cfg(8 << 10), main, 0).unwrap();
+        let got = read_all(&head.snapshot());
+        assert!(got == model || got == with_failed, "round {round}");
     }
 }

@@ -200,6 +200,11 @@ pub struct Options {
     /// tree. From 64 KiB to 1 GiB, a multiple of 4 KiB. Default: 64 MiB
     /// ([`DEFAULT_LOG_FILE_BYTES`]).
     pub log_file_bytes: u64,
+    /// Whether a full write buffer is checkpointed on a thread of its own while commits
+    /// go on (a commit then waits only when the buffer reaches twice its bound before the
+    /// checkpoint is done); `false`: the commit that fills the buffer checkpoints it
+    /// before it returns. Default: `true`.
+    pub background_checkpoints: bool,
     /// When writes through the write buffer are acknowledged: `sync` (durable first) or
     /// `buffered` (before the log's `fdatasync`; see [`Durability`]). A
     /// [`WriteBatch::durability`](crate::WriteBatch::durability) overrides it per batch.
@@ -252,6 +257,7 @@ impl Default for Options {
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             write_buffer_total_bytes: DEFAULT_WRITE_BUFFER_TOTAL_BYTES,
             log_file_bytes: DEFAULT_LOG_FILE_BYTES,
+            background_checkpoints: true,
             durability: Durability::Sync,
             truncate_piece_keys: 4096,
             max_open_branches: 4096,
@@ -420,6 +426,11 @@ impl Options {
     /// ```
     pub fn log_file_bytes(mut self, n: u64) -> Self {
         self.log_file_bytes = n;
+        self
+    }
+    /// Sets whether full write buffers are checkpointed on a thread of their own.
+    pub fn background_checkpoints(mut self, on: bool) -> Self {
+        self.background_checkpoints = on;
         self
     }
     /// Sets when buffered writes are acknowledged (see [`Durability`]).

@@ -284,6 +284,7 @@ impl Store {
                 n => usize::try_from(n).unwrap_or(usize::MAX),
             }))),
             history: opts.history_window_ms > 0,
+            background_checkpoints: opts.background_checkpoints,
         };
         let head_cfg = crate::cloud::head_config(&opts, head_cfg);
         let mut shards = Vec::new();

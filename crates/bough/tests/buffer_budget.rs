@@ -129,6 +129,17 @@ fn without_the_bound_every_branch_keeps_its_buffer() {
     check_all(&store, "buffer_budget_unbounded");
 }
 
+/// 8 batches of ~8 KiB: into a 16 KiB buffer, every other commit fills it.
+fn write_eight_batches(main: &bough::Branch) {
+    for batch in 0..8u32 {
+        let mut w = WriteBatch::new();
+        for i in 0..40u32 {
+            w.put(format!("k{batch}{i:03}"), value(0, batch, i));
+        }
+        main.write_blocking(w).expect("write");
+    }
+}
+
 /// A commit that fills its branch's buffer checkpoints it before it is acknowledged, and
 /// the store counts those waits (the back-pressure a writer sees); a checkpoint asked for
 /// on demand is not one of them.
@@ -138,7 +149,8 @@ fn checkpoints_inside_commits_are_counted_with_their_wait() {
     let store = Store::open(
         Options::new(dir.path())
             .maintenance_interval_ms(0)
-            .write_buffer_bytes(16 << 10),
+            .write_buffer_bytes(16 << 10)
+            .background_checkpoints(false),
     )
     .expect("open");
     let main = store
@@ -154,14 +166,7 @@ fn checkpoints_inside_commits_are_counted_with_their_wait() {
         quiet.commit_checkpoints, 0,
         "an on-demand checkpoint is no commit's wait"
     );
-    // 8 batches of ~8 KiB into a 16 KiB buffer: every other commit fills it.
-    for batch in 0..8u32 {
-        let mut w = WriteBatch::new();
-        for i in 0..40u32 {
-            w.put(format!("k{batch}{i:03}"), value(0, batch, i));
-        }
-        main.write_blocking(w).expect("write");
-    }
+    write_eight_batches(&main);
     let usage = store.write_buffer_usage();
     assert!(
         (3..=8).contains(&usage.commit_checkpoints),
@@ -170,4 +175,42 @@ fn checkpoints_inside_commits_are_counted_with_their_wait() {
     );
     assert!(usage.commit_checkpoint_wait > std::time::Duration::ZERO);
     assert!(usage.bytes < 16 << 10, "the last fill was checkpointed");
+    assert_eq!(usage.background_checkpoints, 0);
+}
+
+/// With checkpoints in the background, the commit that fills its buffer starts one and
+/// returns; the store counts them apart from the checkpoints commits waited for, and every
+/// write reads back before and after the next checkpoint installs them.
+#[test]
+fn background_checkpoints_are_counted_apart_from_the_waits_of_commits() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::open(
+        Options::new(dir.path())
+            .maintenance_interval_ms(0)
+            .write_buffer_bytes(16 << 10),
+    )
+    .expect("open");
+    let main = store
+        .partition("bb", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("main");
+    write_eight_batches(&main);
+    let usage = store.write_buffer_usage();
+    assert!(
+        usage.background_checkpoints >= 2,
+        "{} background checkpoints",
+        usage.background_checkpoints
+    );
+    let read = |main: &bough::Branch| {
+        for batch in 0..8u32 {
+            for i in 0..40u32 {
+                let got = main.get_blocking(format!("k{batch}{i:03}")).expect("get");
+                assert_eq!(got.map(|v| v.value), Some(value(0, batch, i)));
+            }
+        }
+    };
+    read(&main);
+    main.checkpoint_blocking().expect("checkpoint");
+    assert_eq!(store.write_buffer_usage().bytes, 0);
+    read(&main);
 }

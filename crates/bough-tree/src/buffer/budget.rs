@@ -20,6 +20,8 @@ pub struct BufferBudget {
     /// (the back-pressure a full buffer puts on its writer).
     commit_checkpoints: AtomicU64,
     commit_checkpoint_nanos: AtomicU64,
+    /// Checkpoints started on a thread of their own (commits went on meanwhile).
+    background: AtomicU64,
 }
 
 /// A buffer holding at least `limit / SHARE_DIVISOR` bytes checkpoints once the total is
@@ -35,6 +37,7 @@ impl BufferBudget {
             forced: AtomicU64::new(0),
             commit_checkpoints: AtomicU64::new(0),
             commit_checkpoint_nanos: AtomicU64::new(0),
+            background: AtomicU64::new(0),
         }
     }
 
@@ -89,6 +92,16 @@ impl BufferBudget {
             self.commit_checkpoints.load(Ordering::Relaxed),
             std::time::Duration::from_nanos(self.commit_checkpoint_nanos.load(Ordering::Relaxed)),
         )
+    }
+
+    /// Checkpoints started on a thread of their own.
+    pub fn background_checkpoints(&self) -> u64 {
+        self.background.load(Ordering::Relaxed)
+    }
+
+    /// Counts a checkpoint started on a thread of its own.
+    pub(crate) fn note_background(&self) {
+        self.background.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a checkpoint a commit waited `took` for.

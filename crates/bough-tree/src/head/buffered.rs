@@ -52,7 +52,7 @@ pub(crate) struct HeadLog {
     /// not a version of its own.
     housekeeping: bool,
     /// The file appended to (`None` until the first buffered commit of this head).
-    writer: Option<LogWriter>,
+    pub(super) writer: Option<LogWriter>,
     /// A file created and waiting for the manifest record that names it.
     next_writer: Option<LogWriter>,
     /// The reference the manifest holds when this head has no writer yet (replayed at
@@ -163,9 +163,9 @@ impl Head {
     }
 
     /// Commits a checked batch through the log: one record, one `fdatasync` (none when not
-    /// `sync`), then the run is published. Checkpoints when the buffer is over its size (a
-    /// failure there is logged: the commit is acknowledged either way, and the next commit
-    /// tries again).
+    /// `sync`), then the run is published. When the buffer is over its size, starts a
+    /// checkpoint (on its own thread when background checkpoints are on; see
+    /// [`Head::checkpoint_full_buffer`]).
     pub(super) fn commit_buffered(
         &mut self,
         muts: Vec<Mutation>,
@@ -173,8 +173,15 @@ impl Head {
         sync: bool,
     ) -> TreeResult<()> {
         self.check_poisoned()?;
+        self.poll_background()?;
         let est = record_estimate(&muts);
         if self.log_caught_up() || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
+            // The `LOG` a running checkpoint resumes from stays as it saw it.
+            if self.background.is_some() {
+                let started = std::time::Instant::now();
+                self.finish_background()?;
+                self.note_commit_checkpoint(started);
+            }
             // A full file is left for the next one with the buffer kept while the `LOG`
             // in force may name one more file; otherwise the record naming the next file
             // checkpoints whatever is buffered, and this commit waits for it.
@@ -222,16 +229,49 @@ impl Head {
                 .as_ref()
                 .is_some_and(|b| b.wants_checkpoint(own));
         if over_own || for_budget {
-            if for_budget && let Some(b) = &self.cfg.buffer_budget {
-                b.note_forced();
-            }
-            let started = std::time::Instant::now();
-            if let Err(e) = self.checkpoint_buffer(now_ms) {
-                tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
-            }
-            self.note_commit_checkpoint(started);
+            self.checkpoint_full_buffer(own, for_budget, now_ms);
         }
         Ok(())
+    }
+
+    /// After a commit that left the buffer over its bound (its own, or the store's when
+    /// `for_budget`): starts a background checkpoint; with one running, waits for it only
+    /// when the buffer is past twice its bound or the store's bound presses (the
+    /// back-pressure), then starts the next. Checkpoints in line when checkpoints do not
+    /// run in the background. A failure is logged: the commit is acknowledged either way,
+    /// and the next commit tries again.
+    fn checkpoint_full_buffer(&mut self, own: usize, for_budget: bool, now_ms: u64) {
+        if self.background.is_some() {
+            if own <= self.cfg.write_buffer_bytes.saturating_mul(2) && !for_budget {
+                return;
+            }
+            let started = std::time::Instant::now();
+            if let Err(e) = self.finish_background() {
+                tracing::warn!(branch = %self.branch, error = %e, "background checkpoint not installed");
+            }
+            self.note_commit_checkpoint(started);
+            let own = self.log.buffer.bytes();
+            let still = own > self.cfg.write_buffer_bytes
+                || self
+                    .cfg
+                    .buffer_budget
+                    .as_ref()
+                    .is_some_and(|b| b.wants_checkpoint(own));
+            if !still {
+                return;
+            }
+        }
+        if for_budget && let Some(b) = &self.cfg.buffer_budget {
+            b.note_forced();
+        }
+        if self.start_background(now_ms) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        if let Err(e) = self.checkpoint_buffer(now_ms) {
+            tracing::warn!(branch = %self.branch, error = %e, "checkpoint of the write buffer failed; retried at the next commit");
+        }
+        self.note_commit_checkpoint(started);
     }
 
     /// Counts a checkpoint a commit waited for since `started` (measured for the stats
@@ -264,6 +304,7 @@ impl Head {
     /// once) in one manifest record that moves the `LOG` reference past it. Nothing to do
     /// when nothing is buffered.
     pub fn checkpoint_buffer(&mut self, now_ms: u64) -> TreeResult<()> {
+        self.finish_background()?;
         if self.log.buffer.is_empty() {
             // (Nothing can wait for a sync then: emptying the buffer took a manifest record,
             // and the log was synced before it. Cheap to make sure.)
@@ -414,18 +455,13 @@ impl Head {
         )?;
         refs.push(next.reference(0, covered));
         let payload = encode_log_refs(&refs);
-        let record = LogRecord {
-            seq: self.seq + 1,
-            root: self.state.root,
-            ttl_root: self.state.ttl_root,
-            max_file_id: self.state.max_file_id,
-            branch_file_ranges: self.state.ranges.clone(),
-            checkpoint: None,
-            next_page_id: self.state.mapping.next_page_id(),
-            free_head: self.state.mapping.free_head(),
-            changes: Vec::new(),
-            extensions: vec![(LOG, payload.clone())],
-        };
+        let record = super::commit::record_of(
+            &self.state,
+            self.seq + 1,
+            None,
+            Vec::new(),
+            vec![(LOG, payload.clone())],
+        );
         self.check_log_invariants(&record)?;
         let bytes = encode_log(&record).map_err(|e| TreeError::InvalidArgument {
             what: format!(

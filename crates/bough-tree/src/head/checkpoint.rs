@@ -138,6 +138,15 @@ impl Head {
     /// fsync) and reopens it for appending; `manifest_end` follows. The caller sets the
     /// version and sequence the snapshot carries.
     pub(crate) fn replace_manifest(&mut self, bytes: &[u8]) -> TreeResult<()> {
+        // The bytes describe the state as it is; no checkpoint may land behind them.
+        if self.background.is_some() {
+            return Err(TreeError::InvalidArgument {
+                what: format!(
+                    "{}: a manifest rewrite while a checkpoint runs",
+                    self.manifest_path
+                ),
+            });
+        }
         // As for an appended record: the log is durable up to what the manifest names.
         self.sync_log_writer()?;
         if let Err(e) = self

@@ -108,101 +108,35 @@ impl Head {
         // operation that staged them failed too), never riding along with a later commit.
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
+        // A running checkpoint's tree is the one this record follows.
+        self.finish_background()?;
         let before = self.version();
         // The record also checkpoints the write buffer (its ops first, then `muts`).
         let absorbed = self.absorb_buffer(muts);
         let muts = absorbed.as_deref().unwrap_or(muts);
-        let mut txn = Txn {
-            files: &self.files,
-            cfg: &self.cfg,
-            branch: &self.branch,
-            term: self.term,
-            incarnation: self.incarnation,
-            st: self.state.clone(),
-            pages: Vec::new(),
-            staged: HashMap::new(),
-            new_files: Vec::new(),
-            ttl_tree: false,
-        };
         let mut applied = Applied::default();
-        let root = txn.st.root;
-        txn.st.root = btree::apply(&mut txn, root, muts, &mut applied)?;
-        extra(&mut txn, &mut applied)?;
-        // Keep the TTL index exact: drop the expiries of replaced entries, add the new ones.
-        if !applied.expiry_removed.is_empty() || !applied.expiry_added.is_empty() {
-            let mut ttl: std::collections::BTreeMap<Vec<u8>, Op> =
-                std::collections::BTreeMap::new();
-            for (k, e) in &applied.expiry_removed {
-                ttl.insert(ttl_key(*e, k), Op::ForceDelete);
-            }
-            for (k, e) in &applied.expiry_added {
-                ttl.insert(
-                    ttl_key(*e, k),
-                    Op::Put {
-                        value: Vec::new(),
-                        timestamp: 0,
-                        expire_at: 0,
-                    },
-                );
-            }
-            let ttl_muts: Vec<Mutation> = ttl
-                .into_iter()
-                .map(|(key, op)| Mutation { key, op })
-                .collect();
-            let ttl_root = txn.st.ttl_root;
-            txn.ttl_tree = true;
-            txn.st.ttl_root = btree::apply(&mut txn, ttl_root, &ttl_muts, &mut Applied::default())?;
-            txn.ttl_tree = false;
-        }
-        let checkpoint = if force_checkpoint
-            || txn.st.mapping.current().dirty_chunks() >= self.cfg.checkpoint_chunks
-        {
-            // The checkpoint stages pages through the transaction while reading old nodes;
-            // it reads through a copy of what was staged before it started.
-            let staged = std::mem::take(&mut txn.staged);
-            let ranges = txn.st.ranges.clone();
-            let mut mapping = txn.st.mapping.clone();
-            let root = {
-                let fetch = Fetch {
-                    files: &self.files,
-                    ranges: &ranges,
-                    staged: Some(&staged),
-                    kept: None,
-                };
-                mapping.checkpoint(&fetch, &mut txn)?
-            };
-            txn.staged.extend(staged);
-            // The checkpoint covers every change so far; the record carries none.
-            mapping.take_changes();
-            txn.st.mapping = mapping;
-            Some(root)
-        } else {
-            None
-        };
-        let changes = txn.st.mapping.take_changes();
-        let Txn {
+        let ctx = self.tree_ctx();
+        let staged = stage(
+            &ctx,
+            self.state.clone(),
+            muts,
+            force_checkpoint,
+            &mut applied,
+            extra,
+        )?;
+        let Staged {
             st,
             pages,
             new_files,
             staged,
-            ..
-        } = txn;
+            checkpoint,
+            changes,
+        } = staged;
         if let Err(e) = self.write_pages(&st, &pages, &new_files, now_ms) {
             self.skip_file_ids(&new_files);
             return Err(e);
         }
-        let log = LogRecord {
-            seq: self.seq + 1,
-            root: st.root,
-            ttl_root: st.ttl_root,
-            max_file_id: st.max_file_id,
-            branch_file_ranges: st.ranges.clone(),
-            checkpoint,
-            next_page_id: st.mapping.next_page_id(),
-            free_head: st.mapping.free_head(),
-            changes,
-            extensions: staged_ext.clone(),
-        };
+        let log = record_of(&st, self.seq + 1, checkpoint, changes, staged_ext.clone());
         if let Err(e) = self.append_log(&log, "a log record") {
             self.skip_file_ids(&new_files);
             return Err(e);
@@ -212,10 +146,29 @@ impl Head {
         for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
-        // Pages of index and mapping nodes just written are likely read next, and so are
-        // the leaves (the next commit to the same keys would otherwise read them back from
-        // the file). Overflow pages are read in runs past the cache: not kept.
-        let leaves = leaf_addrs(&pages, self.files.caches_data_pages());
+        self.keep_written(&pages, staged);
+        // The state is durable: readers see it whatever becomes of its history point.
+        self.publish();
+        self.write_history_point(now_ms, before)?;
+        Ok(applied)
+    }
+
+    /// The parts of this head a tree update reads.
+    pub(crate) fn tree_ctx(&self) -> TreeCtx<'_> {
+        TreeCtx {
+            files: &self.files,
+            cfg: &self.cfg,
+            branch: &self.branch,
+            term: self.term,
+            incarnation: self.incarnation,
+        }
+    }
+
+    /// Caches what a durable update wrote: pages of index and mapping nodes are likely read
+    /// next, and so are the leaves (the next commit to the same keys would otherwise read
+    /// them back from the file). Overflow pages are read in runs past the cache: not kept.
+    pub(crate) fn keep_written(&self, pages: &[StagedPage], staged: HashMap<PageAddr, CachedPage>) {
+        let leaves = leaf_addrs(pages, self.files.caches_data_pages());
         for (addr, page) in staged {
             let keep = match page {
                 CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_)) => true,
@@ -228,10 +181,6 @@ impl Head {
                 );
             }
         }
-        // The state is durable: readers see it whatever becomes of its history point.
-        self.publish();
-        self.write_history_point(now_ms, before)?;
-        Ok(applied)
     }
 
     pub(crate) fn publish(&self) {
@@ -264,10 +213,6 @@ impl Head {
     /// Writes staged pages and makes them durable. A failed write leaves the head as it was
     /// (pages past the durable frontier are simply overwritten by the next commit); a failed
     /// sync poisons it.
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "i < j <= pages.len() by the loops, the buffer holds j - i pages of ps bytes, and every staged payload fits its page (max_payload)"
-    )]
     pub(crate) fn write_pages(
         &mut self,
         st: &HeadState,
@@ -275,86 +220,22 @@ impl Head {
         new_files: &[FileId],
         now_ms: u64,
     ) -> TreeResult<()> {
-        if pages.is_empty() {
-            return Ok(());
-        }
-        let ps = self.cfg.page_size as usize;
-        // A new file seals the one appended to so far (once this commit's pages are in it).
-        let sealed = (!new_files.is_empty()).then_some(self.reserved);
-        for &id in new_files {
-            let first = FIRST_RESERVATION.min(self.cfg.preallocate);
-            let f =
-                self.files
-                    .create(id, &self.branch, self.term, self.incarnation, first, now_ms)?;
-            self.reserved = (id, first);
-            self.reserve_base = 0;
-            // Registered before any manifest names it, so GC keeps it from now on.
-            self.files
-                .set_writing(&self.writer_id(), Some(f.name.to_string()));
-        }
-        let mut touched: Vec<FileId> = Vec::new();
-        let mut buf = Vec::new();
-        let mut i = 0;
-        while i < pages.len() {
-            // A run of consecutive pages of one file becomes one write.
-            let file_id = pages[i].addr.file_id();
-            let mut j = i + 1;
-            while j < pages.len()
-                && pages[j].addr.file_id() == file_id
-                && pages[j].addr.page_index() == pages[j - 1].addr.page_index() + 1
-            {
-                j += 1;
+        let ctx = TreeCtx {
+            files: &self.files,
+            cfg: &self.cfg,
+            branch: &self.branch,
+            term: self.term,
+            incarnation: self.incarnation,
+        };
+        let mut spot = (self.reserved, self.reserve_base);
+        let written = write_staged(&ctx, &mut spot, st, pages, new_files, now_ms);
+        (self.reserved, self.reserve_base) = spot;
+        written.map_err(|f| {
+            if f.poison.is_some() {
+                self.poisoned = f.poison;
             }
-            let h = self.files.handle(&st.ranges, file_id)?;
-            let end = page_offset(pages[j - 1].addr.page_index() + 1, self.cfg.page_size);
-            if self.reserved.0 == file_id && end > self.reserved.1 && self.cfg.preallocate > 0 {
-                // Double the reservation (bounded): appends stay inside reserved space.
-                let grow = (self.reserved.1 - self.reserve_base.min(self.reserved.1))
-                    .max(FIRST_RESERVATION.min(self.cfg.preallocate))
-                    .max(end - self.reserved.1)
-                    .min(self.cfg.preallocate.max(end - self.reserved.1));
-                h.file.preallocate(self.reserved.1, grow)?;
-                self.reserved.1 += grow;
-            }
-            // Written a bounded chunk at a time through one reused buffer: a checkpoint's
-            // run is often 100+ MiB, and one buffer that size cost a page fault per page.
-            for chunk in pages[i..j].chunks(WRITE_CHUNK_BYTES.div_ceil(ps).max(1)) {
-                buf.clear();
-                buf.resize(ps * chunk.len(), 0);
-                for (page, p) in buf.chunks_exact_mut(ps).zip(chunk) {
-                    page[FRAME_HEADER_LEN..FRAME_HEADER_LEN + p.payload.len()]
-                        .copy_from_slice(&p.payload);
-                    seal_page(page, h.salt, p.addr.page_index(), p.kind, p.payload.len())?;
-                }
-                let first = chunk.first().map_or(0, |p| p.addr.page_index());
-                h.file
-                    .write_at(page_offset(first, self.cfg.page_size), &buf)?;
-            }
-            if !touched.contains(&file_id) {
-                touched.push(file_id);
-            }
-            i = j;
-        }
-        for file_id in touched {
-            let h = self.files.handle(&st.ranges, file_id)?;
-            if let Err(e) = h.file.sync() {
-                self.poisoned = Some(format!("fdatasync of {} failed: {e}", h.path));
-                return Err(e.into());
-            }
-        }
-        if !new_files.is_empty()
-            && let Err(e) = self.files.storage().sync_dir(self.files.dir())
-        {
-            self.poisoned = Some(format!(
-                "directory sync of {} failed: {e}",
-                self.files.dir()
-            ));
-            return Err(e.into());
-        }
-        if let Some(old) = sealed {
-            self.release(old);
-        }
-        Ok(())
+            f.err
+        })
     }
 
     /// After a failed commit: the data files it may have created stay on storage (a file
@@ -398,5 +279,254 @@ impl Head {
         self.manifest_end += bytes.len() as u64;
         self.appended = true;
         Ok(())
+    }
+}
+
+/// The parts of a head a tree update reads (a background checkpoint holds its own copies).
+#[derive(Clone, Copy)]
+pub(crate) struct TreeCtx<'a> {
+    pub(super) files: &'a FileTable,
+    pub(super) cfg: &'a HeadConfig,
+    pub(super) branch: &'a BranchName,
+    pub(super) term: Term,
+    pub(super) incarnation: u64,
+}
+
+/// A tree update staged in memory: the new state and its pages, nothing written yet.
+pub(crate) struct Staged {
+    pub(super) st: HeadState,
+    pub(super) pages: Vec<StagedPage>,
+    pub(super) new_files: Vec<FileId>,
+    pub(super) staged: HashMap<PageAddr, CachedPage>,
+    /// The mapping checkpoint's root, when the update wrote one.
+    pub(super) checkpoint: Option<PageAddr>,
+    /// Mapping slots changed since the last mapping checkpoint, for the record.
+    pub(super) changes: Vec<(PageId, u64)>,
+}
+
+/// The manifest record (number `seq`) that makes tree state `st` durable, with its mapping
+/// checkpoint, the mapping slots changed since, and `extensions`.
+pub(crate) fn record_of(
+    st: &HeadState,
+    seq: u64,
+    checkpoint: Option<PageAddr>,
+    changes: Vec<(PageId, u64)>,
+    extensions: bough_manifest::ext::Extensions,
+) -> LogRecord {
+    LogRecord {
+        seq,
+        root: st.root,
+        ttl_root: st.ttl_root,
+        max_file_id: st.max_file_id,
+        branch_file_ranges: st.ranges.clone(),
+        checkpoint,
+        next_page_id: st.mapping.next_page_id(),
+        free_head: st.mapping.free_head(),
+        changes,
+        extensions,
+    }
+}
+
+/// Applies `muts` (then `extra`) to `st` and stages every page it writes: the tree, the TTL
+/// index kept exact, and a mapping checkpoint when forced or when enough chunks are dirty.
+pub(crate) fn stage(
+    ctx: &TreeCtx<'_>,
+    st: HeadState,
+    muts: &[Mutation],
+    force_checkpoint: bool,
+    applied: &mut Applied,
+    extra: impl FnOnce(&mut Txn<'_>, &mut Applied) -> TreeResult<()>,
+) -> TreeResult<Staged> {
+    let mut txn = Txn {
+        ctx: *ctx,
+        st,
+        pages: Vec::new(),
+        staged: HashMap::new(),
+        new_files: Vec::new(),
+        ttl_tree: false,
+    };
+    let root = txn.st.root;
+    txn.st.root = btree::apply(&mut txn, root, muts, applied)?;
+    extra(&mut txn, applied)?;
+    // Keep the TTL index exact: drop the expiries of replaced entries, add the new ones.
+    if !applied.expiry_removed.is_empty() || !applied.expiry_added.is_empty() {
+        let mut ttl: std::collections::BTreeMap<Vec<u8>, Op> = std::collections::BTreeMap::new();
+        for (k, e) in &applied.expiry_removed {
+            ttl.insert(ttl_key(*e, k), Op::ForceDelete);
+        }
+        for (k, e) in &applied.expiry_added {
+            ttl.insert(
+                ttl_key(*e, k),
+                Op::Put {
+                    value: Vec::new(),
+                    timestamp: 0,
+                    expire_at: 0,
+                },
+            );
+        }
+        let ttl_muts: Vec<Mutation> = ttl
+            .into_iter()
+            .map(|(key, op)| Mutation { key, op })
+            .collect();
+        let ttl_root = txn.st.ttl_root;
+        txn.ttl_tree = true;
+        txn.st.ttl_root = btree::apply(&mut txn, ttl_root, &ttl_muts, &mut Applied::default())?;
+        txn.ttl_tree = false;
+    }
+    let checkpoint = if force_checkpoint
+        || txn.st.mapping.current().dirty_chunks() >= ctx.cfg.checkpoint_chunks
+    {
+        // The checkpoint stages pages through the transaction while reading old nodes;
+        // it reads through a copy of what was staged before it started.
+        let staged = std::mem::take(&mut txn.staged);
+        let ranges = txn.st.ranges.clone();
+        let mut mapping = txn.st.mapping.clone();
+        let root = {
+            let fetch = Fetch {
+                files: ctx.files,
+                ranges: &ranges,
+                staged: Some(&staged),
+                kept: None,
+            };
+            mapping.checkpoint(&fetch, &mut txn)?
+        };
+        txn.staged.extend(staged);
+        // The checkpoint covers every change so far; the record carries none.
+        mapping.take_changes();
+        txn.st.mapping = mapping;
+        Some(root)
+    } else {
+        None
+    };
+    let changes = txn.st.mapping.take_changes();
+    let Txn {
+        st,
+        pages,
+        new_files,
+        staged,
+        ..
+    } = txn;
+    Ok(Staged {
+        st,
+        pages,
+        new_files,
+        staged,
+        checkpoint,
+        changes,
+    })
+}
+
+/// Writes staged pages and syncs every data file written (and the directory when a file was
+/// created); `spot` is the file appended to with the end of its reserved space, and where
+/// this writer's reservation of it began. A failed sync names the cause to poison with.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "i < j <= pages.len() by the loops, the buffer holds j - i pages of ps bytes, and every staged payload fits its page (max_payload)"
+)]
+pub(crate) fn write_staged(
+    ctx: &TreeCtx<'_>,
+    spot: &mut ((FileId, u64), u64),
+    st: &HeadState,
+    pages: &[StagedPage],
+    new_files: &[FileId],
+    now_ms: u64,
+) -> Result<(), WriteFailure> {
+    if pages.is_empty() {
+        return Ok(());
+    }
+    let ps = ctx.cfg.page_size as usize;
+    let writer_id = format!("{}@{}", ctx.branch, ctx.term);
+    // A new file seals the one appended to so far (once this commit's pages are in it).
+    let sealed = (!new_files.is_empty()).then_some(spot.0);
+    for &id in new_files {
+        let first = FIRST_RESERVATION.min(ctx.cfg.preallocate);
+        let f = ctx
+            .files
+            .create(id, ctx.branch, ctx.term, ctx.incarnation, first, now_ms)
+            .map_err(failed)?;
+        *spot = ((id, first), 0);
+        // Registered before any manifest names it, so GC keeps it from now on.
+        ctx.files.set_writing(&writer_id, Some(f.name.to_string()));
+    }
+    let mut touched: Vec<FileId> = Vec::new();
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        // A run of consecutive pages of one file becomes one write.
+        let file_id = pages[i].addr.file_id();
+        let mut j = i + 1;
+        while j < pages.len()
+            && pages[j].addr.file_id() == file_id
+            && pages[j].addr.page_index() == pages[j - 1].addr.page_index() + 1
+        {
+            j += 1;
+        }
+        let h = ctx.files.handle(&st.ranges, file_id).map_err(failed)?;
+        let end = page_offset(pages[j - 1].addr.page_index() + 1, ctx.cfg.page_size);
+        let ((reserved_id, reserved_end), base) = *spot;
+        if reserved_id == file_id && end > reserved_end && ctx.cfg.preallocate > 0 {
+            // Double the reservation (bounded): appends stay inside reserved space.
+            let grow = (reserved_end - base.min(reserved_end))
+                .max(FIRST_RESERVATION.min(ctx.cfg.preallocate))
+                .max(end - reserved_end)
+                .min(ctx.cfg.preallocate.max(end - reserved_end));
+            h.file.preallocate(reserved_end, grow).map_err(failed)?;
+            spot.0.1 += grow;
+        }
+        // Written a bounded chunk at a time through one reused buffer: a checkpoint's
+        // run is often 100+ MiB, and one buffer that size cost a page fault per page.
+        for chunk in pages[i..j].chunks(WRITE_CHUNK_BYTES.div_ceil(ps).max(1)) {
+            buf.clear();
+            buf.resize(ps * chunk.len(), 0);
+            for (page, p) in buf.chunks_exact_mut(ps).zip(chunk) {
+                page[FRAME_HEADER_LEN..FRAME_HEADER_LEN + p.payload.len()]
+                    .copy_from_slice(&p.payload);
+                seal_page(page, h.salt, p.addr.page_index(), p.kind, p.payload.len())
+                    .map_err(failed)?;
+            }
+            let first = chunk.first().map_or(0, |p| p.addr.page_index());
+            h.file
+                .write_at(page_offset(first, ctx.cfg.page_size), &buf)
+                .map_err(failed)?;
+        }
+        if !touched.contains(&file_id) {
+            touched.push(file_id);
+        }
+        i = j;
+    }
+    for file_id in touched {
+        let h = ctx.files.handle(&st.ranges, file_id).map_err(failed)?;
+        if let Err(e) = h.file.sync() {
+            return Err(WriteFailure {
+                poison: Some(format!("fdatasync of {} failed: {e}", h.path)),
+                err: e.into(),
+            });
+        }
+    }
+    if !new_files.is_empty()
+        && let Err(e) = ctx.files.storage().sync_dir(ctx.files.dir())
+    {
+        return Err(WriteFailure {
+            poison: Some(format!("directory sync of {} failed: {e}", ctx.files.dir())),
+            err: e.into(),
+        });
+    }
+    if let Some(old) = sealed {
+        release_file(ctx, old);
+    }
+    Ok(())
+}
+
+/// A failed page write: the error, and the cause to poison the head with when a sync
+/// failed (then nothing of the update may be retried).
+pub(crate) struct WriteFailure {
+    pub(super) err: TreeError,
+    pub(super) poison: Option<String>,
+}
+
+fn failed(e: impl Into<TreeError>) -> WriteFailure {
+    WriteFailure {
+        err: e.into(),
+        poison: None,
     }
 }

@@ -117,6 +117,7 @@ impl Head {
             log,
             // A reader writes no points.
             history: None,
+            background: None,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,

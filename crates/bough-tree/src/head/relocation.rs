@@ -36,6 +36,7 @@ impl Head {
         if victims.is_empty() {
             return Ok(0);
         }
+        self.finish_background()?;
         self.give_up_resume_of(victims);
         let snap = self.snapshot();
         let fetch = snap.fetch();
@@ -70,7 +71,7 @@ impl Head {
             }
             for id in touch {
                 let src = Fetch {
-                    files: txn.files,
+                    files: txn.ctx.files,
                     ranges: &txn.st.ranges,
                     staged: Some(&txn.staged),
                     kept: None,

@@ -12,6 +12,10 @@ impl Head {
     /// eviction, new term, deletion). Without it every short-lived writer would leave its
     /// whole first reservation allocated on disk.
     pub fn release_reservation(&mut self) {
+        // A running checkpoint holds the reservation: it is installed first.
+        if let Err(e) = self.finish_background() {
+            tracing::warn!(branch = %self.branch, error = %e, "background checkpoint not installed");
+        }
         if self.poisoned.is_none() {
             let r = std::mem::take(&mut self.reserved);
             self.release(r);
@@ -48,25 +52,30 @@ impl Head {
         }
     }
 
-    /// Releases the blocks reserved past the length of file `id` (`reserved` bytes from
-    /// offset 0): truncating to the file's own length keeps every byte written — nothing
-    /// is overwritten or cut, and no durability order changes (a crash before the size
-    /// change reaches the disk only leaves the reservation in place). Best effort: a
-    /// failure costs space, never data.
-    pub(crate) fn release(&self, (id, reserved): (FileId, u64)) {
-        if reserved == 0 || self.cfg.preallocate == 0 {
-            return;
+    /// Releases the blocks reserved past the length of file `id` (see [`release_file`]).
+    pub(crate) fn release(&self, r: (FileId, u64)) {
+        release_file(&self.tree_ctx(), r);
+    }
+}
+
+/// Releases the blocks reserved past the length of file `id` (`reserved` bytes from
+/// offset 0): truncating to the file's own length keeps every byte written — nothing is
+/// overwritten or cut, and no durability order changes (a crash before the size change
+/// reaches the disk only leaves the reservation in place). Best effort: a failure costs
+/// space, never data.
+pub(crate) fn release_file(ctx: &TreeCtx<'_>, (id, reserved): (FileId, u64)) {
+    if reserved == 0 || ctx.cfg.preallocate == 0 {
+        return;
+    }
+    let name = bough_names::DataFileName::new(id, ctx.branch.clone(), ctx.term);
+    let released = ctx.files.open(&name, ctx.incarnation).and_then(|h| {
+        let len = h.file.len()?;
+        if len < reserved {
+            h.file.set_len(len)?;
         }
-        let name = bough_names::DataFileName::new(id, self.branch.clone(), self.term);
-        let released = self.files.open(&name, self.incarnation).and_then(|h| {
-            let len = h.file.len()?;
-            if len < reserved {
-                h.file.set_len(len)?;
-            }
-            Ok(())
-        });
-        if let Err(e) = released {
-            tracing::debug!(file = %name, error = %e, "preallocation not released");
-        }
+        Ok(())
+    });
+    if let Err(e) = released {
+        tracing::debug!(file = %name, error = %e, "preallocation not released");
     }
 }

@@ -129,6 +129,7 @@ impl Head {
             return Ok(false);
         }
         self.check_poisoned()?;
+        self.finish_background()?;
         // A dropped tail goes aside before the file is replaced, as before any rewrite.
         self.keep_tail_aside()?;
         let overlay = {

@@ -88,6 +88,7 @@ impl Head {
     /// read-only). A failure leaves the manifest as a crash would have: every acknowledged
     /// commit is in it either way.
     pub fn close_clean(&mut self) -> TreeResult<()> {
+        self.finish_background()?;
         self.trim_log();
         if !self.needs_seal() {
             return Ok(());

@@ -38,11 +38,7 @@ pub(crate) struct StagedPage {
 }
 
 pub(crate) struct Txn<'a> {
-    pub(super) files: &'a FileTable,
-    pub(super) cfg: &'a HeadConfig,
-    pub(super) branch: &'a BranchName,
-    pub(super) term: Term,
-    pub(super) incarnation: u64,
+    pub(super) ctx: TreeCtx<'a>,
     pub(super) st: HeadState,
     pub(super) pages: Vec<StagedPage>,
     pub(super) staged: HashMap<PageAddr, CachedPage>,
@@ -54,7 +50,7 @@ pub(crate) struct Txn<'a> {
 impl Txn<'_> {
     pub(super) fn fetch(&self) -> Fetch<'_> {
         Fetch {
-            files: self.files,
+            files: self.ctx.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
             kept: None,
@@ -65,15 +61,15 @@ impl Txn<'_> {
         let need_new = self
             .st
             .active
-            .is_none_or(|a| a.next_index >= self.cfg.file_pages)
-            || (self.cfg.file_per_commit && self.new_files.is_empty());
-        if need_new && !self.cfg.file_per_commit && self.st.resume.is_some() {
+            .is_none_or(|a| a.next_index >= self.ctx.cfg.file_pages)
+            || (self.ctx.cfg.file_per_commit && self.new_files.is_empty());
+        if need_new && !self.ctx.cfg.file_per_commit && self.st.resume.is_some() {
             self.st.active = self.st.resume.take();
         } else if need_new {
             let id = self.st.max_file_id + 1;
             self.st
                 .ranges
-                .extend_own(self.branch, self.term, self.incarnation, id)
+                .extend_own(self.ctx.branch, self.ctx.term, self.ctx.incarnation, id)
                 .map_err(|e| TreeError::InvalidArgument {
                     what: format!("cannot allocate file id {id}: {e}"),
                 })?;
@@ -120,7 +116,7 @@ impl Txn<'_> {
 
     pub(super) fn map(&mut self, id: PageId, addr: PageAddr) -> TreeResult<()> {
         let src = Fetch {
-            files: self.files,
+            files: self.ctx.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
             kept: None,
@@ -130,7 +126,7 @@ impl Txn<'_> {
 
     pub(super) fn alloc(&mut self) -> TreeResult<PageId> {
         let src = Fetch {
-            files: self.files,
+            files: self.ctx.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
             kept: None,
@@ -141,7 +137,7 @@ impl Txn<'_> {
 
 impl PageSink for Txn<'_> {
     fn stage(&mut self, page_kind: u8, payload: Vec<u8>) -> TreeResult<PageAddr> {
-        let cap = max_payload(self.files.page_size());
+        let cap = max_payload(self.ctx.files.page_size());
         let payload: Arc<[u8]> = payload.into();
         let cached = match page_kind {
             kind::MAPPING => CachedPage::Mapping(Arc::new(
@@ -170,14 +166,14 @@ impl TreeRead for Txn<'_> {
         let fetch = self.fetch();
         match self.st.mapping.current().addr(id, &fetch) {
             Ok(addr) => fetch.locate(addr),
-            Err(_) => (self.files.dir().to_string(), u64::from(id)),
+            Err(_) => (self.ctx.files.dir().to_string(), u64::from(id)),
         }
     }
 }
 
 impl TreeWrite for Txn<'_> {
     fn payload_capacity(&self) -> usize {
-        max_payload(self.files.page_size())
+        max_payload(self.ctx.files.page_size())
     }
 
     fn put_leaf(&mut self, id: Option<PageId>, payload: Vec<u8>) -> TreeResult<PageId> {
@@ -214,7 +210,7 @@ impl TreeWrite for Txn<'_> {
 
     fn free(&mut self, id: PageId) -> TreeResult<()> {
         let src = Fetch {
-            files: self.files,
+            files: self.ctx.files,
             ranges: &self.st.ranges,
             staged: Some(&self.staged),
             kept: None,

@@ -27,11 +27,18 @@ pub struct WriteBufferUsage {
     pub limit: Option<u64>,
     /// Checkpoints of a buffer below its own `write_buffer_bytes` that the bound forced.
     pub forced_checkpoints: u64,
-    /// Checkpoints that ran inside a commit, before it was acknowledged: a buffer over its
-    /// `write_buffer_bytes` (or one the bound forced) is checkpointed by the commit that
-    /// filled it, and a commit that finds its log file full checkpoints the buffer with
-    /// the record naming the next file. This is the back-pressure a writer sees.
+    /// Checkpoints that ran inside a commit, before it was acknowledged: with
+    /// [`Options::background_checkpoints`] off, a buffer over its `write_buffer_bytes` (or
+    /// one the bound forced) is checkpointed by the commit that filled it; with it on, a
+    /// commit waits for the running checkpoint when the buffer reached twice its bound (or
+    /// the store's bound presses) before it was done, or when its log file is full. A
+    /// commit that finds its log file full and `LOG` naming eight files checkpoints the
+    /// buffer with the record naming the next file. This is the back-pressure a writer
+    /// sees.
     pub commit_checkpoints: u64,
+    /// Checkpoints started on a thread of their own while commits went on
+    /// ([`Options::background_checkpoints`]).
+    pub background_checkpoints: u64,
     /// How long those commits waited for their checkpoints, together.
     pub commit_checkpoint_wait: std::time::Duration,
 }
@@ -60,6 +67,7 @@ impl Store {
             forced_checkpoints: budget.map_or(0, |b| b.forced_checkpoints()),
             commit_checkpoints: stalls.0,
             commit_checkpoint_wait: stalls.1,
+            background_checkpoints: budget.map_or(0, |b| b.background_checkpoints()),
         }
     }
 

@@ -1,0 +1,333 @@
+//! Background checkpoints (ARCHITECTURE.md, "Write path", "Checkpoints off the commit
+//! path"): a commit that fills the write buffer freezes it and hands the frozen runs to a
+//! thread that applies them to a copy of the tree and writes and syncs their pages, while
+//! commits go on appending to the log and the buffer. The head installs the result — one
+//! manifest record, then the frozen runs are dropped — at its next operation once the
+//! thread is done, or waits for it when it must.
+//!
+//! Rules this module keeps:
+//! - **The tree state does not change while a checkpoint runs.** The thread works on a
+//!   copy taken at the freeze, and every head operation that changes the tree state, the
+//!   data files or the manifest waits for it and installs it first
+//!   ([`Head::finish_background`]); only buffered commits (log appends) run beside it. A
+//!   full log file waits too, so the `LOG` in force is the one the freeze saw.
+//! - **Durability order as for every checkpoint:** pages written and synced (the thread)
+//!   → log synced → manifest record synced (the head) → readers get the new tree → frozen
+//!   runs dropped. The record's `LOG` starts at the log position right after the frozen
+//!   version, in the file it was in, with `covered` = that version, followed by the files
+//!   the `LOG` in force names after it.
+//! - **History:** the record's history point is stamped with the freeze time and the frozen
+//!   version as its `before`, so the point before it reads the log up to the freeze
+//!   position, and this one from there.
+//! - **Failures:** a failed sync in the thread poisons the head when it installs; any other
+//!   failure drops the result (the buffer keeps the runs, a later checkpoint applies them)
+//!   and the data files it created are skipped, as after a failed commit. A head dropped
+//!   while its checkpoint runs waits for the thread and drops the result.
+
+use super::*;
+use crate::buffer::WriteBuffer;
+use crate::error::{TreeError, TreeResult};
+use bough_manifest::{LOG, decode_log_refs, encode_log_refs};
+use bough_names::LogFileName;
+use commit::{WriteFailure, record_of, write_staged};
+
+/// A checkpoint running on its own thread.
+#[derive(Debug)]
+pub(crate) struct Background {
+    /// Every buffered commit up to this version is in the checkpoint.
+    upto: u64,
+    /// The log file and offset the first commit after `upto` went (or goes) to.
+    resume_at: (LogFileName, u64),
+    /// Store-clock time of the freeze.
+    frozen_ms: u64,
+    thread: std::thread::JoinHandle<Done>,
+}
+
+/// What the thread hands back.
+struct Done {
+    result: Result<Staged, (WriteFailure, Vec<FileId>)>,
+    /// The reservation of the data file appended to, as the thread left it.
+    spot: ((FileId, u64), u64),
+}
+
+impl std::fmt::Debug for Done {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Done").finish_non_exhaustive()
+    }
+}
+
+/// What the thread needs, owned.
+struct Job {
+    files: Arc<FileTable>,
+    cfg: HeadConfig,
+    branch: BranchName,
+    term: Term,
+    incarnation: u64,
+    state: HeadState,
+    frozen: WriteBuffer,
+    spot: ((FileId, u64), u64),
+    now_ms: u64,
+}
+
+impl Job {
+    fn run(self) -> Done {
+        let Job {
+            files,
+            cfg,
+            branch,
+            term,
+            incarnation,
+            state,
+            mut frozen,
+            mut spot,
+            now_ms,
+        } = self;
+        let ctx = TreeCtx {
+            files: &files,
+            cfg: &cfg,
+            branch: &branch,
+            term,
+            incarnation,
+        };
+        let no_files = |err: TreeError| (WriteFailure { err, poison: None }, Vec::new());
+        let result = (|| {
+            let Some((_, batch)) = frozen.frozen_batch() else {
+                return Err(no_files(TreeError::InvalidArgument {
+                    what: format!("{branch}: a background checkpoint of an empty buffer"),
+                }));
+            };
+            drop(frozen);
+            let mut applied = Applied::default();
+            let staged =
+                stage(&ctx, state, &batch, false, &mut applied, |_, _| Ok(())).map_err(no_files)?;
+            drop(batch);
+            match write_staged(
+                &ctx,
+                &mut spot,
+                &staged.st,
+                &staged.pages,
+                &staged.new_files,
+                now_ms,
+            ) {
+                Ok(()) => Ok(staged),
+                Err(f) => Err((f, staged.new_files)),
+            }
+        })();
+        Done { result, spot }
+    }
+}
+
+impl Head {
+    /// Starts a checkpoint of everything buffered on its own thread. `false` (nothing
+    /// started) when background checkpoints are off, one is running, the head appends to
+    /// no log file of its own, or the thread cannot be started: the caller checkpoints in
+    /// line then.
+    pub(super) fn start_background(&mut self, now_ms: u64) -> bool {
+        if !self.cfg.background_checkpoints || self.background.is_some() {
+            return false;
+        }
+        let Some(writer) = self.log.writer.as_ref() else {
+            return false;
+        };
+        let resume_at = (writer.name().clone(), writer.offset());
+        let Some(upto) = self.log.buffer.freeze() else {
+            return false;
+        };
+        let job = Job {
+            files: Arc::clone(&self.files),
+            cfg: self.cfg.clone(),
+            branch: self.branch.clone(),
+            term: self.term,
+            incarnation: self.incarnation,
+            state: self.state.clone(),
+            frozen: self.log.buffer.clone(),
+            spot: (self.reserved, self.reserve_base),
+            now_ms,
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("bough-checkpoint-{}", self.branch))
+            .spawn(move || job.run());
+        match spawned {
+            Ok(thread) => {
+                if let Some(b) = &self.cfg.buffer_budget {
+                    b.note_background();
+                }
+                self.background = Some(Background {
+                    upto,
+                    resume_at,
+                    frozen_ms: now_ms,
+                    thread,
+                });
+                true
+            }
+            Err(e) => {
+                tracing::warn!(branch = %self.branch, error = %e, "could not start a checkpoint thread; checkpointing in line");
+                false
+            }
+        }
+    }
+
+    /// Whether a background checkpoint is running (or done and not yet installed).
+    pub fn checkpoint_running(&self) -> bool {
+        self.background.is_some()
+    }
+
+    /// Installs a background checkpoint that is done; returns at once when none is, or it
+    /// is still running.
+    pub(super) fn poll_background(&mut self) -> TreeResult<()> {
+        if self
+            .background
+            .as_ref()
+            .is_some_and(|b| b.thread.is_finished())
+        {
+            return self.finish_background();
+        }
+        Ok(())
+    }
+
+    /// Waits for a running background checkpoint and installs it (nothing when none
+    /// runs). An error is a failure to install it (a failed manifest append, which
+    /// poisons as any does) or a failed sync of the thread's (which poisons); the thread's
+    /// other failures only drop its result.
+    pub(crate) fn finish_background(&mut self) -> TreeResult<()> {
+        let Some(bg) = self.background.take() else {
+            return Ok(());
+        };
+        let Some(done) = self.join_background(bg.thread) else {
+            return Ok(());
+        };
+        let staged = match done.result {
+            Ok(staged) => staged,
+            Err((f, created)) => {
+                self.skip_file_ids(&created);
+                if let Some(cause) = f.poison {
+                    self.poisoned = Some(cause);
+                    return Err(f.err);
+                }
+                tracing::warn!(branch = %self.branch, error = %f.err, "background checkpoint failed; the buffer keeps its writes");
+                return Ok(());
+            }
+        };
+        let new_files = staged.new_files.clone();
+        let installed = self.install_background(&bg.resume_at, bg.upto, bg.frozen_ms, staged);
+        if installed.is_err() {
+            self.skip_file_ids(&new_files);
+        }
+        installed
+    }
+
+    /// Waits for a background checkpoint's thread and drops its result (the head goes).
+    pub(super) fn abandon_background(&mut self) {
+        if let Some(bg) = self.background.take()
+            && let Some(Done {
+                result:
+                    Err((_, created))
+                    | Ok(Staged {
+                        new_files: created, ..
+                    }),
+                ..
+            }) = self.join_background(bg.thread)
+        {
+            self.skip_file_ids(&created);
+        }
+    }
+
+    /// Joins the thread and takes back the data file reservation it held. `None` (and
+    /// the head poisoned) if the thread panicked.
+    fn join_background(&mut self, thread: std::thread::JoinHandle<Done>) -> Option<Done> {
+        match thread.join() {
+            Ok(done) => {
+                (self.reserved, self.reserve_base) = done.spot;
+                Some(done)
+            }
+            Err(_) => {
+                self.poisoned = Some(format!(
+                    "the background checkpoint of {} panicked",
+                    self.branch
+                ));
+                None
+            }
+        }
+    }
+
+    /// Appends the record of a checkpoint staged and written in the background (the tree
+    /// up to `upto`; the log after it from `resume_at`), then publishes it and drops the
+    /// runs it holds.
+    fn install_background(
+        &mut self,
+        resume_at: &(LogFileName, u64),
+        upto: u64,
+        frozen_ms: u64,
+        staged: Staged,
+    ) -> TreeResult<()> {
+        self.check_poisoned()?;
+        let refs = self.refs_after_freeze(resume_at, upto)?;
+        let payload = encode_log_refs(&refs);
+        let Staged {
+            st,
+            pages,
+            staged,
+            checkpoint,
+            changes,
+            ..
+        } = staged;
+        let record = record_of(
+            &st,
+            self.seq + 1,
+            checkpoint,
+            changes,
+            vec![(LOG, payload.clone())],
+        );
+        self.check_log_invariants(&record)?;
+        let bytes = encode_log(&record).map_err(|e| TreeError::InvalidArgument {
+            what: format!("cannot encode a checkpoint of {}: {e}", self.manifest_path),
+        })?;
+        self.append_manifest(&bytes)?;
+        self.seq += 1;
+        self.state = st;
+        bough_manifest::ext::set(&mut self.extensions, LOG, payload);
+        self.log.buffer.release(upto);
+        self.log.buffered = self.version().saturating_sub(upto);
+        self.charge_buffer();
+        self.keep_written(&pages, staged);
+        if let Some(h) = self.history.as_mut() {
+            h.follow(&record);
+        }
+        self.publish();
+        self.write_history_point(frozen_ms, upto)?;
+        Ok(())
+    }
+
+    /// The `LOG` of a checkpoint up to `upto`: the references in force from the file the
+    /// first later commit is in (starting there at `resume_at`), all with `covered` =
+    /// `upto`.
+    fn refs_after_freeze(
+        &self,
+        resume_at: &(LogFileName, u64),
+        upto: u64,
+    ) -> TreeResult<Vec<bough_manifest::LogRef>> {
+        let in_force = bough_manifest::ext::get(&self.extensions, LOG)
+            .map(decode_log_refs)
+            .transpose()
+            .map_err(|e| TreeError::InvalidArgument {
+                what: format!("{}: the LOG in force does not decode: {e:?}", self.branch),
+            })?
+            .unwrap_or_default();
+        let Some(at) = in_force.iter().position(|r| r.file == resume_at.0) else {
+            return Err(TreeError::InvalidArgument {
+                what: format!(
+                    "{}: the LOG in force no longer names {}, where the checkpoint's log resumes",
+                    self.branch, resume_at.0
+                ),
+            });
+        };
+        let mut refs: Vec<_> = in_force.into_iter().skip(at).collect();
+        for (i, r) in refs.iter_mut().enumerate() {
+            r.covered = upto;
+            if i == 0 {
+                r.start = resume_at.1;
+            }
+        }
+        Ok(refs)
+    }
+}
