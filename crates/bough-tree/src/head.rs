@@ -43,6 +43,7 @@ mod snapshot;
 mod tail;
 mod txn;
 
+pub use background::BackgroundDone;
 pub use checkpoint::ForkPoint;
 use commit::{Staged, TreeCtx, stage};
 pub use expiry::ttl_key;
@@ -160,6 +161,8 @@ pub struct Head {
     history: Option<history::HistoryTrack>,
     /// A checkpoint running on its own thread (`head/background.rs`).
     background: Option<background::Background>,
+    /// Called by that thread once its result is ready (set by the store).
+    background_done: Option<background::BackgroundDone>,
 }
 
 /// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
@@ -370,6 +373,7 @@ impl Head {
             log,
             history,
             background: None,
+            background_done: None,
         };
         head.charge_buffer();
         Ok(head)

@@ -674,19 +674,31 @@ impl Inner {
 }
 
 /// The entry of a newly opened or created head; `shards` places it on its writer.
-fn new_branch_entry(head: Head, dir: &PartitionDir, shards: usize) -> Arc<BranchEntry> {
+fn new_branch_entry(mut head: Head, dir: &PartitionDir, shards: usize) -> Arc<BranchEntry> {
     let label = format!("{dir}@{}", head.branch());
     let shard = shard_of(&label, shards);
     let name = head.branch().clone();
-    Arc::new(BranchEntry {
-        label: label.into(),
-        published: head.published(),
-        head: Mutex::new(head),
-        shard,
-        gone: AtomicBool::new(false),
-        dir: dir.clone(),
-        name,
-        activity: activity::Activity::default(),
+    Arc::new_cyclic(|entry: &std::sync::Weak<BranchEntry>| {
+        // A background checkpoint's result is installed as soon as it is ready when the
+        // head is free; a busy head installs it itself at the end of what it is doing.
+        let entry = entry.clone();
+        head.set_background_done(bough_tree::head::BackgroundDone::new(move || {
+            if let Some(e) = entry.upgrade()
+                && let Some(mut h) = e.head.try_lock()
+            {
+                h.install_finished_background();
+            }
+        }));
+        BranchEntry {
+            label: label.into(),
+            published: head.published(),
+            head: Mutex::new(head),
+            shard,
+            gone: AtomicBool::new(false),
+            dir: dir.clone(),
+            name,
+            activity: activity::Activity::default(),
+        }
     })
 }
 

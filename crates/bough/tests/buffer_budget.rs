@@ -214,3 +214,35 @@ fn background_checkpoints_are_counted_apart_from_the_waits_of_commits() {
     assert_eq!(store.write_buffer_usage().bytes, 0);
     read(&main);
 }
+
+/// A background checkpoint's result is installed as soon as it is ready, with no further
+/// operation on the branch: the buffer drains by itself (reads would otherwise probe the
+/// frozen runs until the next write or maintenance pass).
+#[test]
+fn a_finished_background_checkpoint_is_installed_without_another_operation() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::open(
+        Options::new(dir.path())
+            .maintenance_interval_ms(0)
+            .write_buffer_bytes(16 << 10),
+    )
+    .expect("open");
+    let main = store
+        .partition("bb", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("main");
+    write_eight_batches(&main);
+    assert!(store.write_buffer_usage().background_checkpoints > 0);
+    // Bounded: a checkpoint of 16 KiB takes milliseconds; the bound only keeps a broken
+    // build from hanging.
+    let mut waited = 0;
+    while store.write_buffer_usage().bytes > 16 << 10 && waited < 30_000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 10;
+    }
+    assert!(
+        store.write_buffer_usage().bytes <= 16 << 10,
+        "still {} bytes buffered after {waited} ms",
+        store.write_buffer_usage().bytes
+    );
+}

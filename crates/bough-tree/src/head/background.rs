@@ -40,7 +40,29 @@ pub(crate) struct Background {
     resume_at: (LogFileName, u64),
     /// Store-clock time of the freeze.
     frozen_ms: u64,
-    thread: std::thread::JoinHandle<Done>,
+    /// Where the thread leaves its result before it calls the head's
+    /// [`BackgroundDone`] hook (so the hook may install it while the thread still runs).
+    slot: Arc<parking_lot::Mutex<Option<Done>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Called on the checkpoint's thread once its result is ready: the store uses it to have
+/// the result installed at once (it takes the head's lock if free and calls
+/// [`Head::install_finished_background`]), not at the head's next operation.
+#[derive(Clone)]
+pub struct BackgroundDone(Arc<dyn Fn() + Send + Sync>);
+
+impl BackgroundDone {
+    /// A hook calling `f`.
+    pub fn new(f: impl Fn() + Send + Sync + 'static) -> Self {
+        BackgroundDone(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for BackgroundDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BackgroundDone")
+    }
 }
 
 /// What the thread hands back.
@@ -144,9 +166,18 @@ impl Head {
             spot: (self.reserved, self.reserve_base),
             now_ms,
         };
+        let slot = Arc::new(parking_lot::Mutex::new(None));
+        let filled = Arc::clone(&slot);
+        let on_done = self.background_done.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("bough-checkpoint-{}", self.branch))
-            .spawn(move || job.run());
+            .spawn(move || {
+                let done = job.run();
+                *filled.lock() = Some(done);
+                if let Some(hook) = on_done {
+                    (hook.0)();
+                }
+            });
         match spawned {
             Ok(thread) => {
                 if let Some(b) = &self.cfg.buffer_budget {
@@ -156,6 +187,7 @@ impl Head {
                     upto,
                     resume_at,
                     frozen_ms: now_ms,
+                    slot,
                     thread,
                 });
                 true
@@ -172,17 +204,31 @@ impl Head {
         self.background.is_some()
     }
 
-    /// Installs a background checkpoint that is done; returns at once when none is, or it
-    /// is still running.
+    /// Installs a background checkpoint whose result is ready; returns at once when none
+    /// is, or it is still running.
     pub(super) fn poll_background(&mut self) -> TreeResult<()> {
         if self
             .background
             .as_ref()
-            .is_some_and(|b| b.thread.is_finished())
+            .is_some_and(|b| b.slot.lock().is_some())
         {
             return self.finish_background();
         }
         Ok(())
+    }
+
+    /// Installs a background checkpoint whose result is ready (nothing when none is): what
+    /// the [`BackgroundDone`] hook calls, holding the head. A failure is logged; the head's
+    /// next operation meets its consequences (a poisoned head refuses it).
+    pub fn install_finished_background(&mut self) {
+        if let Err(e) = self.poll_background() {
+            tracing::warn!(branch = %self.branch, error = %e, "background checkpoint not installed");
+        }
+    }
+
+    /// Sets the hook the checkpoint thread calls once its result is ready.
+    pub fn set_background_done(&mut self, hook: BackgroundDone) {
+        self.background_done = Some(hook);
     }
 
     /// Waits for a running background checkpoint and installs it (nothing when none
@@ -193,7 +239,7 @@ impl Head {
         let Some(bg) = self.background.take() else {
             return Ok(());
         };
-        let Some(done) = self.join_background(bg.thread) else {
+        let Some(done) = self.join_background(bg.thread, &bg.slot) else {
             return Ok(());
         };
         let staged = match done.result {
@@ -226,23 +272,38 @@ impl Head {
                         new_files: created, ..
                     }),
                 ..
-            }) = self.join_background(bg.thread)
+            }) = self.join_background(bg.thread, &bg.slot)
         {
             self.skip_file_ids(&created);
         }
     }
 
-    /// Joins the thread and takes back the data file reservation it held. `None` (and
-    /// the head poisoned) if the thread panicked.
-    fn join_background(&mut self, thread: std::thread::JoinHandle<Done>) -> Option<Done> {
-        match thread.join() {
-            Ok(done) => {
+    /// The thread's result, waiting for the thread when it is not ready (a thread whose
+    /// result is in its slot does no more I/O: it is left to end on its own, which also
+    /// lets its hook install the result), and the data file reservation it held taken
+    /// back. `None` (and the head poisoned) if the thread panicked.
+    fn join_background(
+        &mut self,
+        thread: std::thread::JoinHandle<()>,
+        slot: &parking_lot::Mutex<Option<Done>>,
+    ) -> Option<Done> {
+        let ready = slot.lock().take();
+        let done = match ready {
+            Some(done) => Some(done),
+            None if thread.thread().id() == std::thread::current().id() => None,
+            None => match thread.join() {
+                Ok(()) => slot.lock().take(),
+                Err(_) => None,
+            },
+        };
+        match done {
+            Some(done) => {
                 (self.reserved, self.reserve_base) = done.spot;
                 Some(done)
             }
-            Err(_) => {
+            None => {
                 self.poisoned = Some(format!(
-                    "the background checkpoint of {} panicked",
+                    "the background checkpoint of {} ended without a result",
                     self.branch
                 ));
                 None

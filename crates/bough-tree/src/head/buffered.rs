@@ -220,6 +220,8 @@ impl Head {
         self.log.version = Some(version);
         self.charge_buffer();
         self.publish();
+        // A checkpoint that became ready during this commit found the head busy.
+        self.install_finished_background();
         let own = self.log.buffer.bytes();
         let over_own = own > self.cfg.write_buffer_bytes;
         let for_budget = !over_own

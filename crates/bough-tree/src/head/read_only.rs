@@ -118,6 +118,7 @@ impl Head {
             // A reader writes no points.
             history: None,
             background: None,
+            background_done: None,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,
