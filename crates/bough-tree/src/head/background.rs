@@ -1,9 +1,11 @@
 //! Background checkpoints (ARCHITECTURE.md, "Write path", "Checkpoints off the commit
 //! path"): a commit that fills the write buffer freezes it and hands the frozen runs to a
 //! thread that applies them to a copy of the tree and writes and syncs their pages, while
-//! commits go on appending to the log and the buffer. The head installs the result — one
-//! manifest record, then the frozen runs are dropped — at its next operation once the
-//! thread is done, or waits for it when it must.
+//! commits go on appending to the log and the buffer. The result — one manifest record,
+//! then the frozen runs are dropped — is installed as soon as it is ready: by the
+//! [`BackgroundDone`] hook (the store takes the head when it is free), during the commit
+//! the head is in, or at its next operation; an operation that needs the tree waits for
+//! the thread.
 //!
 //! Rules this module keeps:
 //! - **The tree state does not change while a checkpoint runs.** The thread works on a
