@@ -120,6 +120,11 @@ impl fmt::Debug for MemInode {
 
 struct MemShared {
     root: Mutex<DirRef>,
+    /// A power loss is an instant: every change to the namespace or a file holds this
+    /// shared, and a crash image takes it exclusively, so an image never holds one file as
+    /// it was before a sync and another as it was after a later one (which a walk file by
+    /// file would, with writers on other threads).
+    instant: RwLock<()>,
     poison: Poison,
     faults: Option<FaultInjector>,
     stats: IoStats,
@@ -165,6 +170,7 @@ impl MemoryStorage {
         MemoryStorage {
             shared: Arc::new(MemShared {
                 root: Mutex::new(root),
+                instant: RwLock::new(()),
                 poison: Poison::default(),
                 faults,
                 stats: IoStats::default(),
@@ -179,6 +185,7 @@ impl MemoryStorage {
     /// `policy` decides what happens to each write and directory change that was not synced;
     /// the report counts the decisions.
     pub fn crash(&self, policy: CrashPolicy) -> CrashReport {
+        let _instant = self.shared.instant.write();
         let root = self.shared.root.lock().clone();
         let (image, report) = crash_image(&root, policy);
         *self.shared.root.lock() = image;
@@ -196,9 +203,15 @@ impl MemoryStorage {
     /// (no faults, fresh counters), and what the crash did. `self` is unchanged, so one
     /// moment can be crashed many ways.
     pub fn crash_image(&self, policy: CrashPolicy) -> (MemoryStorage, CrashReport) {
+        let _instant = self.shared.instant.write();
         let root = self.shared.root.lock().clone();
         let (image, report) = crash_image(&root, policy);
         (Self::build(image, None), report)
+    }
+
+    /// Held by every change (see `MemShared::instant`).
+    pub(super) fn change(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.shared.instant.read_recursive()
     }
 
     fn fault(&self, op: FaultOp, name: &'static str, path: &str) -> IoResult<()> {
@@ -256,6 +269,7 @@ impl MemoryStorage {
     /// Shared tail of `write_atomic` and `create_new`: the temporary file is written and
     /// synced (faults consulted in the same order as the local backends), then installed.
     fn install(&self, path: &str, bytes: &[u8], replace: bool) -> IoResult<()> {
+        let _change = self.change();
         path::check_file(path)?;
         self.shared.poison.check()?;
         let (parent, name) = path::split(path);
@@ -302,6 +316,7 @@ impl Storage for MemoryStorage {
     }
 
     fn open(&self, path: &str, opts: OpenOptions) -> IoResult<Arc<dyn StorageFile>> {
+        let _change = self.change();
         path::check_file(path)?;
         let creating = opts.create || opts.create_new;
         let writable = opts.write || creating;
@@ -372,6 +387,7 @@ impl Storage for MemoryStorage {
     }
 
     fn delete(&self, path: &str) -> IoResult<()> {
+        let _change = self.change();
         path::check_file(path)?;
         self.shared.poison.check()?;
         self.fault(FaultOp::Delete, "delete", path)?;
@@ -418,6 +434,7 @@ impl Storage for MemoryStorage {
     }
 
     fn create_dir(&self, dir: &str) -> IoResult<()> {
+        let _change = self.change();
         path::check_dir(dir)?;
         if dir.is_empty() {
             return Ok(());
@@ -458,6 +475,7 @@ impl Storage for MemoryStorage {
     }
 
     fn remove_dir(&self, dir: &str) -> IoResult<()> {
+        let _change = self.change();
         path::check_dir(dir)?;
         if dir.is_empty() {
             return Err(IoError::InvalidArgument {
@@ -490,6 +508,7 @@ impl Storage for MemoryStorage {
     }
 
     fn sync_dir(&self, dir: &str) -> IoResult<()> {
+        let _change = self.change();
         path::check_dir(dir)?;
         self.shared.poison.check()?;
         let d = self.dir(dir)?;

@@ -31,11 +31,14 @@ use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::oneshot;
 use crate::options::{Backend, Durability, Options};
+pub(crate) use branch_entry::BranchEntry;
+use branch_entry::new_branch_entry;
 pub use repair::RepairReport;
 pub use stats::WriteBufferUsage;
 
 mod activity;
 mod branch;
+mod branch_entry;
 mod check;
 mod durability;
 mod gc;
@@ -87,21 +90,6 @@ use writer_ops::*;
 /// A batch waiting in a group commit: its mutations, whether it waits for its log
 /// record's sync (`Durability::Sync`), and its waiter.
 type Pending = (Vec<Mutation>, bool, Reply<()>);
-
-#[derive(Debug)]
-pub(crate) struct BranchEntry {
-    /// Shared with every read view (cloned per read, so not a `String`).
-    label: Arc<str>,
-    published: Arc<Published>,
-    head: Mutex<Head>,
-    shard: usize,
-    /// Set when the branch is deleted: handles still held report `NotFound`.
-    gone: AtomicBool,
-    dir: PartitionDir,
-    name: BranchName,
-    /// When it last took a write (the maintenance thread leaves a busy branch alone).
-    activity: activity::Activity,
-}
 
 #[derive(Debug)]
 struct PartitionEntry {
@@ -671,35 +659,6 @@ impl Inner {
         store.gc()?;
         Ok(())
     }
-}
-
-/// The entry of a newly opened or created head; `shards` places it on its writer.
-fn new_branch_entry(mut head: Head, dir: &PartitionDir, shards: usize) -> Arc<BranchEntry> {
-    let label = format!("{dir}@{}", head.branch());
-    let shard = shard_of(&label, shards);
-    let name = head.branch().clone();
-    Arc::new_cyclic(|entry: &std::sync::Weak<BranchEntry>| {
-        // A background checkpoint's result is installed as soon as it is ready when the
-        // head is free; a busy head installs it itself at the end of what it is doing.
-        let entry = entry.clone();
-        head.set_background_done(bough_tree::head::BackgroundDone::new(move || {
-            if let Some(e) = entry.upgrade()
-                && let Some(mut h) = e.head.try_lock()
-            {
-                h.install_finished_background();
-            }
-        }));
-        BranchEntry {
-            label: label.into(),
-            published: head.published(),
-            head: Mutex::new(head),
-            shard,
-            gone: AtomicBool::new(false),
-            dir: dir.clone(),
-            name,
-            activity: activity::Activity::default(),
-        }
-    })
 }
 
 impl Drop for Inner {

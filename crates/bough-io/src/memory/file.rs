@@ -61,6 +61,7 @@ impl StorageFile for MemFile {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> IoResult<()> {
+        let _change = self.storage.change();
         self.writable("write")?;
         self.storage.fault(FaultOp::Write, "write", &self.path)?;
         let start = self.end("write", offset, buf.len())? - buf.len();
@@ -95,6 +96,7 @@ impl StorageFile for MemFile {
     }
 
     fn sync(&self) -> IoResult<()> {
+        let _change = self.storage.change();
         self.storage.shared.poison.check()?;
         self.storage.sync_fault("sync", &self.path)?;
         let mut data = self.inode.data.write();
@@ -115,6 +117,7 @@ impl StorageFile for MemFile {
     }
 
     fn set_len(&self, len: u64) -> IoResult<()> {
+        let _change = self.storage.change();
         self.writable("set_len")?;
         self.storage.fault(FaultOp::Write, "set_len", &self.path)?;
         let len = self.end("set_len", len, 0)?;
@@ -126,6 +129,7 @@ impl StorageFile for MemFile {
     }
 
     fn preallocate(&self, offset: u64, len: u64) -> IoResult<()> {
+        let _change = self.storage.change();
         self.writable("preallocate")?;
         self.storage
             .fault(FaultOp::Write, "preallocate", &self.path)?;
