@@ -129,6 +129,18 @@ fn without_the_bound_every_branch_keeps_its_buffer() {
     check_all(&store, "buffer_budget_unbounded");
 }
 
+/// A store over `opts` with a 16 KiB write buffer and no maintenance timer, and its
+/// branch `main` of partition `bb`.
+fn open_16k(opts: Options) -> (Store, bough::Branch) {
+    let store =
+        Store::open(opts.maintenance_interval_ms(0).write_buffer_bytes(16 << 10)).expect("open");
+    let main = store
+        .partition("bb", 0)
+        .and_then(|p| p.branch("main"))
+        .expect("main");
+    (store, main)
+}
+
 /// 8 batches of ~8 KiB: into a 16 KiB buffer, every other commit fills it.
 fn write_eight_batches(main: &bough::Branch) {
     for batch in 0..8u32 {
@@ -146,17 +158,7 @@ fn write_eight_batches(main: &bough::Branch) {
 #[test]
 fn checkpoints_inside_commits_are_counted_with_their_wait() {
     let dir = tempfile::tempdir().expect("dir");
-    let store = Store::open(
-        Options::new(dir.path())
-            .maintenance_interval_ms(0)
-            .write_buffer_bytes(16 << 10)
-            .background_checkpoints(false),
-    )
-    .expect("open");
-    let main = store
-        .partition("bb", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("main");
+    let (store, main) = open_16k(Options::new(dir.path()).background_checkpoints(false));
     let mut w = WriteBatch::new();
     w.put("k", "v");
     main.write_blocking(w).expect("write");
@@ -184,16 +186,7 @@ fn checkpoints_inside_commits_are_counted_with_their_wait() {
 #[test]
 fn background_checkpoints_are_counted_apart_from_the_waits_of_commits() {
     let dir = tempfile::tempdir().expect("dir");
-    let store = Store::open(
-        Options::new(dir.path())
-            .maintenance_interval_ms(0)
-            .write_buffer_bytes(16 << 10),
-    )
-    .expect("open");
-    let main = store
-        .partition("bb", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("main");
+    let (store, main) = open_16k(Options::new(dir.path()));
     write_eight_batches(&main);
     let usage = store.write_buffer_usage();
     assert!(
@@ -221,16 +214,7 @@ fn background_checkpoints_are_counted_apart_from_the_waits_of_commits() {
 #[test]
 fn a_finished_background_checkpoint_is_installed_without_another_operation() {
     let dir = tempfile::tempdir().expect("dir");
-    let store = Store::open(
-        Options::new(dir.path())
-            .maintenance_interval_ms(0)
-            .write_buffer_bytes(16 << 10),
-    )
-    .expect("open");
-    let main = store
-        .partition("bb", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("main");
+    let (store, main) = open_16k(Options::new(dir.path()));
     write_eight_batches(&main);
     assert!(store.write_buffer_usage().background_checkpoints > 0);
     // Bounded: a checkpoint of 16 KiB takes milliseconds; the bound only keeps a broken

@@ -29,7 +29,7 @@
 use super::*;
 use crate::buffer::WriteBuffer;
 use crate::error::{TreeError, TreeResult};
-use bough_manifest::{LOG, decode_log_refs, encode_log_refs};
+use bough_manifest::{LOG, encode_log_refs};
 use bough_names::LogFileName;
 use commit::{WriteFailure, record_of, write_staged};
 
@@ -341,11 +341,7 @@ impl Head {
             changes,
             vec![(LOG, payload.clone())],
         );
-        self.check_log_invariants(&record)?;
-        let bytes = encode_log(&record).map_err(|e| TreeError::InvalidArgument {
-            what: format!("cannot encode a checkpoint of {}: {e}", self.manifest_path),
-        })?;
-        self.append_manifest(&bytes)?;
+        self.append_record(&record, "a checkpoint")?;
         self.seq += 1;
         self.state = st;
         bough_manifest::ext::set(&mut self.extensions, LOG, payload);
@@ -353,9 +349,6 @@ impl Head {
         self.log.buffered = self.version().saturating_sub(upto);
         self.charge_buffer();
         self.keep_written(&pages, staged);
-        if let Some(h) = self.history.as_mut() {
-            h.follow(&record);
-        }
         self.publish();
         self.write_history_point(frozen_ms, upto)?;
         Ok(())
@@ -369,13 +362,7 @@ impl Head {
         resume_at: &(LogFileName, u64),
         upto: u64,
     ) -> TreeResult<Vec<bough_manifest::LogRef>> {
-        let in_force = bough_manifest::ext::get(&self.extensions, LOG)
-            .map(decode_log_refs)
-            .transpose()
-            .map_err(|e| TreeError::InvalidArgument {
-                what: format!("{}: the LOG in force does not decode: {e:?}", self.branch),
-            })?
-            .unwrap_or_default();
+        let in_force = self.refs_in_force()?;
         let Some(at) = in_force.iter().position(|r| r.file == resume_at.0) else {
             return Err(TreeError::InvalidArgument {
                 what: format!(

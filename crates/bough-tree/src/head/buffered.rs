@@ -436,8 +436,7 @@ impl Head {
         let Some(writer) = self.log.writer.as_ref() else {
             return Ok(false);
         };
-        let in_force = bough_manifest::ext::get(&self.extensions, LOG).map(decode_log_refs);
-        let Some(Ok(mut refs)) = in_force else {
+        let Ok(mut refs) = self.refs_in_force() else {
             return Ok(false);
         };
         let Some(covered) = refs
@@ -464,24 +463,25 @@ impl Head {
             Vec::new(),
             vec![(LOG, payload.clone())],
         );
-        self.check_log_invariants(&record)?;
-        let bytes = encode_log(&record).map_err(|e| TreeError::InvalidArgument {
-            what: format!(
-                "cannot encode a log rotation of {}: {e}",
-                self.manifest_path
-            ),
-        })?;
         // Syncs the full file first: the manifest never names a position not durable.
-        self.append_manifest(&bytes)?;
+        self.append_record(&record, "a log rotation")?;
         self.seq += 1;
         bough_manifest::ext::set(&mut self.extensions, LOG, payload);
         self.log.writer = Some(next);
-        if let Some(h) = self.history.as_mut() {
-            h.follow(&record);
-        }
         let version = self.version();
         self.write_history_point(now_ms, version)?;
         Ok(true)
+    }
+
+    /// The `LOG` references of the manifest's state (none when it has no `LOG`).
+    pub(super) fn refs_in_force(&self) -> TreeResult<Vec<LogRef>> {
+        bough_manifest::ext::get(&self.extensions, LOG)
+            .map(decode_log_refs)
+            .transpose()
+            .map_err(|e| TreeError::InvalidArgument {
+                what: format!("{}: the LOG in force does not decode: {e:?}", self.branch),
+            })
+            .map(Option::unwrap_or_default)
     }
 
     /// A log id above every log file of this (branch, term) in the directory: a name is

@@ -253,14 +253,22 @@ impl Head {
         // A head with a log names it, and the version its tree now covers, in every record.
         let with_ref = self.with_log_ref(log);
         let log = with_ref.as_ref().unwrap_or(log);
+        self.append_record(log, what)?;
+        if with_ref.is_some() {
+            self.log_record_durable(log);
+        }
+        Ok(())
+    }
+
+    /// Appends `log` as it is (no `LOG` added, the buffer left alone): the invariants
+    /// checked, the record encoded, appended and synced, history tracking it. `what` names
+    /// it in errors.
+    pub(crate) fn append_record(&mut self, log: &LogRecord, what: &str) -> TreeResult<()> {
         self.check_log_invariants(log)?;
         let bytes = encode_log(log).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode {what} of {}: {e}", self.manifest_path),
         })?;
         self.append_manifest(&bytes)?;
-        if with_ref.is_some() {
-            self.log_record_durable(log);
-        }
         if let Some(h) = self.history.as_mut() {
             h.follow(log);
         }
