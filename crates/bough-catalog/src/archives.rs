@@ -105,7 +105,7 @@ impl Partition {
             fork_version: 0,
             created_at_ms: now_ms,
         };
-        self.create_from(ForkPoint { snapshot }, name, term, origin, None, None)
+        self.create_checkpointed(snapshot, name, term, origin)
     }
 
     /// Restores `head`'s branch to an archive in place: the current state is kept as branch
@@ -165,7 +165,7 @@ impl Partition {
             self.cfg.clone(),
             name.clone(),
             new_term,
-            Some(&ForkPoint { snapshot }),
+            Some(&ForkPoint::checkpointed(snapshot)),
             exts,
         )?;
         // The restored state is the branch's state from now on: its history says so.

@@ -256,7 +256,7 @@ impl Partition {
             created_at_ms: now_ms,
         };
         let (snapshot, staging) = self.whole_state(pit, now_ms)?;
-        let head = self.create_from(ForkPoint { snapshot }, name, term, origin, None, None);
+        let head = self.create_checkpointed(snapshot, name, term, origin);
         self.drop_staging(staging);
         head
     }
@@ -310,9 +310,7 @@ impl Partition {
         };
         let purpose = format!("the state of {} at a point in time", pit.point.branch);
         let mut staging = self.create_from(
-            ForkPoint {
-                snapshot: pit.snapshot,
-            },
+            ForkPoint::checkpointed(pit.snapshot),
             &name,
             term,
             origin,

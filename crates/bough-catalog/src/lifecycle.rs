@@ -25,7 +25,7 @@ impl Partition {
         now_ms: u64,
     ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
-        let fork = parent.fork_point(now_ms)?;
+        let fork = parent.fork_by_reference(now_ms)?;
         let origin = BranchOrigin {
             parent: Some((parent.branch().clone(), parent.term())),
             fork_version: parent.version(),
@@ -44,7 +44,7 @@ impl Partition {
         now_ms: u64,
     ) -> CatalogResult<Head> {
         let term = self.check_new_name(name)?;
-        let fork = parent.fork_point(now_ms)?;
+        let fork = parent.fork_by_reference(now_ms)?;
         let origin = BranchOrigin {
             parent: Some((parent.branch().clone(), parent.term())),
             fork_version: parent.version(),
@@ -53,6 +53,25 @@ impl Partition {
         let head = self.create_from(fork, name, term, origin, None, Some(policy))?;
         self.note_expiry(name, policy.expires_at_ms);
         Ok(head)
+    }
+
+    /// [`create_from`](Self::create_from) a checkpointed state (an archive, a tag, a
+    /// point in history), with no staging purpose and no policy.
+    pub(crate) fn create_checkpointed(
+        &self,
+        snapshot: bough_manifest::Snapshot,
+        name: &BranchName,
+        term: Term,
+        origin: BranchOrigin,
+    ) -> CatalogResult<Head> {
+        self.create_from(
+            ForkPoint::checkpointed(snapshot),
+            name,
+            term,
+            origin,
+            None,
+            None,
+        )
     }
 
     pub(crate) fn create_from(

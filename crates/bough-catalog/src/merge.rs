@@ -41,7 +41,7 @@ use bough_io::{IoError, IoResult};
 use bough_manifest::{MERGE_BASES, MergeBase, Snapshot, encode_merge_bases, merge_bases};
 use bough_names::{BranchName, FileId};
 use bough_tree::btree::{Mutation, Op};
-use bough_tree::diff::{Change, diff, same_entry, visible_at, visible_changes_at};
+use bough_tree::diff::{Change, diff_buffered, same_entry, visible_at, visible_changes_at};
 use bough_tree::head::{Head, TreeSnapshot};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 
@@ -327,7 +327,7 @@ impl Partition {
         let base_snap = TreeSnapshot::from_record(files.clone(), &base.state)?;
         let src_snap = TreeSnapshot::from_record(files, source)?;
         let tgt_snap = target.snapshot();
-        let t_changes = visible_changes_at(diff(&base_snap, &tgt_snap)?.0, now_ms);
+        let t_changes = visible_changes_at(diff_buffered(&base_snap, &tgt_snap)?.0, now_ms);
         let mut report = MergeReport {
             base: Some(info),
             ..MergeReport::default()
@@ -339,7 +339,7 @@ impl Partition {
             // only when asked.
             report.fast_forward = true;
             if opts.count_fast_forward {
-                report.applied = visible_at(diff(&base_snap, &src_snap)?.0, now_ms).len();
+                report.applied = visible_at(diff_buffered(&base_snap, &src_snap)?.0, now_ms).len();
             }
             if !opts.dry_run {
                 self.record_base(target, source_name, source, now_ms)?;
@@ -353,7 +353,7 @@ impl Partition {
         // merge (so tombstone vs absent is no difference), but the delete has a timestamp —
         // "newest wins" compares it, a conflict reports it, and taking the source's delete
         // writes its tombstone, or an older write arriving later would resurrect the key.
-        let s_changes = visible_changes_at(diff(&base_snap, &src_snap)?.0, now_ms);
+        let s_changes = visible_changes_at(diff_buffered(&base_snap, &src_snap)?.0, now_ms);
         let ours: std::collections::BTreeMap<Vec<u8>, (Change, Option<Entry>)> = t_changes
             .into_iter()
             .map(|v| (v.key, (v.change, v.tombstone)))
@@ -576,6 +576,19 @@ pub(crate) fn base_state(state: &Snapshot) -> Snapshot {
     out.extensions.clear();
     if let Ok(Some(v)) = bough_manifest::commit_version(&state.extensions) {
         bough_manifest::set_commit_version(&mut out.extensions, v);
+    }
+    // A fork by reference: the base holds the parent's buffered commits, which only its
+    // log has (bounded at the fork version; `TreeSnapshot::from_record` replays them). A
+    // head's own `LOG` (a checkpointed state's, read as its tree alone) is not kept: it
+    // would only keep that log file from GC.
+    if let Ok(Some(refs)) = bough_manifest::log_refs(&state.extensions)
+        && bough_manifest::inherited_only(&refs)
+    {
+        bough_manifest::ext::set(
+            &mut out.extensions,
+            bough_manifest::LOG,
+            bough_manifest::encode_log_refs(&refs),
+        );
     }
     out
 }

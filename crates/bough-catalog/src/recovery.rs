@@ -228,7 +228,7 @@ impl Partition {
             self.cfg.clone(),
             branch.clone(),
             term,
-            Some(&ForkPoint { snapshot }),
+            Some(&ForkPoint::checkpointed(snapshot)),
             exts,
         )?;
         self.owned.lock().insert((branch.clone(), term));

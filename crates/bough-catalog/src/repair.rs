@@ -119,7 +119,7 @@ impl Partition {
             self.cfg.clone(),
             branch.clone(),
             new_term,
-            Some(&ForkPoint { snapshot }),
+            Some(&ForkPoint::checkpointed(snapshot)),
             exts,
         )?;
         // The branch's state is the archive's from now on: its history says so.

@@ -286,6 +286,6 @@ impl Partition {
             fork_version: info.version,
             created_at_ms: now_ms,
         };
-        self.create_from(ForkPoint { snapshot }, name, term, origin, None, None)
+        self.create_checkpointed(snapshot, name, term, origin)
     }
 }

@@ -65,7 +65,7 @@ pub use log::{
     decode_log_entry, decode_log_record, encode_log_entry, encode_log_record,
     encode_log_record_ref, log_record_is_intact, log_record_len,
 };
-pub use log_ref::{LogRef, decode_log_refs, encode_log_refs, log_refs};
+pub use log_ref::{LogRef, decode_log_refs, encode_log_refs, inherited_only, log_refs};
 pub use log_replay::{LogReplayed, LoggedRecord, replay_log};
 pub use origin::{
     BranchOrigin, MERGE_BASES, MergeBase, ORIGIN, decode_merge_bases, encode_merge_bases,

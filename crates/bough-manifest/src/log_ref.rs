@@ -56,6 +56,12 @@ impl LogRef {
     }
 }
 
+/// Whether `refs` are all a fork's inherited log (each read up to its `until`, none that
+/// the branch appends to): a `LOG` written by a fork by reference that has not written.
+pub fn inherited_only(refs: &[LogRef]) -> bool {
+    !refs.is_empty() && refs.iter().all(|r| r.until != 0)
+}
+
 /// Encodes a `LOG` payload.
 pub fn encode_log_refs(refs: &[LogRef]) -> Vec<u8> {
     let mut out = Vec::new();

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bough::check::{CheckOptions, CheckReport, Finding, Problem, Severity, check_storage as check};
 use bough_io::{IoError, IoResult, Storage};
-use bough_manifest::{CurrentTerm, PageId, merge_bases, replay};
+use bough_manifest::{CurrentTerm, merge_bases, replay};
 use bough_names::{ArchiveName, ManifestName, PartitionDir};
 use bough_tree::cache::PageCache;
 use bough_tree::files::FileTable;
@@ -129,10 +129,13 @@ fn replay_file(storage: &Arc<dyn Storage>, path: &str) -> IoResult<bough_manifes
 }
 
 /// The entries of a state, values included (overflow values read); tombstones are absent.
-pub fn read_entries(snap: &TreeSnapshot, root: PageId) -> IoResult<State> {
+pub fn read_entries(snap: &TreeSnapshot) -> IoResult<State> {
     let mut out = BTreeMap::new();
-    let mut c = bough_tree::btree::Cursor::seek(snap, root, None)?;
-    while let Some(e) = c.next_entry(snap)? {
+    // Through the snapshot's buffer: a merge base of a fork by reference holds the
+    // parent's buffered commits there (read back from its log).
+    let read = snap.buffered();
+    let mut c = read.seek(None)?;
+    while let Some(e) = c.next_entry()? {
         let v = match e.value {
             ValueLoc::Inline(v) => v,
             ValueLoc::Overflow { first, pages, len } => snap.read_overflow(first, pages, len)?,
@@ -162,7 +165,7 @@ pub fn read_archive(
     }
     let s = r.state.to_snapshot();
     let snap = TreeSnapshot::from_record(files, &s)?;
-    read_entries(&snap, s.meta.root)
+    read_entries(&snap)
 }
 
 /// Where the last intact record of a manifest file starts (records are padded to 4 KiB
@@ -219,10 +222,7 @@ pub fn read_merge_bases(
             continue;
         }
         let snap = TreeSnapshot::from_record(files.clone(), &b.state)?;
-        out.insert(
-            b.branch.to_string(),
-            read_entries(&snap, b.state.meta.root)?,
-        );
+        out.insert(b.branch.to_string(), read_entries(&snap)?);
     }
     Ok(out)
 }

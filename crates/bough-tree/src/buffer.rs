@@ -65,6 +65,15 @@ impl WriteBuffer {
         self.bytes
     }
 
+    /// Bytes of the runs after `version` (a fence: no run spans it).
+    pub fn bytes_after(&self, version: u64) -> usize {
+        self.runs
+            .iter()
+            .filter(|r| r.first_version > version)
+            .map(|r| r.bytes)
+            .sum()
+    }
+
     /// The runs, newest first.
     pub fn runs(&self) -> &[Arc<Run>] {
         &self.runs
@@ -120,6 +129,38 @@ impl WriteBuffer {
     pub fn frozen_batch(&mut self) -> Option<(u64, Vec<Mutation>)> {
         let upto = self.freeze()?;
         let oldest_first: Vec<&Run> = self.runs.iter().rev().map(|r| &**r).collect();
+        Some((upto, Run::merged_mutations(&oldest_first)))
+    }
+
+    /// This buffer's runs (shared, nothing copied), fenced at `version`: what a branch
+    /// forked by reference at `version` starts with. Its later runs are never merged with
+    /// these (a checkpoint that takes the parent's tree at `version` applies only them); a
+    /// checkpoint running in the parent is the parent's.
+    pub fn fenced_at(&self, version: u64) -> WriteBuffer {
+        debug_assert!(self.last_version().is_none_or(|v| v <= version));
+        WriteBuffer {
+            runs: self.runs.clone(),
+            bytes: self.bytes,
+            frozen: version,
+        }
+    }
+
+    /// [`frozen_batch`](Self::frozen_batch) without the runs up to `version` (a fence:
+    /// no run spans it), which a tree already holds.
+    pub fn frozen_batch_after(&mut self, version: u64) -> Option<(u64, Vec<Mutation>)> {
+        let upto = self.freeze()?;
+        debug_assert!(
+            self.runs
+                .iter()
+                .all(|r| r.first_version > version || r.last_version <= version)
+        );
+        let oldest_first: Vec<&Run> = self
+            .runs
+            .iter()
+            .rev()
+            .filter(|r| r.first_version > version)
+            .map(|r| &**r)
+            .collect();
         Some((upto, Run::merged_mutations(&oldest_first)))
     }
 

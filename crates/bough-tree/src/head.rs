@@ -32,6 +32,7 @@ mod buffered;
 mod checkpoint;
 mod commit;
 mod expiry;
+mod fork_share;
 mod history;
 mod invariants;
 mod prewarm;
@@ -44,7 +45,7 @@ mod tail;
 mod txn;
 
 pub use background::BackgroundDone;
-pub use checkpoint::ForkPoint;
+pub use checkpoint::{ForkPoint, InheritedLog};
 use commit::{Staged, TreeCtx, stage};
 pub use expiry::ttl_key;
 pub use prewarm::Prewarmed;
@@ -163,6 +164,9 @@ pub struct Head {
     background: Option<background::Background>,
     /// Called by that thread once its result is ready (set by the store).
     background_done: Option<background::BackgroundDone>,
+    /// Branches forked by reference from this head waiting for its tree at their fork
+    /// version (`head/fork_share.rs`).
+    fork_shares: Vec<(u64, std::sync::Weak<fork_share::ShareSlot>)>,
 }
 
 /// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
@@ -218,6 +222,10 @@ impl Head {
         snap.meta.branch = branch.clone();
         snap.meta.term = term;
         snap.extensions = extensions;
+        // A fork by reference: the parent's buffered runs, named by the parent's log.
+        let inherited = fork
+            .and_then(|f| f.inherited.as_ref())
+            .map(|i| buffered::HeadLog::inherit(i, &mut snap.extensions));
         let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
         let bytes = encode_snapshot(&snap).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode the snapshot of {path}: {e}"),
@@ -226,7 +234,7 @@ impl Head {
         // Nothing names the new manifest yet: if it cannot be opened, remove it again —
         // durably, or recovery would finish the failed operation after a power loss — so a
         // retry can create it (best effort; a failed sync poisons the storage anyway).
-        Head::open(files.clone(), cfg, branch, term).inspect_err(|_| {
+        Head::open_with(files.clone(), cfg, branch, term, inherited).inspect_err(|_| {
             let _ = files
                 .storage()
                 .delete(&path)
@@ -240,6 +248,18 @@ impl Head {
         cfg: HeadConfig,
         branch: BranchName,
         term: Term,
+    ) -> TreeResult<Head> {
+        Head::open_with(files, cfg, branch, term, None)
+    }
+
+    /// [`open`](Self::open); `inherited`: the log state of a branch just forked by
+    /// reference, whose buffer is the parent's runs (its log is not read back).
+    fn open_with(
+        files: Arc<FileTable>,
+        cfg: HeadConfig,
+        branch: BranchName,
+        term: Term,
+        inherited: Option<buffered::HeadLog>,
     ) -> TreeResult<Head> {
         let path = files.path_of(&ManifestName::new(branch.clone(), term).to_string());
         let bytes = files.storage().read_file(&path, MAX_MANIFEST_BYTES)?;
@@ -268,7 +288,13 @@ impl Head {
             .unwrap_or(0);
         // The acknowledged commits after the last checkpoint, from the log the manifest
         // names (reading only: a torn tail is zeroed by the first append, not here).
-        let (log, covered) = buffered::HeadLog::recover(&files, &path, &st.extensions)?;
+        let (log, covered) = match inherited {
+            Some(log) => {
+                let covered = log.version.map(|v| v.saturating_sub(log.buffered));
+                (log, covered)
+            }
+            None => buffered::HeadLog::recover(&files, &path, &st.extensions)?,
+        };
         if let Some(c) = covered {
             // Kept for what reads `version_base` directly; the version is the log's.
             version_base = c.saturating_sub(st.last_seq);
@@ -374,6 +400,7 @@ impl Head {
             history,
             background: None,
             background_done: None,
+            fork_shares: Vec::new(),
         };
         head.charge_buffer();
         Ok(head)
@@ -454,6 +481,7 @@ impl Head {
         let staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
         self.finish_background()?;
+        self.own_log_for_inherited(now_ms)?;
         let before = self.version();
         if !src.overlay.is_empty() {
             return Err(TreeError::InvalidArgument {
@@ -486,6 +514,7 @@ impl Head {
         self.append_log(&log, "an adoption record")?;
         self.seq += 1;
         self.state = st;
+        self.log.fork_base = None;
         for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
@@ -498,6 +527,9 @@ impl Head {
     /// Stops writing: the head's open file is no longer protected as "being written" (its
     /// branch was deleted or handed to a new term).
     pub fn retire(&mut self) {
+        // A deleted fork waits for no share: its parent must know now, not when this head
+        // is dropped (which follows readers and threads, not the order of operations).
+        self.log.fork_base = None;
         self.abandon_background();
         self.release_reservation();
         self.files.set_writing(&self.writer_id(), None);

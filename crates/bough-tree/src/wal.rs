@@ -435,9 +435,18 @@ pub fn recover(
 ) -> TreeResult<(WriteBuffer, Vec<LogReplayed>)> {
     let mut buffer = WriteBuffer::new();
     let mut replays = Vec::with_capacity(refs.len());
+    // The newest version a bounded reference (a fork's inherited log) promises.
+    let mut promised: Option<(u64, &LogRef)> = None;
     for r in refs {
         let path = format!("{dir}/{}", r.file);
-        let replayed = replay_ref(storage, dir, r)?;
+        let replayed = if r.until == 0 {
+            replay_ref(storage, dir, r)?
+        } else {
+            // Another branch's log, read up to the fork: past it that branch may have
+            // taken versions with no record (a gap there is its business, not damage).
+            promised = Some((r.until, r));
+            replay_span(storage, dir, r, None)?.0
+        };
         // A head's reference starts where its next record goes, so nothing after `start`
         // is the normal state right after a checkpoint or rotation; records that are there
         // must continue `covered`, or the file before (a full file left with its records
@@ -471,6 +480,18 @@ pub fn recover(
             buffer.push(c.entry.version, entry_mutations(&c.entry));
         }
         replays.push(replayed);
+    }
+    if let Some((until, r)) = promised
+        && buffer.last_version().is_none_or(|v| v < until)
+    {
+        return Err(TreeError::manifest_content(
+            format!("{dir}/{}", r.file),
+            r.start,
+            format!(
+                "the inherited log ends at version {:?}, before version {until} its reference names",
+                buffer.last_version()
+            ),
+        ));
     }
     Ok((buffer, replays))
 }

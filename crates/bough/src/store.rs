@@ -576,7 +576,10 @@ impl Inner {
         parts.sort_by_key(|p| p.part.dir().to_string());
         for p in parts {
             let mut branches: Vec<Arc<BranchEntry>> = p.branches.lock().values().cloned().collect();
-            branches.sort_by(|a, b| a.label.cmp(&b.label));
+            // Parents a fork by reference waits on first: their checkpoint at the fork
+            // version is the tree the fork then shares instead of rewriting.
+            let waited_on = |b: &BranchEntry| b.head.try_lock().is_some_and(|h| h.forks_waiting());
+            branches.sort_by_cached_key(|b| (!waited_on(b), b.label.clone()));
             for b in branches {
                 // Bounded: a head held elsewhere (a caller's operation stuck in I/O) is left
                 // as it is — every acknowledged commit is durable already.

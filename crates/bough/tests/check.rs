@@ -23,6 +23,9 @@ fn store() -> MemoryStorage {
     batch.put("k", "v");
     batch.put("big", vec![b'y'; 10_000]);
     main.write_blocking(batch).expect("write");
+    // Into pages (the check walks pages; a fork would share the buffered writes by
+    // reference to main's log).
+    main.checkpoint_blocking().expect("checkpoint");
     p.create_branch("b", "main").expect("fork");
     let report = store.check(&CheckOptions::default()).expect("check");
     assert!(report.is_clean(true), "{report:?}");

@@ -147,7 +147,12 @@ impl Head {
     /// no log file of its own, or the thread cannot be started: the caller checkpoints in
     /// line then.
     pub(super) fn start_background(&mut self, now_ms: u64) -> bool {
-        if !self.cfg.background_checkpoints || self.background.is_some() {
+        // A fork that may still take its parent's tree checkpoints in line (`commit_inner`
+        // takes it there).
+        if !self.cfg.background_checkpoints
+            || self.background.is_some()
+            || self.log.fork_base.is_some()
+        {
             return false;
         }
         let Some(writer) = self.log.writer.as_ref() else {
@@ -350,6 +355,9 @@ impl Head {
         self.charge_buffer();
         self.keep_written(&pages, staged);
         self.publish();
+        // Forks this tree has passed let go; one at exactly `upto` is offered the tree by
+        // this head's next checkpoint in line, never here (see `head/fork_share.rs`).
+        self.drop_passed_forks();
         self.write_history_point(frozen_ms, upto)?;
         Ok(())
     }

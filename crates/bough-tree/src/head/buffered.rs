@@ -60,6 +60,9 @@ pub(crate) struct HeadLog {
     in_force: Option<(LogRef, LogReplayed)>,
     /// Bytes of `buffer` the store's [`crate::buffer::BufferBudget`] counts.
     pub(super) charged: usize,
+    /// A fork by reference that has not written a tree of its own yet: its fork version
+    /// and where its parent leaves its tree at that version (`head/fork_share.rs`).
+    pub(super) fork_base: Option<(u64, Arc<super::fork_share::ShareSlot>)>,
 }
 
 impl HeadLog {
@@ -113,9 +116,46 @@ impl HeadLog {
                 next_writer: None,
                 in_force,
                 charged: 0,
+                fork_base: None,
             },
             Some(covered),
         ))
+    }
+}
+
+/// A log id above every log file of (`branch`, `term`) in the directory: a name is never
+/// reused, even for a file a crash left unnamed.
+fn next_log_id(files: &FileTable, branch: &BranchName, term: Term) -> TreeResult<u64> {
+    let mut max = 0;
+    for name in files.storage().list(files.dir())? {
+        if let bough_names::FileKind::Log(l) = bough_names::classify(&name)
+            && l.branch == *branch
+            && l.term == term
+        {
+            max = max.max(l.log_id);
+        }
+    }
+    Ok(max.saturating_add(1))
+}
+
+impl HeadLog {
+    /// The log state of a branch forked by reference, whose first manifest names the
+    /// parent's references cut at the fork version (`extensions` get that `LOG`): the
+    /// buffer is the parent's runs, shared, and no file of its own is created until its
+    /// first record ([`Head::own_log_for_inherited`]).
+    pub(super) fn inherit(
+        inherited: &super::InheritedLog,
+        extensions: &mut bough_manifest::ext::Extensions,
+    ) -> HeadLog {
+        let covered = inherited.refs.last().map_or(0, |r| r.covered);
+        bough_manifest::ext::set(extensions, LOG, encode_log_refs(&inherited.refs));
+        HeadLog {
+            buffer: inherited.buffer.fenced_at(inherited.version),
+            buffered: inherited.version.saturating_sub(covered),
+            version: Some(inherited.version),
+            fork_base: Some((inherited.version, Arc::clone(&inherited.share))),
+            ..HeadLog::default()
+        }
     }
 }
 
@@ -174,6 +214,7 @@ impl Head {
     ) -> TreeResult<()> {
         self.check_poisoned()?;
         self.poll_background()?;
+        self.checkpoint_for_forks(now_ms)?;
         let est = record_estimate(&muts);
         if self.log_caught_up() || self.log.writer.as_ref().is_none_or(|w| !w.fits(est)) {
             // The `LOG` a running checkpoint resumes from stays as it saw it.
@@ -222,7 +263,7 @@ impl Head {
         self.publish();
         // A checkpoint that became ready during this commit found the head busy.
         self.install_finished_background();
-        let own = self.log.buffer.bytes();
+        let own = self.own_buffer_bytes();
         let over_own = own > self.cfg.write_buffer_bytes;
         let for_budget = !over_own
             && self
@@ -252,7 +293,7 @@ impl Head {
                 tracing::warn!(branch = %self.branch, error = %e, "background checkpoint not installed");
             }
             self.note_commit_checkpoint(started);
-            let own = self.log.buffer.bytes();
+            let own = self.own_buffer_bytes();
             let still = own > self.cfg.write_buffer_bytes
                 || self
                     .cfg
@@ -286,7 +327,7 @@ impl Head {
 
     /// Tells the store's buffer budget what this head's buffer holds now.
     pub(super) fn charge_buffer(&mut self) {
-        let now = self.log.buffer.bytes();
+        let now = self.own_buffer_bytes();
         if let Some(b) = &self.cfg.buffer_budget {
             b.recharge(self.log.charged, now);
         }
@@ -307,6 +348,16 @@ impl Head {
     /// when nothing is buffered.
     pub fn checkpoint_buffer(&mut self, now_ms: u64) -> TreeResult<()> {
         self.finish_background()?;
+        if self.log.buffer.is_empty() && self.forks_waiting() {
+            // The tree is at the fork version already (a background checkpoint's install
+            // offers nothing): a record writing the mapping offers it, or, with the mapping
+            // in its pages, the state as it is.
+            if self.dirty_chunks() > 0 {
+                return self.housekeeping_record(now_ms);
+            }
+            self.fill_fork_shares();
+            return self.sync_log_writer();
+        }
         if self.log.buffer.is_empty() {
             // (Nothing can wait for a sync then: emptying the buffer took a manifest record,
             // and the log was synced before it. Cheap to make sure.)
@@ -326,6 +377,10 @@ impl Head {
     pub fn sync_log(&mut self, now_ms: u64) -> TreeResult<()> {
         self.check_poisoned()?;
         if self.log.writer.is_none() && !self.log.buffer.is_empty() {
+            // A fork's inherited commits were synced by its parent before the fork.
+            if self.inherits_log()? {
+                return Ok(());
+            }
             return self.checkpoint_buffer(now_ms);
         }
         self.sync_log_writer()
@@ -351,9 +406,13 @@ impl Head {
 
     /// Appends a record that absorbs the buffer and names the current log position, and is
     /// no version of its own.
-    fn housekeeping_record(&mut self, now_ms: u64) -> TreeResult<()> {
+    pub(super) fn housekeeping_record(&mut self, now_ms: u64) -> TreeResult<()> {
         self.log.housekeeping = true;
-        let r = self.commit_inner(&[], false, now_ms, |_, _| Ok(()));
+        // A fork waiting for this tree takes it with its mapping written: the fork's own
+        // record would otherwise write the same chunks again, and the two mappings would
+        // no longer share their pages (a diff reads every chunk that differs).
+        let force = self.forks_waiting();
+        let r = self.commit_inner(&[], force, now_ms, |_, _| Ok(()));
         self.log.housekeeping = false;
         r.map(|_| ())
     }
@@ -433,27 +492,26 @@ impl Head {
     /// having done nothing, when that `LOG` already names [`MAX_LOG_FILES`] files or does
     /// not end with the file appended to.
     fn rotate_keeping_buffer(&mut self, now_ms: u64) -> TreeResult<bool> {
-        let Some(writer) = self.log.writer.as_ref() else {
-            return Ok(false);
-        };
         let Ok(mut refs) = self.refs_in_force() else {
             return Ok(false);
         };
+        let continues = match self.log.writer.as_ref() {
+            Some(w) => refs.last().is_some_and(|r| r.file == *w.name()),
+            // A fork's inherited log: its first file of its own is named after it.
+            None => self.log.next_writer.is_none() && bough_manifest::inherited_only(&refs),
+        };
         let Some(covered) = refs
             .last()
-            .filter(|r| r.file == *writer.name() && refs.len() < MAX_LOG_FILES)
+            .filter(|_| continues && refs.len() < MAX_LOG_FILES)
             .map(|r| r.covered)
         else {
             return Ok(false);
         };
-        let name = LogFileName::new(self.next_log_id()?, self.branch.clone(), self.term);
-        let next = LogWriter::create(
-            self.files.storage().as_ref(),
-            self.files.dir(),
-            name,
-            self.incarnation,
-            self.log_cfg(),
-        )?;
+        let next = if self.log.writer.is_some() {
+            self.create_log_file(self.next_log_id()?)?
+        } else {
+            self.create_first_log()?
+        };
         refs.push(next.reference(0, covered));
         let payload = encode_log_refs(&refs);
         let record = super::commit::record_of(
@@ -484,19 +542,57 @@ impl Head {
             .map(Option::unwrap_or_default)
     }
 
-    /// A log id above every log file of this (branch, term) in the directory: a name is
-    /// never reused, even for a file a crash left unnamed.
-    fn next_log_id(&self) -> TreeResult<u64> {
-        let mut max = 0;
-        for name in self.files.storage().list(self.files.dir())? {
-            if let bough_names::FileKind::Log(l) = bough_names::classify(&name)
-                && l.branch == self.branch
-                && l.term == self.term
-            {
-                max = max.max(l.log_id);
-            }
+    /// Whether this head's log is all inherited from the branch it was forked from (no
+    /// file of its own named yet).
+    pub(super) fn inherits_log(&self) -> TreeResult<bool> {
+        Ok(!self.log.has_writer() && bough_manifest::inherited_only(&self.refs_in_force()?))
+    }
+
+    /// Before a manifest record of a head whose log is all inherited: names a first log
+    /// file of its own (a rotation that keeps the buffer), so the record's `LOG` names
+    /// this head's file and never the parent's past the fork. A fork leaves room for that
+    /// file ([`Head::fork_by_reference`]).
+    pub(super) fn own_log_for_inherited(&mut self, now_ms: u64) -> TreeResult<()> {
+        if !self.inherits_log()? {
+            return Ok(());
         }
-        Ok(max.saturating_add(1))
+        if !self.rotate_keeping_buffer(now_ms)? {
+            return Err(TreeError::InvalidArgument {
+                what: format!(
+                    "{}: no room to name a log file after the inherited ones",
+                    self.manifest_path
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Creates this head's log file `id` (never an existing one).
+    fn create_log_file(&self, id: u64) -> TreeResult<LogWriter> {
+        let name = LogFileName::new(id, self.branch.clone(), self.term);
+        LogWriter::create(
+            self.files.storage().as_ref(),
+            self.files.dir(),
+            name,
+            self.incarnation,
+            self.log_cfg(),
+        )
+    }
+
+    /// The first log file of a head whose log was all inherited: a new (branch, term) has
+    /// none, unless a crash cut short the record naming one; only then is the directory
+    /// listed (a listing costs O(files), and agents keep thousands of branches).
+    fn create_first_log(&self) -> TreeResult<LogWriter> {
+        let create = |id| self.create_log_file(id);
+        match create(1) {
+            Err(e) if e.kind() == bough_io::ErrorKind::AlreadyExists => create(self.next_log_id()?),
+            other => other,
+        }
+    }
+
+    /// A log id above every log file of this (branch, term) in the directory.
+    fn next_log_id(&self) -> TreeResult<u64> {
+        next_log_id(&self.files, &self.branch, self.term)
     }
 
     /// The ops a tree commit applies: the buffer's (frozen, oldest first) composed with
@@ -504,6 +600,15 @@ impl Head {
     pub(super) fn absorb_buffer(&mut self, muts: &[Mutation]) -> Option<Vec<Mutation>> {
         let (_, frozen) = self.log.buffer.frozen_batch()?;
         Some(merge_muts(frozen, muts.to_vec()))
+    }
+
+    /// [`absorb_buffer`](Self::absorb_buffer) for a record that starts from the parent's
+    /// tree at fork version `v`, which holds the inherited runs: only the later ones.
+    pub(super) fn absorb_buffer_after(&mut self, v: u64, muts: &[Mutation]) -> Vec<Mutation> {
+        match self.log.buffer.frozen_batch_after(v) {
+            Some((_, own)) => merge_muts(own, muts.to_vec()),
+            None => muts.to_vec(),
+        }
     }
 
     /// Adds the `LOG` reference a record appended now must carry (none for a head that

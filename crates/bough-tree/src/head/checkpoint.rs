@@ -12,8 +12,37 @@ pub(crate) const PRUNE_RANGES_EVERY: u64 = 1024;
 /// Everything a new branch needs from its parent to start at the parent's current commit.
 #[derive(Debug, Clone)]
 pub struct ForkPoint {
-    /// The parent's durable snapshot, checkpointed (no overlay).
+    /// The parent's durable snapshot: checkpointed (no overlay, no `LOG`), or, for a fork
+    /// by reference, its last checkpoint with the mapping changes since as the overlay and
+    /// a `LOG` naming the parent's log up to the fork version.
     pub snapshot: Snapshot,
+    /// The parent's buffered commits a fork by reference starts with.
+    pub inherited: Option<InheritedLog>,
+}
+
+impl ForkPoint {
+    /// A fork point of a checkpointed state (nothing inherited from a log).
+    pub fn checkpointed(snapshot: Snapshot) -> ForkPoint {
+        ForkPoint {
+            snapshot,
+            inherited: None,
+        }
+    }
+}
+
+/// What a branch forked by reference takes over of its parent's log (ARCHITECTURE.md,
+/// "Forks"): the parent's buffered runs (shared, nothing copied) and the references to the
+/// log files holding them, each read no further than the fork version.
+#[derive(Debug, Clone)]
+pub struct InheritedLog {
+    /// The parent's runs at the fork, unfrozen.
+    pub buffer: crate::buffer::WriteBuffer,
+    /// The parent's `LOG` in force, each reference's `until` at most the fork version.
+    pub refs: Vec<bough_manifest::LogRef>,
+    /// The fork version: the newest commit the buffer holds.
+    pub version: u64,
+    /// Where the parent leaves its tree at the fork version (`head/fork_share.rs`).
+    pub(crate) share: Arc<super::fork_share::ShareSlot>,
 }
 
 impl Head {
@@ -40,7 +69,65 @@ impl Head {
         }
         let mut snapshot = self.durable_snapshot();
         bough_manifest::ext::remove(&mut snapshot.extensions, bough_manifest::LOG);
-        Ok(ForkPoint { snapshot })
+        Ok(ForkPoint::checkpointed(snapshot))
+    }
+
+    /// The fork point of a new branch that does not checkpoint this head's buffer
+    /// (ARCHITECTURE.md, "Forks"): the last checkpoint's tree, the mapping's changes since
+    /// its last mapping checkpoint as the snapshot's overlay (no page written), and the
+    /// `LOG` in force cut at the current version, with the buffered runs to share. Its
+    /// cost does not follow the buffered bytes: the log is synced when buffered-durability
+    /// records wait (the child names them), nothing else is written. Falls back to
+    /// [`fork_point`](Self::fork_point) when nothing is buffered, when this head has no log
+    /// file of its own yet (commits replayed at open that a crashed process may have left
+    /// unsynced), or when the child could not name one more log file.
+    pub fn fork_by_reference(&mut self, now_ms: u64) -> TreeResult<ForkPoint> {
+        self.check_poisoned()?;
+        let refs = self.refs_in_force()?;
+        let own_last = match self.log.writer.as_ref() {
+            Some(w) => refs
+                .last()
+                .is_some_and(|r| r.file == *w.name() && r.until == 0),
+            // This head is a fork that has not written: its child inherits the same log.
+            None => self.inherits_log()?,
+        };
+        // The child names one more file of its own at its first record (room for it).
+        if self.log.buffer.is_empty() || !own_last || refs.len() >= super::buffered::MAX_LOG_FILES {
+            return self.fork_point(now_ms);
+        }
+        self.keep_tail_aside()?;
+        // The child's manifest names every commit buffered: they must be durable first.
+        self.sync_log_writer()?;
+        let version = self.version();
+        let refs: Vec<bough_manifest::LogRef> = refs
+            .into_iter()
+            .map(|mut r| {
+                // An inherited reference (this head is itself a fork) keeps its own bound.
+                r.until = if r.until == 0 {
+                    version
+                } else {
+                    r.until.min(version)
+                };
+                r
+            })
+            .collect();
+        let mut snapshot = self.snapshot_with_overlay()?;
+        bough_manifest::ext::set(
+            &mut snapshot.extensions,
+            bough_manifest::LOG,
+            bough_manifest::encode_log_refs(&refs),
+        );
+        let buffer = self.log.buffer.fenced_at(version);
+        let share = self.share_fork();
+        Ok(ForkPoint {
+            snapshot,
+            inherited: Some(InheritedLog {
+                buffer,
+                refs,
+                version,
+                share,
+            }),
+        })
     }
 
     /// The state a new term of this branch starts from. A head that has appended
@@ -57,9 +144,22 @@ impl Head {
             return self.fork_point(now_ms);
         }
         self.keep_tail_aside()?;
-        Ok(ForkPoint {
-            snapshot: self.durable_snapshot(),
-        })
+        Ok(ForkPoint::checkpointed(self.durable_snapshot()))
+    }
+
+    /// The durable state as a snapshot record whose overlay is the mapping's changes since
+    /// its last mapping checkpoint (nothing written: what a record on this state names).
+    pub(crate) fn snapshot_with_overlay(&self) -> TreeResult<Snapshot> {
+        let fetch = Fetch {
+            files: &self.files,
+            ranges: &self.state.ranges,
+            staged: None,
+            kept: None,
+        };
+        let overlay = self.state.mapping.overlay(&fetch)?;
+        let mut snapshot = self.durable_snapshot();
+        snapshot.overlay = overlay;
+        Ok(snapshot)
     }
 
     pub(crate) fn durable_snapshot(&self) -> Snapshot {

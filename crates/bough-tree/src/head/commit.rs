@@ -106,24 +106,35 @@ impl Head {
     ) -> TreeResult<Applied> {
         // Staged extensions belong to this commit: if it fails, they go with it (the
         // operation that staged them failed too), never riding along with a later commit.
-        let staged_ext = std::mem::take(&mut self.pending_ext);
+        let mut staged_ext = std::mem::take(&mut self.pending_ext);
         self.check_poisoned()?;
         // A running checkpoint's tree is the one this record follows.
         self.finish_background()?;
+        self.own_log_for_inherited(now_ms)?;
         let before = self.version();
-        // The record also checkpoints the write buffer (its ops first, then `muts`).
-        let absorbed = self.absorb_buffer(muts);
+        // A fork whose parent's tree reached the fork version starts from that tree, which
+        // holds the inherited runs; its record names that tree's mapping root (below).
+        let shared = self.take_fork_base();
+        let (base, absorbed, force_checkpoint) = match &shared {
+            Some((v, s)) => {
+                let base = self.state_from_shared(s)?;
+                if let Some(bases) = self.bases_with_shared(*v, s) {
+                    bough_manifest::ext::set(&mut staged_ext, bough_manifest::MERGE_BASES, bases);
+                }
+                let force = force_checkpoint || s.mapping_root_if_clean().is_none();
+                (base, Some(self.absorb_buffer_after(*v, muts)), force)
+            }
+            // The record also checkpoints the write buffer (its ops first, then `muts`).
+            None => (
+                self.state.clone(),
+                self.absorb_buffer(muts),
+                force_checkpoint,
+            ),
+        };
         let muts = absorbed.as_deref().unwrap_or(muts);
         let mut applied = Applied::default();
         let ctx = self.tree_ctx();
-        let staged = stage(
-            &ctx,
-            self.state.clone(),
-            muts,
-            force_checkpoint,
-            &mut applied,
-            extra,
-        )?;
+        let staged = stage(&ctx, base, muts, force_checkpoint, &mut applied, extra)?;
         let Staged {
             st,
             pages,
@@ -136,6 +147,10 @@ impl Head {
             self.skip_file_ids(&new_files);
             return Err(e);
         }
+        // A record on the parent's tree that writes no mapping of its own names that tree's
+        // mapping root, its changes on top (the parent's, when it shared, are in its pages).
+        let checkpoint =
+            checkpoint.or_else(|| shared.as_ref().and_then(|(_, s)| s.mapping_root_if_clean()));
         let log = record_of(&st, self.seq + 1, checkpoint, changes, staged_ext.clone());
         if let Err(e) = self.append_log(&log, "a log record") {
             self.skip_file_ids(&new_files);
@@ -143,12 +158,15 @@ impl Head {
         }
         self.seq += 1;
         self.state = st;
+        // Its tree is no longer the one it was forked with.
+        self.log.fork_base = None;
         for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
         self.keep_written(&pages, staged);
         // The state is durable: readers see it whatever becomes of its history point.
         self.publish();
+        self.fill_fork_shares();
         self.write_history_point(now_ms, before)?;
         Ok(applied)
     }

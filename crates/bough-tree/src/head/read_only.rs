@@ -119,6 +119,7 @@ impl Head {
             history: None,
             background: None,
             background_done: None,
+            fork_shares: Vec::new(),
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,

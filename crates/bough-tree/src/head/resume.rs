@@ -15,7 +15,7 @@ use crate::error::{TreeError, TreeResult};
 use bough_manifest::{PageAddr, encode_snapshot};
 use bough_names::DataFileName;
 
-use super::{Active, Fetch, Head};
+use super::{Active, Head};
 
 /// A writing open folds the manifest's log into one snapshot record once the manifest is
 /// this long (and the record would at most halve it): sixteen commits' records.
@@ -132,17 +132,7 @@ impl Head {
         self.finish_background()?;
         // A dropped tail goes aside before the file is replaced, as before any rewrite.
         self.keep_tail_aside()?;
-        let overlay = {
-            let fetch = Fetch {
-                files: &self.files,
-                ranges: &self.state.ranges,
-                staged: None,
-                kept: None,
-            };
-            self.state.mapping.overlay(&fetch)?
-        };
-        let mut snapshot = self.durable_snapshot();
-        snapshot.overlay = overlay;
+        let snapshot = self.snapshot_with_overlay()?;
         let bytes = encode_snapshot(&snapshot).map_err(|e| TreeError::InvalidArgument {
             what: format!("cannot encode the snapshot of {}: {e}", self.manifest_path),
         })?;

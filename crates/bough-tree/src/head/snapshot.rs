@@ -211,6 +211,7 @@ impl TreeSnapshot {
                 mapping.replay_change(id, raw, &fetch)?;
             }
         }
+        let buffer = inherited_buffer(&files, s)?;
         Ok(TreeSnapshot {
             root: s.meta.root,
             ttl_root: s.meta.ttl_root,
@@ -222,10 +223,22 @@ impl TreeSnapshot {
                 .ok()
                 .flatten()
                 .unwrap_or(0),
-            buffer: crate::buffer::WriteBuffer::new(),
+            buffer,
             top: Arc::default(),
         })
     }
+}
+
+/// The buffered commits of a record whose `LOG` references are all bounded (`until`): the
+/// log a branch forked by reference inherited, as its merge base names it (ARCHITECTURE.md,
+/// "Forks"). A record whose `LOG` names a head's own log, which that head may still append
+/// to, is read as its tree alone.
+fn inherited_buffer(files: &FileTable, s: &Snapshot) -> TreeResult<crate::buffer::WriteBuffer> {
+    let refs = match bough_manifest::log_refs(&s.extensions) {
+        Ok(Some(refs)) if bough_manifest::inherited_only(&refs) => refs,
+        _ => return Ok(crate::buffer::WriteBuffer::new()),
+    };
+    Ok(crate::wal::recover(files.storage().as_ref(), files.dir(), &refs)?.0)
 }
 
 impl NodeSource for TreeSnapshot {
@@ -295,14 +308,18 @@ impl Published {
     }
 
     pub(super) fn store(&self, s: Arc<TreeSnapshot>) {
-        {
-            let mut h = self.handed_out.lock();
-            if h.len() >= 64 {
-                h.retain(|w| w.strong_count() > 0);
-            }
-            h.push(Arc::downgrade(&s));
-        }
+        self.register(&s);
         self.current.store(s);
+    }
+
+    /// Counts `s` among the snapshots handed out, so GC keeps what it reaches while
+    /// someone holds it.
+    pub(super) fn register(&self, s: &Arc<TreeSnapshot>) {
+        let mut h = self.handed_out.lock();
+        if h.len() >= 64 {
+            h.retain(|w| w.strong_count() > 0);
+        }
+        h.push(Arc::downgrade(s));
     }
 
     /// The snapshots readers hold (the current one only if a reader holds it too). What a

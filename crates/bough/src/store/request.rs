@@ -200,9 +200,14 @@ impl BranchOp {
     /// checkpointed before it runs); deleting the branch does not, and a sync only syncs
     /// (a checkpoint would cost it a tree update and two more syncs).
     pub(super) fn reads_data(&self) -> bool {
+        // A branch is created from the buffered state by reference (ARCHITECTURE.md,
+        // "Forks"); a staging branch's fork point checkpoints on its own.
         !matches!(
             self,
-            BranchOp::Delete { .. } | BranchOp::DeleteExpired { .. } | BranchOp::Sync { .. }
+            BranchOp::Delete { .. }
+                | BranchOp::DeleteExpired { .. }
+                | BranchOp::Sync { .. }
+                | BranchOp::CreateBranch { .. }
         )
     }
 

@@ -1,0 +1,311 @@
+//! A branch forked by reference takes its parent's tree at the fork version instead of
+//! rewriting the inherited writes itself (ARCHITECTURE.md, "Forks").
+//!
+//! A fork writes nothing in the parent. The parent's next checkpoint in line that leaves
+//! its tree at exactly the fork version offers that state in the fork's share slot: its
+//! checkpoint before its first commit after the fork, at close (parents first), or on
+//! demand. That record also writes the parent's mapping, so the two mappings share their
+//! pages. The child's next record that absorbs its buffer then starts from that tree, names
+//! its mapping root and applies only its own runs. Pages stay shared, so a diff, merge or
+//! rebase of the two keeps costing their divergence, and the child's merge base with the
+//! parent becomes that tree (no log to replay).
+//!
+//! Only a durable record's tree is offered (pages a checkpoint wrote whose record then
+//! failed are garbage the parent's next write may land on), and only by the parent's own
+//! operations, never by a background checkpoint's install: whether a fork shares then
+//! depends on the order of operations alone, not on a thread's timing (the power-loss
+//! sweep replays a seed's sync points exactly).
+//!
+//! A share is best effort. A restart, or a child that wrote a record first, leaves the
+//! child with its own copy of the leaves the inherited writes touch. The result is the
+//! same content either way.
+
+use super::*;
+use bough_manifest::{encode_merge_bases, merge_bases};
+
+/// The parent's state at a fork version, once a durable record left its tree there.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// Its durable snapshot: the mapping's changes since its last mapping checkpoint as
+    /// the overlay, the fork version as the commit version, no other extension.
+    snapshot: Snapshot,
+    /// A tree-only snapshot of that state registered with the parent's readers: GC keeps
+    /// the pages it reaches while the child holds it, until the child's own manifest
+    /// names them.
+    _pin: Arc<TreeSnapshot>,
+}
+
+impl Shared {
+    /// The tree's mapping root when its mapping is all in its pages (no overlay): a
+    /// record on this tree can name it, its own changes on top, writing no mapping page.
+    pub(super) fn mapping_root_if_clean(&self) -> Option<PageAddr> {
+        self.snapshot
+            .overlay
+            .is_empty()
+            .then_some(self.snapshot.mapping_root)
+    }
+}
+
+/// Where a fork stands with its parent's tree at the fork version.
+#[derive(Debug)]
+enum ShareState {
+    /// The parent's tree is not there yet (a later record of the parent's may bring it).
+    Waiting,
+    Ready(Shared),
+    /// Taken by the child, or the parent's tree went past the fork version.
+    Gone,
+}
+
+/// Where a fork finds its parent's tree at the fork version.
+#[derive(Debug)]
+pub(crate) struct ShareSlot {
+    state: parking_lot::Mutex<ShareState>,
+}
+
+impl ShareSlot {
+    fn new() -> Self {
+        ShareSlot {
+            state: parking_lot::Mutex::new(ShareState::Waiting),
+        }
+    }
+
+    /// Moves a waiting slot to `to`.
+    fn offer(&self, to: ShareState) {
+        let mut st = self.state.lock();
+        if matches!(*st, ShareState::Waiting) {
+            *st = to;
+        }
+    }
+}
+
+/// What a snapshot record of a head state needs besides the state.
+#[derive(Debug, Clone)]
+struct SnapshotParts {
+    branch: BranchName,
+    term: Term,
+    page_size: u32,
+    dict: Vec<u8>,
+}
+
+/// The state `st` (a tree covering `covered`) as a snapshot record, and a pin of it.
+fn shared_of(
+    files: &Arc<FileTable>,
+    published: &Published,
+    parts: &SnapshotParts,
+    st: &HeadState,
+    covered: u64,
+) -> TreeResult<Shared> {
+    let overlay = {
+        let fetch = Fetch {
+            files,
+            ranges: &st.ranges,
+            staged: None,
+            kept: None,
+        };
+        st.mapping.overlay(&fetch)?
+    };
+    let mut extensions = Vec::new();
+    bough_manifest::set_commit_version(&mut extensions, covered);
+    let snapshot = Snapshot {
+        meta: ManifestMetadata {
+            branch: parts.branch.clone(),
+            term: parts.term,
+            root: st.root,
+            ttl_root: st.ttl_root,
+            branch_file_ranges: st.ranges.clone(),
+        },
+        max_file_id: st.max_file_id,
+        page_size: parts.page_size,
+        dict: parts.dict.clone(),
+        mapping_root: st.mapping.current().root(),
+        next_page_id: st.mapping.next_page_id(),
+        free_head: st.mapping.free_head(),
+        overlay,
+        extensions,
+    };
+    let pin = Arc::new(TreeSnapshot {
+        root: st.root,
+        ttl_root: st.ttl_root,
+        mapping: st.mapping.view(),
+        ranges: Arc::new(st.ranges.clone()),
+        files: Arc::clone(files),
+        version: covered,
+        buffer: crate::buffer::WriteBuffer::new(),
+        top: Arc::default(),
+    });
+    published.register(&pin);
+    Ok(Shared {
+        snapshot,
+        _pin: pin,
+    })
+}
+
+impl Head {
+    /// Registers a fork at the current version; returns the slot the child watches. No
+    /// checkpoint starts (a fork writes nothing): this head's next checkpoint that ends
+    /// exactly at the fork version offers its tree.
+    pub(super) fn share_fork(&mut self) -> Arc<ShareSlot> {
+        let slot = Arc::new(ShareSlot::new());
+        self.fork_shares.retain(|(_, w)| w.strong_count() > 0);
+        self.fork_shares
+            .push((self.version(), Arc::downgrade(&slot)));
+        slot
+    }
+
+    /// Whether a fork waits for this head's tree at its fork version (this head has not
+    /// checkpointed or written since): checkpointing this head first lets the fork share
+    /// its pages.
+    pub fn forks_waiting(&self) -> bool {
+        let v = self.version();
+        self.fork_shares
+            .iter()
+            .any(|(at, w)| *at == v && w.strong_count() > 0)
+    }
+
+    /// Before the first commit after a fork: brings this head's tree to the fork version
+    /// in line (once per fork: the commit then moves past it), so the fork can share it.
+    pub(super) fn checkpoint_for_forks(&mut self, now_ms: u64) -> TreeResult<()> {
+        if !self.forks_waiting() {
+            return Ok(());
+        }
+        self.checkpoint_buffer(now_ms)
+    }
+
+    fn snapshot_parts(&self) -> SnapshotParts {
+        SnapshotParts {
+            branch: self.branch.clone(),
+            term: self.term,
+            page_size: self.cfg.page_size,
+            dict: self.dict.clone(),
+        }
+    }
+
+    /// After a record of this head's own operation: puts its state in the slots of forks
+    /// at the version its tree now covers exactly, and lets go of the forks it has passed.
+    pub(super) fn fill_fork_shares(&mut self) {
+        self.settle_fork_shares(true);
+    }
+
+    /// After a record installed from a background checkpoint: lets go of the forks this
+    /// head's tree has passed, offering none.
+    pub(super) fn drop_passed_forks(&mut self) {
+        self.settle_fork_shares(false);
+    }
+
+    fn settle_fork_shares(&mut self, offer: bool) {
+        if self.fork_shares.is_empty() {
+            return;
+        }
+        let covered = self.version().saturating_sub(self.log.buffered);
+        let mut shared: Option<Option<Shared>> = None;
+        for (v, w) in std::mem::take(&mut self.fork_shares) {
+            if v > covered || (v == covered && !offer) {
+                self.fork_shares.push((v, w));
+                continue;
+            }
+            let Some(slot) = w.upgrade() else {
+                continue;
+            };
+            if v < covered {
+                slot.offer(ShareState::Gone);
+                continue;
+            }
+            let s = shared.get_or_insert_with(|| {
+                shared_of(
+                    &self.files,
+                    &self.published,
+                    &self.snapshot_parts(),
+                    &self.state,
+                    covered,
+                )
+                .ok()
+            });
+            slot.offer(match s {
+                Some(s) => ShareState::Ready(s.clone()),
+                None => ShareState::Gone,
+            });
+        }
+    }
+
+    /// The parent's tree at this fork's version, when the parent has put it in the slot
+    /// and this head's tree is still the one it was forked with. Taken once.
+    pub(super) fn take_fork_base(&mut self) -> Option<(u64, Shared)> {
+        let (v, slot) = self.log.fork_base.as_ref()?;
+        let mut st = slot.state.lock();
+        match std::mem::replace(&mut *st, ShareState::Gone) {
+            ShareState::Ready(shared) => Some((*v, shared)),
+            other => {
+                *st = other;
+                None
+            }
+        }
+    }
+
+    /// Bytes of this head's buffer that are its own: a fork that has not written a record
+    /// leaves the inherited runs (held by the parent too, or until the parent's checkpoint)
+    /// to the parent's bound, so its own writes do not checkpoint them before the parent
+    /// can share its tree. It holds at most twice its bound meanwhile. (Not whether the
+    /// parent passed the fork version: that may follow a background install's timing.)
+    pub(super) fn own_buffer_bytes(&self) -> usize {
+        match &self.log.fork_base {
+            Some((v, _)) => self.log.buffer.bytes_after(*v),
+            _ => self.log.buffer.bytes(),
+        }
+    }
+
+    /// The head state a record starts from when it takes the parent's tree `s`: that tree
+    /// (its overlay replayed), with this head's file and page counters where they are
+    /// ahead (as an adoption does).
+    pub(super) fn state_from_shared(&self, shared: &Shared) -> TreeResult<HeadState> {
+        let s = &shared.snapshot;
+        let cap = max_payload(self.cfg.page_size);
+        let next_page_id = s.next_page_id.max(self.state.mapping.next_page_id());
+        let mut mapping = MappingTable::new(fanout(cap), s.mapping_root, next_page_id, s.free_head);
+        {
+            let fetch = Fetch {
+                files: &self.files,
+                ranges: &s.meta.branch_file_ranges,
+                staged: None,
+                kept: None,
+            };
+            for &(id, raw) in &s.overlay {
+                mapping.replay_change(id, raw, &fetch)?;
+            }
+        }
+        Ok(HeadState {
+            root: s.meta.root,
+            ttl_root: s.meta.ttl_root,
+            mapping,
+            ranges: s.meta.branch_file_ranges.clone(),
+            max_file_id: s.max_file_id.max(self.state.max_file_id),
+            active: None,
+            resume: None,
+        })
+    }
+
+    /// The `MERGE_BASES` of a record that takes the parent's tree at fork version `v`:
+    /// the base recorded at the fork (the parent's last checkpoint and its log up to `v`)
+    /// replaced by that tree. `None` when no base names the fork.
+    pub(super) fn bases_with_shared(&self, v: u64, shared: &Shared) -> Option<Vec<u8>> {
+        let mut bases = merge_bases(&self.extensions).ok()?;
+        let mut replaced = false;
+        for b in &mut bases {
+            let at_fork = bough_manifest::commit_version(&b.state.extensions)
+                .ok()
+                .flatten()
+                == Some(v)
+                && bough_manifest::log_refs(&b.state.extensions)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| bough_manifest::inherited_only(&r));
+            if at_fork {
+                b.state = shared.snapshot.clone();
+                replaced = true;
+            }
+        }
+        if !replaced {
+            return None;
+        }
+        encode_merge_bases(&bases).ok()
+    }
+}
