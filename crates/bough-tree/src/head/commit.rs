@@ -90,6 +90,7 @@ impl Head {
     }
 
     fn commit_direct_checked(&mut self, muts: &[Mutation], now_ms: u64) -> TreeResult<Applied> {
+        self.checkpoint_for_forks(now_ms)?;
         let applied = self.commit_inner(muts, false, now_ms, |_, _| Ok(()))?;
         if self.manifest_end > self.cfg.manifest_rewrite_bytes {
             self.rewrite_manifest(now_ms)?;

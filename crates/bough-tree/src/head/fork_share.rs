@@ -164,11 +164,20 @@ impl Head {
 
     /// Before the first commit after a fork: brings this head's tree to the fork version
     /// in line (once per fork: the commit then moves past it), so the fork can share it.
+    /// Best effort (the share saves work, it holds no data): a failure that did not poison
+    /// the head is logged and the commit goes on.
     pub(super) fn checkpoint_for_forks(&mut self, now_ms: u64) -> TreeResult<()> {
         if !self.forks_waiting() {
             return Ok(());
         }
-        self.checkpoint_buffer(now_ms)
+        match self.checkpoint_buffer(now_ms) {
+            Err(e) if self.poisoned.is_some() => Err(e),
+            Err(e) => {
+                tracing::warn!(branch = %self.branch, error = %e, "no checkpoint at the fork version; the fork will not share this tree");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     fn snapshot_parts(&self) -> SnapshotParts {
