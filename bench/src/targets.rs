@@ -648,7 +648,7 @@ fn branch_creation(out: &mut Vec<Target>, res: &Results, sizes: &Sizes) {
             }
             add_detail(
                 &mut caveat,
-                "measured after a maintenance pass and one small write, which the write buffer holds: a fork of a buffered parent checkpoints it first (forks by log reference are not built)",
+                "measured after a maintenance pass and one small write, which the write buffer holds: the fork names the parent's log and checkpoints nothing (forks by reference)",
             );
             add_detail(&mut t.detail, &caveat);
             out.push(t);

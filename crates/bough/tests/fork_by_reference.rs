@@ -247,8 +247,8 @@ fn a_fork_of_a_fork_inherits_both_logs() {
     reopened.close().unwrap();
 }
 
-/// The parent checkpoints at the fork version before its first write after it: the fork
-/// then takes that tree, so a diff of the two reads their divergence, not the inherited
+/// The parent checkpoints at the fork version before its first write after it: the forks
+/// then take that tree, so a diff of the two reads their divergence, not the inherited
 /// writes (which would otherwise be in leaves of the fork's own).
 #[test]
 fn the_fork_shares_the_parent_s_checkpoint_of_the_inherited_writes() {
@@ -259,20 +259,20 @@ fn the_fork_shares_the_parent_s_checkpoint_of_the_inherited_writes() {
         .unwrap();
     load(&store, "main", 0..20_000, "base");
     let part = store.partition("t", 0).unwrap();
-    part.create_branch("feature", "main").unwrap();
-    // The parent's first write after the fork checkpoints its tree at the fork first.
+    // Two forks at one version (they share one slot in the parent).
+    for f in ["feature", "other"] {
+        part.create_branch(f, "main").unwrap();
+    }
+    // The parent's first write after the forks checkpoints its tree at the fork first.
     part.branch("main")
         .unwrap()
         .put_blocking(key(1), "m")
         .unwrap();
-    part.branch("feature")
-        .unwrap()
-        .put_blocking(key(2), "f")
-        .unwrap();
-    part.branch("feature")
-        .unwrap()
-        .checkpoint_blocking()
-        .unwrap();
+    for f in ["feature", "other"] {
+        let b = part.branch(f).unwrap();
+        b.put_blocking(key(2), "f").unwrap();
+        b.checkpoint_blocking().unwrap();
+    }
     part.branch("main").unwrap().checkpoint_blocking().unwrap();
     drop(part);
     store.close().unwrap();
@@ -281,14 +281,17 @@ fn the_fork_shares_the_parent_s_checkpoint_of_the_inherited_writes() {
         .open()
         .unwrap();
     let part = store.partition("t", 0).unwrap();
-    part.branch("main").unwrap();
-    part.branch("feature").unwrap();
-    let before = store.io_stats();
-    let d = part.diff("main", "feature").unwrap();
-    let reads = store.io_stats().since(&before).reads;
-    assert_eq!(d.len(), 2, "{d:?}");
-    // Two changed leaves a side, the mapping pages on their paths and a file header:
-    // 20k inherited keys are ~130 leaves, all shared.
-    assert!(reads <= 16, "the diff read {reads} pages");
+    for b in ["main", "feature", "other"] {
+        part.branch(b).unwrap();
+    }
+    for f in ["feature", "other"] {
+        let before = store.io_stats();
+        let d = part.diff("main", f).unwrap();
+        let reads = store.io_stats().since(&before).reads;
+        assert_eq!(d.len(), 2, "{f}: {d:?}");
+        // Two changed leaves a side, the mapping pages on their paths and a file header:
+        // 20k inherited keys are ~130 leaves, all shared.
+        assert!(reads <= 16, "{f}: the diff read {reads} pages");
+    }
     store.close().unwrap();
 }

@@ -52,7 +52,7 @@ enum ShareState {
     /// The parent's tree is not there yet (a later record of the parent's may bring it).
     Waiting,
     Ready(Shared),
-    /// Taken by the child, or the parent's tree went past the fork version.
+    /// The parent's tree went past the fork version first.
     Gone,
 }
 
@@ -144,11 +144,19 @@ impl Head {
     /// Registers a fork at the current version; returns the slot the child watches. No
     /// checkpoint starts (a fork writes nothing): this head's next checkpoint that ends
     /// exactly at the fork version offers its tree.
+    /// Forks at one version share one slot, so many forks of an unchanged parent (agents
+    /// fork thousands) keep one entry here.
     pub(super) fn share_fork(&mut self) -> Arc<ShareSlot> {
+        let v = self.version();
+        if let Some((at, w)) = self.fork_shares.last()
+            && *at == v
+            && let Some(slot) = w.upgrade()
+        {
+            return slot;
+        }
         let slot = Arc::new(ShareSlot::new());
         self.fork_shares.retain(|(_, w)| w.strong_count() > 0);
-        self.fork_shares
-            .push((self.version(), Arc::downgrade(&slot)));
+        self.fork_shares.push((v, Arc::downgrade(&slot)));
         slot
     }
 
@@ -237,16 +245,13 @@ impl Head {
     }
 
     /// The parent's tree at this fork's version, when the parent has put it in the slot
-    /// and this head's tree is still the one it was forked with. Taken once.
+    /// and this head's tree is still the one it was forked with (every fork at that version
+    /// takes it; the slot goes when the last of them has written a record).
     pub(super) fn take_fork_base(&mut self) -> Option<(u64, Shared)> {
         let (v, slot) = self.log.fork_base.as_ref()?;
-        let mut st = slot.state.lock();
-        match std::mem::replace(&mut *st, ShareState::Gone) {
-            ShareState::Ready(shared) => Some((*v, shared)),
-            other => {
-                *st = other;
-                None
-            }
+        match &*slot.state.lock() {
+            ShareState::Ready(shared) => Some((*v, shared.clone())),
+            _ => None,
         }
     }
 
