@@ -470,7 +470,7 @@ pub fn targets(res: &Results, device: Option<&Device>, sizes: &Sizes) -> Vec<Tar
             "random durable 1k-key batches, load + settle",
         );
     }
-    let largest = largest_create(res);
+    let largest = largest_create(res, "bough create_branch");
     let ck = largest.and_then(|p| {
         res.points
             .iter()
@@ -616,15 +616,41 @@ fn agent_scale(out: &mut Vec<Target>, res: &Results, sizes: &Sizes) {
     out.push(t);
 }
 
-fn largest_create(res: &Results) -> Option<&crate::workloads::Point> {
+fn largest_create<'a>(res: &'a Results, series: &str) -> Option<&'a crate::workloads::Point> {
     res.points
         .iter()
-        .filter(|p| p.series == "bough create_branch")
+        .filter(|p| p.series == series)
         .max_by(|a, b| a.x.total_cmp(&b.x))
 }
 
+/// Issue 16: creation stays flat with the parent's write buffer full.
+fn branch_creation_full_buffer(out: &mut Vec<Target>, res: &Results) {
+    let p = largest_create(res, "bough create_branch, full write buffer");
+    let mut t = absolute(
+        "16",
+        match p {
+            Some(p) => format!(
+                "create_branch p50 with a full write buffer, {} MiB partition ({})",
+                mib(p.x as u64),
+                p.x_label
+            ),
+            None => "create_branch p50 with a full write buffer".into(),
+        },
+        1.0,
+        Cmp::AtMost,
+        "ms",
+        p.map(|p| p.ms),
+        "the branch workloads did not run".into(),
+    );
+    if let Some(p) = p {
+        add_detail(&mut t.detail, &p.note);
+    }
+    out.push(t);
+}
+
 fn branch_creation(out: &mut Vec<Target>, res: &Results, sizes: &Sizes) {
-    match largest_create(res) {
+    branch_creation_full_buffer(out, res);
+    match largest_create(res, "bough create_branch") {
         Some(p) => {
             let mut t = absolute(
                 "16",

@@ -1044,6 +1044,58 @@ pub fn median_points(points: Vec<Point>) -> Vec<Point> {
         .collect()
 }
 
+/// Branch creation from a parent whose write buffer is three quarters full (new keys after
+/// its own, in 10k batches; overwrites would compose in the buffer and never fill it):
+/// issue 16 states the target with a full buffer, which a fork must neither checkpoint nor
+/// copy.
+fn create_with_full_buffer(
+    e: &engines::BoughEngine,
+    keys: u64,
+    disk: u64,
+    out: &mut Results,
+) -> Res<()> {
+    let want = bough::DEFAULT_WRITE_BUFFER_BYTES / 4 * 3;
+    // At most twice the keys the bound holds at ~100 B an entry (a cap, should the buffer
+    // be checkpointed meanwhile).
+    let most = want / 50;
+    let mut next = 0u64;
+    while e.store.write_buffer_usage().bytes < want && next < most {
+        let mut batch = bough::WriteBatch::new();
+        for _ in 0..10_000 {
+            batch.put(sorted_key(keys + next), value(next, 84));
+            next += 1;
+        }
+        e.main.write_blocking(batch)?;
+    }
+    let buffered = e.store.write_buffer_usage().bytes;
+    let before = e.store.io_stats();
+    let mut took = Vec::with_capacity(CREATE_SAMPLES);
+    for i in 0..CREATE_SAMPLES {
+        let t = Instant::now();
+        e.part.create_branch(&format!("full{i}"), "main")?;
+        took.push(ms(t.elapsed()));
+    }
+    let written = e.store.io_stats().since(&before).write_bytes / CREATE_SAMPLES as u64;
+    took.sort_by(f64::total_cmp);
+    let p50 = took[took.len() / 2];
+    let max = took[took.len() - 1];
+    eprintln!(
+        "  create_branch {keys:>9} keys, {:.0} MiB buffered: p50 {p50:.2} ms, max {max:.2} ms",
+        buffered as f64 / 1048576.0,
+    );
+    out.points.push(Point {
+        series: "bough create_branch, full write buffer".into(),
+        x: disk as f64,
+        x_label: format!("{keys} keys"),
+        ms: p50,
+        note: format!(
+            "p50 of {CREATE_SAMPLES} creations from `main` with {:.0} MiB in its write buffer (max {max:.2} ms); {written} bytes written per creation",
+            buffered as f64 / 1048576.0
+        ),
+    });
+    Ok(())
+}
+
 /// Branch creation against partition size, GC against branch count, diff and merge
 /// against divergence.
 pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Results) -> Res<()> {
@@ -1084,6 +1136,7 @@ pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Result
                 "p50 of {CREATE_SAMPLES} creations from `main` (max {max:.2} ms); {written} bytes written per creation"
             ),
         });
+        create_with_full_buffer(&e, keys, disk, out)?;
         drop(e);
         let _ = std::fs::remove_dir_all(&dir);
         if with_rocksdb {
