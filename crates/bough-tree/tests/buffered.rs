@@ -667,3 +667,42 @@ fn a_failed_sync_beside_a_background_checkpoint_poisons_and_loses_nothing_acknow
         assert!(got == model || got == with_failed, "round {round}");
     }
 }
+
+/// Regression (ci_injected_faults, seed 2262118309045340624, under CPU load): the operation
+/// that finds a background checkpoint whose own sync failed did not fail a sync itself; it
+/// is refused as `Poisoned` (reopen), as every later one is. It returned the thread's `Io`
+/// error before, which reads as "retry".
+#[test]
+fn the_operation_that_finds_a_failed_background_sync_is_refused_as_poisoned() {
+    let faults = FaultInjector::new();
+    let mem = MemoryStorage::with_faults(faults.clone());
+    // A log file that never fills here: no commit syncs anything (no rotation).
+    let mut c = background_cfg(8 << 10);
+    c.log.file_bytes = 8 << 20;
+    let mut head = Head::create(files(&mem), c, BranchName::main(), 0, None, Vec::new()).unwrap();
+    let mut started = false;
+    for i in 0..400u64 {
+        let k = format!("k{:03}", (i * 53) % 170).into_bytes();
+        let v = format!("{i:080}").into_bytes();
+        head.commit_unsynced(&[put(&k, &v, i + 1)], i + 1).unwrap();
+        if head.checkpoint_running() {
+            started = true;
+            break;
+        }
+        // After the commit that created the log file: the next sync is the thread's.
+        if i == 0 {
+            faults.fail_next(FaultOp::Sync, 5, 1);
+        }
+    }
+    assert!(started, "no background checkpoint started");
+    // No store hook here: the next operation joins the thread and meets its failure.
+    let err = head
+        .checkpoint_buffer(10_000)
+        .expect_err("the thread's sync failed");
+    assert_eq!(err.kind(), bough_io::ErrorKind::Poisoned, "{err}");
+    assert!(head.poisoned().is_some());
+    let again = head
+        .commit_unsynced(&[put(b"later", b"1", 20_000)], 20_000)
+        .expect_err("poisoned");
+    assert_eq!(again.kind(), bough_io::ErrorKind::Poisoned, "{again}");
+}

@@ -254,8 +254,11 @@ impl Head {
             Err((f, created)) => {
                 self.skip_file_ids(&created);
                 if let Some(cause) = f.poison {
-                    self.poisoned = Some(cause);
-                    return Err(f.err);
+                    // The operation that finds it did not fail a sync itself: it is refused
+                    // because the head is poisoned (reopen), as every later one is.
+                    tracing::error!(branch = %self.branch, error = %f.err, "background checkpoint's sync failed: head poisoned");
+                    self.poisoned = Some(cause.clone());
+                    return Err(TreeError::Poisoned { cause });
                 }
                 tracing::warn!(branch = %self.branch, error = %f.err, "background checkpoint failed; the buffer keeps its writes");
                 return Ok(());
