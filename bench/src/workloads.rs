@@ -1044,6 +1044,21 @@ pub fn median_points(points: Vec<Point>) -> Vec<Point> {
         .collect()
 }
 
+/// [`CREATE_SAMPLES`] branches `<prefix><i>` created from `main` (issue 16 states the
+/// target as a median): their p50 and max in ms, and the bytes each wrote.
+fn time_creations(e: &engines::BoughEngine, prefix: &str) -> Res<(f64, f64, u64)> {
+    let before = e.store.io_stats();
+    let mut took = Vec::with_capacity(CREATE_SAMPLES);
+    for i in 0..CREATE_SAMPLES {
+        let t = Instant::now();
+        e.part.create_branch(&format!("{prefix}{i}"), "main")?;
+        took.push(ms(t.elapsed()));
+    }
+    let written = e.store.io_stats().since(&before).write_bytes / CREATE_SAMPLES as u64;
+    took.sort_by(f64::total_cmp);
+    Ok((took[took.len() / 2], took[took.len() - 1], written))
+}
+
 /// Branch creation from a parent whose write buffer is three quarters full (new keys after
 /// its own, in 10k batches; overwrites would compose in the buffer and never fill it):
 /// issue 16 states the target with a full buffer, which a fork must neither checkpoint nor
@@ -1068,17 +1083,7 @@ fn create_with_full_buffer(
         e.main.write_blocking(batch)?;
     }
     let buffered = e.store.write_buffer_usage().bytes;
-    let before = e.store.io_stats();
-    let mut took = Vec::with_capacity(CREATE_SAMPLES);
-    for i in 0..CREATE_SAMPLES {
-        let t = Instant::now();
-        e.part.create_branch(&format!("full{i}"), "main")?;
-        took.push(ms(t.elapsed()));
-    }
-    let written = e.store.io_stats().since(&before).write_bytes / CREATE_SAMPLES as u64;
-    took.sort_by(f64::total_cmp);
-    let p50 = took[took.len() / 2];
-    let max = took[took.len() - 1];
+    let (p50, max, written) = time_creations(e, "full")?;
     eprintln!(
         "  create_branch {keys:>9} keys, {:.0} MiB buffered: p50 {p50:.2} ms, max {max:.2} ms",
         buffered as f64 / 1048576.0,
@@ -1110,19 +1115,7 @@ pub fn run_branches(base: &Path, s: &Sizes, with_rocksdb: bool, out: &mut Result
         w.put("last", "write");
         e.main.write_blocking(w)?;
         let disk = measure::disk_bytes(&dir);
-        let before = e.store.io_stats();
-        // p50 of CREATE_SAMPLES creations from the same parent (issue 16 states the target
-        // as a median).
-        let mut took = Vec::with_capacity(CREATE_SAMPLES);
-        for i in 0..CREATE_SAMPLES {
-            let t = Instant::now();
-            e.part.create_branch(&format!("feature{i}"), "main")?;
-            took.push(ms(t.elapsed()));
-        }
-        let written = e.store.io_stats().since(&before).write_bytes / CREATE_SAMPLES as u64;
-        took.sort_by(f64::total_cmp);
-        let p50 = took[took.len() / 2];
-        let max = took[took.len() - 1];
+        let (p50, max, written) = time_creations(&e, "feature")?;
         eprintln!(
             "  create_branch {keys:>9} keys ({:>6.0} MiB): p50 {p50:.2} ms, max {max:.2} ms",
             disk as f64 / 1048576.0,

@@ -123,21 +123,6 @@ impl HeadLog {
     }
 }
 
-/// A log id above every log file of (`branch`, `term`) in the directory: a name is never
-/// reused, even for a file a crash left unnamed.
-fn next_log_id(files: &FileTable, branch: &BranchName, term: Term) -> TreeResult<u64> {
-    let mut max = 0;
-    for name in files.storage().list(files.dir())? {
-        if let bough_names::FileKind::Log(l) = bough_names::classify(&name)
-            && l.branch == *branch
-            && l.term == term
-        {
-            max = max.max(l.log_id);
-        }
-    }
-    Ok(max.saturating_add(1))
-}
-
 impl HeadLog {
     /// The log state of a branch forked by reference, whose first manifest names the
     /// parent's references cut at the fork version (`extensions` get that `LOG`): the
@@ -348,17 +333,16 @@ impl Head {
     /// when nothing is buffered.
     pub fn checkpoint_buffer(&mut self, now_ms: u64) -> TreeResult<()> {
         self.finish_background()?;
-        if self.log.buffer.is_empty() && self.forks_waiting() {
-            // The tree is at the fork version already (a background checkpoint's install
-            // offers nothing): a record writing the mapping offers it, or, with the mapping
-            // in its pages, the state as it is.
-            if self.dirty_chunks() > 0 {
-                return self.housekeeping_record(now_ms);
-            }
-            self.fill_fork_shares();
-            return self.sync_log_writer();
-        }
         if self.log.buffer.is_empty() {
+            // A fork waits for this tree, at its version already (a background
+            // checkpoint's install offers nothing): a record writing the mapping offers it,
+            // or, with the mapping in its pages, the state as it is.
+            if self.forks_waiting() {
+                if self.dirty_chunks() > 0 {
+                    return self.housekeeping_record(now_ms);
+                }
+                self.fill_fork_shares();
+            }
             // (Nothing can wait for a sync then: emptying the buffer took a manifest record,
             // and the log was synced before it. Cheap to make sure.)
             return self.sync_log_writer();
@@ -466,14 +450,7 @@ impl Head {
                 }
             }
         }
-        let name = LogFileName::new(self.next_log_id()?, self.branch.clone(), self.term);
-        let w = LogWriter::create(
-            self.files.storage().as_ref(),
-            self.files.dir(),
-            name,
-            self.incarnation,
-            cfg,
-        )?;
+        let w = self.create_log_file(self.next_log_id()?)?;
         if self.log.version.is_none() {
             // From now on the version is kept explicitly (a head that had no log).
             self.log.version = Some(self.version());
@@ -590,9 +567,19 @@ impl Head {
         }
     }
 
-    /// A log id above every log file of this (branch, term) in the directory.
+    /// A log id above every log file of this (branch, term) in the directory: a name is
+    /// never reused, even for a file a crash left unnamed.
     fn next_log_id(&self) -> TreeResult<u64> {
-        next_log_id(&self.files, &self.branch, self.term)
+        let mut max = 0;
+        for name in self.files.storage().list(self.files.dir())? {
+            if let bough_names::FileKind::Log(l) = bough_names::classify(&name)
+                && l.branch == self.branch
+                && l.term == self.term
+            {
+                max = max.max(l.log_id);
+            }
+        }
+        Ok(max.saturating_add(1))
     }
 
     /// The ops a tree commit applies: the buffer's (frozen, oldest first) composed with

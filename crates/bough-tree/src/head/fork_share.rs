@@ -78,68 +78,6 @@ impl ShareSlot {
     }
 }
 
-/// What a snapshot record of a head state needs besides the state.
-#[derive(Debug, Clone)]
-struct SnapshotParts {
-    branch: BranchName,
-    term: Term,
-    page_size: u32,
-    dict: Vec<u8>,
-}
-
-/// The state `st` (a tree covering `covered`) as a snapshot record, and a pin of it.
-fn shared_of(
-    files: &Arc<FileTable>,
-    published: &Published,
-    parts: &SnapshotParts,
-    st: &HeadState,
-    covered: u64,
-) -> TreeResult<Shared> {
-    let overlay = {
-        let fetch = Fetch {
-            files,
-            ranges: &st.ranges,
-            staged: None,
-            kept: None,
-        };
-        st.mapping.overlay(&fetch)?
-    };
-    let mut extensions = Vec::new();
-    bough_manifest::set_commit_version(&mut extensions, covered);
-    let snapshot = Snapshot {
-        meta: ManifestMetadata {
-            branch: parts.branch.clone(),
-            term: parts.term,
-            root: st.root,
-            ttl_root: st.ttl_root,
-            branch_file_ranges: st.ranges.clone(),
-        },
-        max_file_id: st.max_file_id,
-        page_size: parts.page_size,
-        dict: parts.dict.clone(),
-        mapping_root: st.mapping.current().root(),
-        next_page_id: st.mapping.next_page_id(),
-        free_head: st.mapping.free_head(),
-        overlay,
-        extensions,
-    };
-    let pin = Arc::new(TreeSnapshot {
-        root: st.root,
-        ttl_root: st.ttl_root,
-        mapping: st.mapping.view(),
-        ranges: Arc::new(st.ranges.clone()),
-        files: Arc::clone(files),
-        version: covered,
-        buffer: crate::buffer::WriteBuffer::new(),
-        top: Arc::default(),
-    });
-    published.register(&pin);
-    Ok(Shared {
-        snapshot,
-        _pin: pin,
-    })
-}
-
 impl Head {
     /// Registers a fork at the current version; returns the slot the child watches. No
     /// checkpoint starts (a fork writes nothing): this head's next checkpoint that ends
@@ -188,15 +126,6 @@ impl Head {
         }
     }
 
-    fn snapshot_parts(&self) -> SnapshotParts {
-        SnapshotParts {
-            branch: self.branch.clone(),
-            term: self.term,
-            page_size: self.cfg.page_size,
-            dict: self.dict.clone(),
-        }
-    }
-
     /// After a record of this head's own operation: puts its state in the slots of forks
     /// at the version its tree now covers exactly, and lets go of the forks it has passed.
     pub(super) fn fill_fork_shares(&mut self) {
@@ -227,21 +156,36 @@ impl Head {
                 slot.offer(ShareState::Gone);
                 continue;
             }
-            let s = shared.get_or_insert_with(|| {
-                shared_of(
-                    &self.files,
-                    &self.published,
-                    &self.snapshot_parts(),
-                    &self.state,
-                    covered,
-                )
-                .ok()
-            });
+            let s = shared.get_or_insert_with(|| self.shared_at(covered).ok());
             slot.offer(match s {
                 Some(s) => ShareState::Ready(s.clone()),
                 None => ShareState::Gone,
             });
         }
+    }
+
+    /// This head's state (its tree covering `covered`) as a snapshot record with no
+    /// extension but the version, and a pin of it registered with its readers.
+    fn shared_at(&self, covered: u64) -> TreeResult<Shared> {
+        let mut snapshot = self.snapshot_with_overlay()?;
+        snapshot.extensions.clear();
+        bough_manifest::set_commit_version(&mut snapshot.extensions, covered);
+        let st = &self.state;
+        let pin = Arc::new(TreeSnapshot {
+            root: st.root,
+            ttl_root: st.ttl_root,
+            mapping: st.mapping.view(),
+            ranges: Arc::new(st.ranges.clone()),
+            files: Arc::clone(&self.files),
+            version: covered,
+            buffer: crate::buffer::WriteBuffer::new(),
+            top: Arc::default(),
+        });
+        self.published.register(&pin);
+        Ok(Shared {
+            snapshot,
+            _pin: pin,
+        })
     }
 
     /// The parent's tree at this fork's version, when the parent has put it in the slot
@@ -272,20 +216,8 @@ impl Head {
     /// ahead (as an adoption does).
     pub(super) fn state_from_shared(&self, shared: &Shared) -> TreeResult<HeadState> {
         let s = &shared.snapshot;
-        let cap = max_payload(self.cfg.page_size);
         let next_page_id = s.next_page_id.max(self.state.mapping.next_page_id());
-        let mut mapping = MappingTable::new(fanout(cap), s.mapping_root, next_page_id, s.free_head);
-        {
-            let fetch = Fetch {
-                files: &self.files,
-                ranges: &s.meta.branch_file_ranges,
-                staged: None,
-                kept: None,
-            };
-            for &(id, raw) in &s.overlay {
-                mapping.replay_change(id, raw, &fetch)?;
-            }
-        }
+        let mapping = snapshot::mapping_of_record(&self.files, s, next_page_id)?;
         Ok(HeadState {
             root: s.meta.root,
             ttl_root: s.meta.ttl_root,

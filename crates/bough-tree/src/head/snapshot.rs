@@ -197,20 +197,7 @@ impl TreeSnapshot {
 
     /// A read-only view of a snapshot record (an archive, a merge base, a fork point).
     pub fn from_record(files: Arc<FileTable>, s: &Snapshot) -> TreeResult<TreeSnapshot> {
-        let cap = max_payload(files.page_size());
-        let mut mapping =
-            MappingTable::new(fanout(cap), s.mapping_root, s.next_page_id, s.free_head);
-        {
-            let fetch = Fetch {
-                files: &files,
-                ranges: &s.meta.branch_file_ranges,
-                staged: None,
-                kept: None,
-            };
-            for &(id, raw) in &s.overlay {
-                mapping.replay_change(id, raw, &fetch)?;
-            }
-        }
+        let mapping = mapping_of_record(&files, s, s.next_page_id)?;
         let buffer = inherited_buffer(&files, s)?;
         Ok(TreeSnapshot {
             root: s.meta.root,
@@ -227,6 +214,27 @@ impl TreeSnapshot {
             top: Arc::default(),
         })
     }
+}
+
+/// The mapping table of snapshot record `s` (its overlay replayed over its mapping root),
+/// allocating page ids from `next_page_id`.
+pub(super) fn mapping_of_record(
+    files: &Arc<FileTable>,
+    s: &Snapshot,
+    next_page_id: PageId,
+) -> TreeResult<MappingTable> {
+    let cap = max_payload(files.page_size());
+    let mut mapping = MappingTable::new(fanout(cap), s.mapping_root, next_page_id, s.free_head);
+    let fetch = Fetch {
+        files,
+        ranges: &s.meta.branch_file_ranges,
+        staged: None,
+        kept: None,
+    };
+    for &(id, raw) in &s.overlay {
+        mapping.replay_change(id, raw, &fetch)?;
+    }
+    Ok(mapping)
 }
 
 /// The buffered commits of a record whose `LOG` references are all bounded (`until`): the
