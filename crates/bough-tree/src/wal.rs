@@ -530,7 +530,15 @@ pub fn read_span(
             .filter(|(f, at)| *f == &r.file && *at >= r.start)
             .map(|(_, at)| at);
         let (replayed, skips) = replay_span(storage, dir, r, bound)?;
-        span.skips |= skips;
+        // Another branch's log (a fork's inherited one) counts only up to the fork: a
+        // version that branch took past it with no record is its business (as in replay).
+        let past_fork = r.until != 0
+            && (r.until <= r.covered
+                || replayed
+                    .records
+                    .iter()
+                    .any(|c| c.entry.kind == LogRecordKind::Commit && c.entry.version >= r.until));
+        span.skips |= skips && !past_fork;
         for c in replayed
             .records
             .iter()

@@ -968,7 +968,11 @@ fn run_with(backend: Backend, obj: Option<Arc<dyn ObjectStore>>, seed: u64, ops:
         }
         Err(e) => {
             let log = log.borrow();
-            let tail = &log[log.len().saturating_sub(40)..];
+            let keep = std::env::var("BOUGH_MODEL_TAIL")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(40);
+            let tail = &log[log.len().saturating_sub(keep)..];
             eprintln!(
                 "FAILED: backend {backend:?} seed {seed:#x}; last operations:\n  {}",
                 tail.join("\n  ")

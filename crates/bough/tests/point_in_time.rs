@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use bough::check::CheckOptions;
 use bough::io::MemoryStorage;
-use bough::{Branch, Clock, ErrorKind, ManualClock, Options, ScanOptions, Store, WriteBatch};
+use bough::{
+    Branch, Clock, ErrorKind, ManualClock, MergeOptions, Options, ScanOptions, Store, WriteBatch,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -483,4 +485,36 @@ fn pitr_reads_every_instant_across_log_files_left_with_their_commits_buffered() 
         contents(&store.partition("t", 0).unwrap().branch("main").unwrap()),
         model
     );
+}
+
+/// Regression (branch model seed 0xe46cfdd35bf384ff): a fork by reference's first point
+/// names its parent's log up to the fork. The parent then took a version with no log
+/// record (a merge into it is a manifest record of its own) and went on committing to the
+/// same log, which so skips a version past the fork; a point-in-time read of the fork
+/// refused every instant after its creation as "changed with no history point". A gap past
+/// the fork is the parent's business.
+#[test]
+fn regression_a_fork_reads_its_past_when_its_parent_skips_a_log_version_after_the_fork() {
+    let (mem, clock) = (MemoryStorage::new(), ManualClock::new(T0));
+    let store = open(&mem, &clock, 64 << 20);
+    let p = store.partition("t", 0).unwrap();
+    let main = p.branch("main").unwrap();
+    let mut model = Model::new();
+    commit(&main, &mut model, 0, 50, "main");
+    let side = p.create_branch("side", "main").unwrap();
+    commit(&side, &mut Model::new(), 200, 5, "side");
+    commit(&main, &mut model, 50, 5, "main");
+    clock.advance(5);
+    let child = p.create_branch("child", "main").unwrap();
+    let created = clock.now_ms();
+    clock.advance(5);
+    p.merge("side", "main", MergeOptions::default()).unwrap();
+    commit(&main, &mut Model::new(), 100, 5, "later");
+    clock.advance(5);
+    child.put_blocking("own", "write").unwrap();
+    clock.advance(5);
+    for at in [created, created + 3, created + 7] {
+        let b = p.branch_at(&format!("at-{at}"), "child", at).unwrap();
+        assert_eq!(contents(&b), model, "child at {at}");
+    }
 }
