@@ -611,6 +611,96 @@ mod tests {
         assert!(t.index_writes > before);
     }
 
+    /// A large batch of random keys touches most leaves; a run of neighbouring leaves that
+    /// all get mutations is cut anew across their old bounds, so they end full instead of
+    /// each splitting into two part-full leaves (what a checkpoint of a full write buffer
+    /// then rewrites). Half-full before (random single inserts), at least 90% after.
+    #[test]
+    fn large_random_batches_leave_the_leaves_they_touch_full() {
+        let seed = 0x0b0e_u64;
+        eprintln!("seed {seed}");
+        let mut rng = Rng(seed);
+        let mut t = MemTree {
+            cap: 4080,
+            ..Default::default()
+        };
+        let mut root = NO_PAGE;
+        let mut key = || format!("key{:016}", rng.next() % 1_000_000_000).into_bytes();
+        for _ in 0..10_000 {
+            root = apply(
+                &mut t,
+                root,
+                &[put_mut(key(), 100)],
+                &mut Applied::default(),
+            )
+            .unwrap();
+        }
+        let before = leaf_fill(&t, root);
+        for _ in 0..4 {
+            let mut batch: Vec<Mutation> = (0..10_000).map(|_| put_mut(key(), 100)).collect();
+            batch.sort_by(|a, b| a.key.cmp(&b.key));
+            batch.dedup_by(|a, b| a.key == b.key);
+            root = apply(&mut t, root, &batch, &mut Applied::default()).unwrap();
+        }
+        let after = leaf_fill(&t, root);
+        eprintln!("leaves {before:.2} full before the batches, {after:.2} after");
+        assert!(after > 0.9, "leaves {after:.2} full after large batches");
+    }
+
+    /// Two neighbouring part-full leaves that each get a same-size update keep their
+    /// bounds and ids: cut anew across their bound they would still take two leaves, so
+    /// neither the bound nor their parent is rewritten.
+    #[test]
+    fn regression_neighbouring_leaves_updated_in_place_keep_their_parent() {
+        let seed = 0x1eaf_u64;
+        eprintln!("seed {seed}");
+        let mut rng = Rng(seed);
+        let mut t = MemTree {
+            cap: 4080,
+            ..Default::default()
+        };
+        let mut root = NO_PAGE;
+        for _ in 0..2_000 {
+            let k = format!("key{:016}", rng.next() % 1_000_000_000).into_bytes();
+            root = apply(&mut t, root, &[put_mut(k, 60)], &mut Applied::default()).unwrap();
+        }
+        let Node::Index(top) = t.node(root).unwrap() else {
+            panic!("2,000 entries fill more than one leaf")
+        };
+        let size = |id: PageId| match t.node(id).unwrap() {
+            Node::Leaf(p) => p.len(),
+            Node::Index(_) => panic!("a two-level tree"),
+        };
+        // Two part-full neighbours that do not fit in one leaf together, the left one the
+        // smaller (cut anew, the two would be evened out: the bound would move).
+        let i = (0..top.children.len() - 1)
+            .find(|&i| {
+                let (a, b) = (size(top.children[i]), size(top.children[i + 1]));
+                a + 400 < b && a + b > t.cap
+            })
+            .expect("two such neighbours");
+        let Node::Leaf(left) = t.node(top.children[i]).unwrap() else {
+            unreachable!()
+        };
+        // The last key of the left leaf and the first key of the right one.
+        let mut c = LeafView::new(&left).unwrap().cursor();
+        let mut last = Vec::new();
+        while c.advance().unwrap() {
+            last = c.key().to_vec();
+        }
+        let first = top.key(i).unwrap().to_vec();
+        let before = t.index_writes;
+        let r = apply(
+            &mut t,
+            root,
+            &[put_mut(last, 60), put_mut(first, 60)],
+            &mut Applied::default(),
+        )
+        .unwrap();
+        assert_eq!(r, root);
+        assert_eq!(t.index_writes, before, "the parent was rewritten");
+    }
+
     /// Lookups in ascending order through one cursor (`Cursor::get_in_leaf`, seeking anew
     /// only past the leaf it is on) find exactly what `get` finds, present keys and absent
     /// ones alike, in a tree of many leaves.

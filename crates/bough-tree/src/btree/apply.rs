@@ -109,8 +109,10 @@ pub(crate) fn apply_node(
         Node::Index(n) => {
             walk.levels.index(t, id, depth)?;
             range.check_index(t, id, &n)?;
-            // The replacements of the children that got mutations, by child index.
+            // The replacements of the children that got mutations, by child index. Leaves
+            // next to each other that all get mutations are merged as one run.
             let mut changed: Vec<(usize, Replacement)> = Vec::new();
+            let mut run: Vec<RunLeaf<'_>> = Vec::new();
             let mut rest = muts;
             for (i, &child) in n.children.iter().enumerate() {
                 let take = match n.key(i) {
@@ -119,12 +121,30 @@ pub(crate) fn apply_node(
                 };
                 let (mine, later) = rest.split_at(take);
                 rest = later;
-                if !mine.is_empty() {
-                    let r = range.child(&n, i);
-                    let repl = apply_node(t, child, mine, applied, r, depth + 1, walk)?;
-                    changed.push((i, repl));
+                if mine.is_empty() {
+                    apply_run(t, &mut run, applied, &mut changed)?;
+                    continue;
+                }
+                let r = range.child(&n, i);
+                match t.node(child)? {
+                    Node::Leaf(page) => {
+                        walk.levels.leaf(t, child, depth + 1)?;
+                        run.push(RunLeaf {
+                            slot: i,
+                            id: child,
+                            page,
+                            muts: mine,
+                            range: r,
+                        });
+                    }
+                    Node::Index(_) => {
+                        apply_run(t, &mut run, applied, &mut changed)?;
+                        let repl = apply_node(t, child, mine, applied, r, depth + 1, walk)?;
+                        changed.push((i, repl));
+                    }
                 }
             }
+            apply_run(t, &mut run, applied, &mut changed)?;
             // Every changed child was rewritten under its own id and is too large for
             // `rebalance` to merge: this page stays exactly as it is, so it is neither
             // rebuilt (no separator copied) nor written.
@@ -167,6 +187,101 @@ pub(crate) fn apply_node(
             write_index(t, Some(id), node)
         }
     }
+}
+
+/// A leaf that gets mutations, next to the one before it in the run (children of one
+/// index page, in order).
+pub(crate) struct RunLeaf<'a> {
+    slot: usize,
+    id: PageId,
+    page: Arc<[u8]>,
+    muts: &'a [Mutation],
+    range: KeyRange<'a>,
+}
+
+/// Merges a run of neighbouring leaves that all get mutations, and empties `run`. The
+/// merged entries are cut into leaves across the old leaves' bounds when that takes fewer
+/// leaves than cutting each on its own: after a large checkpoint's random writes each leaf
+/// would otherwise split into two part-full ones, and leaves filled to the byte are
+/// fewer bytes for every later checkpoint to rewrite. Otherwise each leaf is cut on its
+/// own, so a small commit changes no bound it does not have to (and its parent stays).
+#[expect(
+    clippy::indexing_slicing,
+    reason = "ends and appended have one element per leaf of the run; the ranges lie inside pieces"
+)]
+pub(crate) fn apply_run(
+    t: &mut dyn TreeWrite,
+    run: &mut Vec<RunLeaf<'_>>,
+    applied: &mut Applied,
+    changed: &mut Vec<(usize, Replacement)>,
+) -> TreeResult<()> {
+    if run.is_empty() {
+        return Ok(());
+    }
+    let leaves = std::mem::take(run);
+    let entries: usize = leaves.iter().map(|l| l.muts.len()).sum();
+    let bytes: usize = leaves.iter().map(|l| l.page.len()).sum();
+    let mut build = LeafBuild::with_capacity(entries, bytes);
+    let mut ends = Vec::with_capacity(leaves.len());
+    let mut appended = Vec::with_capacity(leaves.len());
+    for l in &leaves {
+        let start = build.items.len();
+        let view = LeafView::new(&l.page).map_err(|e| bad_page(t, l.id, e.0))?;
+        appended.push(merge_leaf(
+            t,
+            &mut build,
+            Some(l.id),
+            view,
+            l.muts,
+            applied,
+        )?);
+        // The mutations are inside the range: a key outside it came from the page.
+        if let Some((first, last)) = build.key_ends(start..build.items.len()) {
+            l.range.check_keys(t, l.id, first, last)?;
+        }
+        ends.push(build.items.len());
+    }
+    let pieces = build.pieces();
+    let cap = t.payload_capacity();
+    let last_appended = appended.last().copied().unwrap_or(false);
+    let whole = plan_leaves(&pieces, cap, last_appended);
+    let mut alone = Vec::with_capacity(leaves.len());
+    let mut start = 0;
+    for (k, &end) in ends.iter().enumerate() {
+        alone.push((start != end).then(|| plan_leaves(&pieces[start..end], cap, appended[k])));
+        start = end;
+    }
+    let alone_count: usize = alone.iter().flatten().map(Vec::len).sum();
+    if pieces.is_empty() || (leaves.len() > 1 && whole.len() < alone_count) {
+        let ids: Vec<PageId> = leaves.iter().map(|l| l.id).collect();
+        let repl = if pieces.is_empty() {
+            for id in ids {
+                t.free(id)?;
+            }
+            Vec::new()
+        } else {
+            write_groups(t, &ids, &pieces, &whole)?
+        };
+        let mut slots = leaves.iter().map(|l| l.slot);
+        if let Some(first) = slots.next() {
+            changed.push((first, repl));
+        }
+        changed.extend(slots.map(|s| (s, Vec::new())));
+        return Ok(());
+    }
+    let mut start = 0;
+    for ((l, end), plan) in leaves.iter().zip(ends).zip(alone) {
+        let repl = match plan {
+            None => {
+                t.free(l.id)?;
+                Vec::new()
+            }
+            Some(groups) => write_groups(t, &[l.id], &pieces[start..end], &groups)?,
+        };
+        changed.push((l.slot, repl));
+        start = end;
+    }
+    Ok(())
 }
 
 /// Whether an index page keeps every child as it was: each changed child came back as

@@ -4,24 +4,33 @@
 use super::*;
 use crate::error::TreeResult;
 
-/// Writes the built entries as one or more leaves (the first reusing `id`). Leaves are cut
-/// by the entries' exact encoded size, so they fill to the byte: a worst-case estimate
-/// (10-byte varints, no prefix sharing) left leaves about a third full after random
-/// overwrites. `appended`: every new key landed after the leaf's old entries (a sequential
-/// load); the leaves are then left full instead of evened out, which would leave every leaf
-/// of an ascending load half empty.
-#[expect(
-    clippy::indexing_slicing,
-    reason = "the group and piece ranges are built here over `pieces` and cover it exactly; n >= 2 where two groups are read"
-)]
+/// Writes the built entries as one or more leaves (the first reusing `id`); see
+/// [`plan_leaves`] for where they are cut.
 pub(crate) fn write_leaves(
     t: &mut dyn TreeWrite,
     id: Option<PageId>,
     build: &LeafBuild<'_>,
     appended: bool,
 ) -> TreeResult<Replacement> {
-    let cap = t.payload_capacity();
     let pieces = build.pieces();
+    let groups = plan_leaves(&pieces, t.payload_capacity(), appended);
+    write_groups(t, id.as_slice(), &pieces, &groups)
+}
+
+/// Where a run of entries is cut into leaves. By the entries' exact encoded size, so
+/// leaves fill to the byte: a worst-case estimate (10-byte varints, no prefix sharing) left
+/// leaves about a third full after random overwrites. `appended`: every new key landed
+/// after the old entries (a sequential load); the leaves are then left full instead of the
+/// last two evened out, which would leave every leaf of an ascending load half empty.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "i >= 1 where pieces[i - 1] is read (g > 0 when i is not a restart point)"
+)]
+pub(crate) fn plan_leaves(
+    pieces: &[Piece<'_>],
+    cap: usize,
+    appended: bool,
+) -> Vec<std::ops::Range<usize>> {
     // Each leaf is a contiguous range of the pieces.
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
@@ -40,18 +49,37 @@ pub(crate) fn write_leaves(
     }
     groups.push(start..pieces.len());
     if !appended {
-        balance_last(&pieces, &mut groups, cap);
+        balance_last(pieces, &mut groups, cap);
     }
+    groups
+}
+
+/// Writes each group of `pieces` as a leaf, reusing the logical ids of `reuse` in order
+/// (a group beyond them gets a new id; an id left over is freed). The first leaf keeps the
+/// low key its parent already has for it (`None`).
+#[expect(
+    clippy::indexing_slicing,
+    reason = "the groups come from plan_leaves over these pieces and lie inside them"
+)]
+pub(crate) fn write_groups(
+    t: &mut dyn TreeWrite,
+    reuse: &[PageId],
+    pieces: &[Piece<'_>],
+    groups: &[std::ops::Range<usize>],
+) -> TreeResult<Replacement> {
     let mut out = Vec::with_capacity(groups.len());
-    let mut reuse = id;
+    let mut ids = reuse.iter().copied();
     for g in groups {
-        let group = &pieces[g];
+        let group = &pieces[g.clone()];
         let low = match group.first() {
             Some(p) if !out.is_empty() => Some(p.key.to_vec()),
             _ => None,
         };
-        let pid = t.put_leaf(reuse.take(), leaf::encode_pieces(group))?;
+        let pid = t.put_leaf(ids.next(), leaf::encode_pieces(group))?;
         out.push((low, pid));
+    }
+    for left_over in ids {
+        t.free(left_over)?;
     }
     Ok(out)
 }
