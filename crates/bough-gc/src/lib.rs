@@ -189,11 +189,18 @@ pub struct Usage {
 
 impl Usage {
     /// Whether the head of `branch` at `term` is the only durable referent of `file`: if it
-    /// moves its pages out, the file becomes unreachable (once readers let go). True for a
-    /// file the walk did not see, which nothing else referenced then.
+    /// moves its pages out, the file becomes unreachable (once readers let go). For a file
+    /// the walk did not see (written since): true only for this head's own file, which
+    /// nothing else referenced then; another branch's file is at least that branch's.
     pub fn held_only_by(&self, file: &str, branch: &BranchName, term: Term) -> bool {
         match self.files.get(file).map(|u| &u.holders) {
-            None | Some(Holders::None) => true,
+            // A file the measure does not know was written after it: exclusive only if it
+            // is this head's own (another branch's file is that branch's at least).
+            None => matches!(
+                classify(file),
+                FileKind::Data(d) if d.branch == *branch && d.term == term
+            ),
+            Some(Holders::None) => true,
             Some(Holders::One(Referent::Head { branch: b, term: t })) => b == branch && *t == term,
             Some(_) => false,
         }

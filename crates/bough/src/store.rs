@@ -41,6 +41,7 @@ mod branch;
 mod branch_entry;
 mod check;
 mod durability;
+mod fork_shares;
 mod gc;
 mod history;
 mod idle_branches;
@@ -628,6 +629,9 @@ impl Inner {
             if entries.is_empty() {
                 continue;
             }
+            // Forks by reference checkpoint after the parents they wait for (before the
+            // usage is measured, so it sees the files those parents' checkpoints write).
+            store.offer_awaited_shares(&p, &entries);
             // One usage per partition per tick, shared by its branches (outside their write
             // queues, so no writer waits for the walk). Without it nobody can tell which
             // files are shared: the partition's branches are not compacted this tick, the

@@ -59,12 +59,16 @@ enum ShareState {
 /// Where a fork finds its parent's tree at the fork version.
 #[derive(Debug)]
 pub(crate) struct ShareSlot {
+    /// The branch that offers it (so whoever is about to checkpoint the fork can have the
+    /// parent checkpoint first).
+    parent: BranchName,
     state: parking_lot::Mutex<ShareState>,
 }
 
 impl ShareSlot {
-    fn new() -> Self {
+    fn new(parent: BranchName) -> Self {
         ShareSlot {
+            parent,
             state: parking_lot::Mutex::new(ShareState::Waiting),
         }
     }
@@ -92,7 +96,7 @@ impl Head {
         {
             return slot;
         }
-        let slot = Arc::new(ShareSlot::new());
+        let slot = Arc::new(ShareSlot::new(self.branch.clone()));
         self.fork_shares.retain(|(_, w)| w.strong_count() > 0);
         self.fork_shares.push((v, Arc::downgrade(&slot)));
         slot
@@ -106,6 +110,23 @@ impl Head {
         self.fork_shares
             .iter()
             .any(|(at, w)| *at == v && w.strong_count() > 0)
+    }
+
+    /// The parent this fork still waits for: it has written no record of its own, and the
+    /// parent has not yet offered its tree at the fork version. Checkpointing the parent
+    /// first ([`offer_fork_shares`](Self::offer_fork_shares)) lets this head's next
+    /// checkpoint share the parent's pages instead of writing its own copy of every leaf
+    /// the inherited writes touch — once per fork, which thousands of forks of one idle
+    /// parent would multiply.
+    pub fn awaited_parent(&self) -> Option<&BranchName> {
+        let (_, slot) = self.log.fork_base.as_ref()?;
+        matches!(*slot.state.lock(), ShareState::Waiting).then_some(&slot.parent)
+    }
+
+    /// Offers this head's tree to the forks waiting for it: checkpoints in line when one
+    /// waits at the current version (see [`checkpoint_for_forks`](Self::checkpoint_for_forks)).
+    pub fn offer_fork_shares(&mut self, now_ms: u64) -> TreeResult<()> {
+        self.checkpoint_for_forks(now_ms)
     }
 
     /// Before the first commit after a fork: brings this head's tree to the fork version

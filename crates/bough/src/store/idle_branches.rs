@@ -40,6 +40,10 @@ impl Store {
                 open -= 1;
             }
             drop(branches);
+            // A closing fork by reference shares its parent's tree rather than copying the
+            // inherited writes: open parents checkpoint first, closing ones close first.
+            self.offer_awaited_shares(&p, &closed);
+            closed.sort_by_cached_key(|b| !b.head.lock().forks_waiting());
             // A head poisoned by an upload whose outcome is unknown must not be reopened at
             // its term: on shared storage the next open takes the branch over anew.
             for b in &closed {
