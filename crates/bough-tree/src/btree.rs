@@ -342,6 +342,26 @@ mod tests {
         }
     }
 
+    /// A random key of the tests' key space.
+    fn random_key(rng: &mut Rng) -> Vec<u8> {
+        format!("key{:016}", rng.next() % 1_000_000_000).into_bytes()
+    }
+
+    /// A tree of 4080-byte pages built by `n` single random inserts of `value_len`-byte
+    /// values (leaves about 66% full).
+    fn random_single_inserts(rng: &mut Rng, n: usize, value_len: usize) -> (MemTree, PageId) {
+        let mut t = MemTree {
+            cap: 4080,
+            ..Default::default()
+        };
+        let mut root = NO_PAGE;
+        for _ in 0..n {
+            let m = put_mut(random_key(rng), value_len);
+            root = apply(&mut t, root, &[m], &mut Applied::default()).unwrap();
+        }
+        (t, root)
+    }
+
     /// Leaves are cut by exact size: random inserts leave them about 70% full (a B-tree's
     /// ln 2), ascending inserts leave them full. The old worst-case estimate gave ~36%.
     /// `MemTree` read through kept top nodes, counting the pages it fetches.
@@ -437,16 +457,7 @@ mod tests {
     fn leaves_fill_by_exact_size() {
         let seed = 0x5eed_u64;
         eprintln!("seed {seed}");
-        let mut rng = Rng(seed);
-        let mut t = MemTree {
-            cap: 4080,
-            ..Default::default()
-        };
-        let mut root = NO_PAGE;
-        for _ in 0..20_000 {
-            let k = format!("key{:016}", rng.next() % 1_000_000_000).into_bytes();
-            root = apply(&mut t, root, &[put_mut(k, 100)], &mut Applied::default()).unwrap();
-        }
+        let (t, root) = random_single_inserts(&mut Rng(seed), 20_000, 100);
         let random = leaf_fill(&t, root);
         eprintln!("random inserts: leaves {random:.2} full");
         assert!(random > 0.6, "random inserts: leaves {random:.2} full");
@@ -620,24 +631,12 @@ mod tests {
         let seed = 0x0b0e_u64;
         eprintln!("seed {seed}");
         let mut rng = Rng(seed);
-        let mut t = MemTree {
-            cap: 4080,
-            ..Default::default()
-        };
-        let mut root = NO_PAGE;
-        let mut key = || format!("key{:016}", rng.next() % 1_000_000_000).into_bytes();
-        for _ in 0..10_000 {
-            root = apply(
-                &mut t,
-                root,
-                &[put_mut(key(), 100)],
-                &mut Applied::default(),
-            )
-            .unwrap();
-        }
+        let (mut t, mut root) = random_single_inserts(&mut rng, 10_000, 100);
         let before = leaf_fill(&t, root);
         for _ in 0..4 {
-            let mut batch: Vec<Mutation> = (0..10_000).map(|_| put_mut(key(), 100)).collect();
+            let mut batch: Vec<Mutation> = (0..10_000)
+                .map(|_| put_mut(random_key(&mut rng), 100))
+                .collect();
             batch.sort_by(|a, b| a.key.cmp(&b.key));
             batch.dedup_by(|a, b| a.key == b.key);
             root = apply(&mut t, root, &batch, &mut Applied::default()).unwrap();
@@ -654,16 +653,7 @@ mod tests {
     fn regression_neighbouring_leaves_updated_in_place_keep_their_parent() {
         let seed = 0x1eaf_u64;
         eprintln!("seed {seed}");
-        let mut rng = Rng(seed);
-        let mut t = MemTree {
-            cap: 4080,
-            ..Default::default()
-        };
-        let mut root = NO_PAGE;
-        for _ in 0..2_000 {
-            let k = format!("key{:016}", rng.next() % 1_000_000_000).into_bytes();
-            root = apply(&mut t, root, &[put_mut(k, 60)], &mut Applied::default()).unwrap();
-        }
+        let (mut t, root) = random_single_inserts(&mut Rng(seed), 2_000, 60);
         let Node::Index(top) = t.node(root).unwrap() else {
             panic!("2,000 entries fill more than one leaf")
         };

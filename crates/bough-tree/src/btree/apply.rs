@@ -33,7 +33,8 @@ pub fn apply(
         write_leaves(t, None, &build, true)?
     } else {
         let mut walk = Walk::default();
-        apply_node(t, root, muts, applied, KeyRange::ALL, 0, &mut walk)?
+        let node = t.node(root)?;
+        apply_node(t, (root, node), muts, applied, KeyRange::ALL, 0, &mut walk)?
     };
     // Grow: more than one node at the top becomes a new root level.
     while children.len() > 1 {
@@ -78,19 +79,20 @@ pub(crate) struct Walk {
 /// keeps its separator).
 pub(crate) type Replacement = Vec<(Option<Vec<u8>>, PageId)>;
 
-/// Applies `muts` (keys inside `range`) to page `id` at `depth`, which its path holds to
+/// Applies `muts` (keys inside `range`) to page `id`, read as `node` (the caller has read
+/// it to tell a leaf from an index page), at `depth`, which its path holds to
 /// `range` and to the leaves' depth (see [`crate::bounds`]); the recursion follows only
 /// children that get mutations, each with the part of `muts` in its range.
 pub(crate) fn apply_node(
     t: &mut dyn TreeWrite,
-    id: PageId,
+    (id, node): (PageId, Node),
     muts: &[Mutation],
     applied: &mut Applied,
     range: KeyRange<'_>,
     depth: usize,
     walk: &mut Walk,
 ) -> TreeResult<Replacement> {
-    match t.node(id)? {
+    match node {
         Node::Leaf(p) => {
             walk.levels.leaf(t, id, depth)?;
             let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
@@ -137,9 +139,9 @@ pub(crate) fn apply_node(
                             range: r,
                         });
                     }
-                    Node::Index(_) => {
+                    node @ Node::Index(_) => {
                         apply_run(t, &mut run, applied, &mut changed)?;
-                        let repl = apply_node(t, child, mine, applied, r, depth + 1, walk)?;
+                        let repl = apply_node(t, (child, node), mine, applied, r, depth + 1, walk)?;
                         changed.push((i, repl));
                     }
                 }
@@ -243,31 +245,27 @@ pub(crate) fn apply_run(
     }
     let pieces = build.pieces();
     let cap = t.payload_capacity();
-    let last_appended = appended.last().copied().unwrap_or(false);
-    let whole = plan_leaves(&pieces, cap, last_appended);
     let mut alone = Vec::with_capacity(leaves.len());
     let mut start = 0;
     for (k, &end) in ends.iter().enumerate() {
         alone.push((start != end).then(|| plan_leaves(&pieces[start..end], cap, appended[k])));
         start = end;
     }
-    let alone_count: usize = alone.iter().flatten().map(Vec::len).sum();
-    if pieces.is_empty() || (leaves.len() > 1 && whole.len() < alone_count) {
-        let ids: Vec<PageId> = leaves.iter().map(|l| l.id).collect();
-        let repl = if pieces.is_empty() {
-            for id in ids {
-                t.free(id)?;
+    if leaves.len() > 1 {
+        let alone_count: usize = alone.iter().flatten().map(Vec::len).sum();
+        let last_appended = appended.last().copied().unwrap_or(false);
+        let whole = plan_leaves(&pieces, cap, last_appended);
+        // Fewer leaves than alone means some entries are left, so the run is not empty.
+        if whole.len() < alone_count {
+            let ids: Vec<PageId> = leaves.iter().map(|l| l.id).collect();
+            let repl = write_groups(t, &ids, &pieces, &whole)?;
+            let mut slots = leaves.iter().map(|l| l.slot);
+            if let Some(first) = slots.next() {
+                changed.push((first, repl));
             }
-            Vec::new()
-        } else {
-            write_groups(t, &ids, &pieces, &whole)?
-        };
-        let mut slots = leaves.iter().map(|l| l.slot);
-        if let Some(first) = slots.next() {
-            changed.push((first, repl));
+            changed.extend(slots.map(|s| (s, Vec::new())));
+            return Ok(());
         }
-        changed.extend(slots.map(|s| (s, Vec::new())));
-        return Ok(());
     }
     let mut start = 0;
     for ((l, end), plan) in leaves.iter().zip(ends).zip(alone) {
