@@ -171,7 +171,7 @@ impl Partition {
         // The restored state is the branch's state from now on: its history says so.
         let point = self.first_history_point(&mut restored, now_ms, head.version())?;
         self.owned.lock().insert((name.clone(), new_term));
-        self.name_term(&restored, head.incarnation(), point)?;
+        self.name_term(&restored, head.incarnation(), point, RecordEntry::Synced)?;
         restored.set_fence(self.fence(&name, new_term));
         let _ = self.storage().delete(
             &self

@@ -421,8 +421,9 @@ impl Partition {
         head: &Head,
         incarnation: u64,
         point: Option<HistoryName>,
+        entry: RecordEntry,
     ) -> CatalogResult<()> {
-        let Err(e) = self.point_current_term(head, incarnation) else {
+        let Err(e) = self.point_current_term(head, incarnation, entry) else {
             return Ok(());
         };
         let gone = matches!(

@@ -56,7 +56,7 @@ pub use pick::{PickOptions, PickRange};
 pub use repair::Damaged;
 pub use staging::{STAGING_PREFIXES, is_staging_name};
 pub use tags::{NameHolder, TagInfo};
-use terms::TermCache;
+use terms::{RecordEntry, TermCache};
 
 /// The incarnation a replayed manifest records (0 if none); `what` names it in errors.
 fn state_incarnation(st: &bough_manifest::ManifestState, what: &str) -> CatalogResult<u64> {

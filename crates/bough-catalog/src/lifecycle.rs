@@ -129,7 +129,11 @@ impl Partition {
         let before = head.version();
         let point = self.first_history_point(&mut head, origin.created_at_ms, before)?;
         self.owned.lock().insert((name.clone(), term));
-        self.name_term(&head, incarnation, point)?;
+        // The record's directory entry is left to the next directory sync: the manifest is
+        // durable, and recovery settles a lost or stale record of a new branch from it
+        // (`settle`: the newest manifest is newer than the record, or there is none). One
+        // directory sync fewer per creation (see ARCHITECTURE.md, "Branch creation").
+        self.name_term(&head, incarnation, point, RecordEntry::Unsynced)?;
         // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
         // above every term of that incarnation, so setting the fence to it keeps their heads
         // fenced and lets this one commit.
@@ -227,7 +231,7 @@ impl Partition {
             head = Head::open(self.files.clone(), self.cfg.clone(), name.clone(), new_term)?;
         }
         self.owned.lock().insert((name.clone(), new_term));
-        self.point_current_term(&head, old.incarnation())?;
+        self.point_current_term(&head, old.incarnation(), RecordEntry::Synced)?;
         head.set_fence(self.fence(&name, new_term));
         // The old term's manifest is superseded; its files stay reachable through the new one.
         self.storage().delete(

@@ -138,7 +138,14 @@ impl Partition {
         // the two writes a crash leaves durable: an earlier expiry goes to the hint first,
         // a later one (or none) to the manifest first.
         let hint = |p: &Self, head: &Head| {
-            p.write_term_record_hinted(&branch, head.term(), false, head.incarnation(), Some(new))
+            p.write_term_record_hinted(
+                &branch,
+                head.term(),
+                false,
+                head.incarnation(),
+                Some(new),
+                RecordEntry::Synced,
+            )
         };
         let sooner = new.earlier(old) != old;
         if sooner && self.keeps_expiry_hints() {

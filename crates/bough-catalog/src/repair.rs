@@ -9,7 +9,7 @@ use bough_manifest::{BLOCK_SIZE, Record, Salvaged, Snapshot, decode_record};
 use bough_names::{ArchiveName, BranchName, FileKind, ManifestName, Term, classify};
 use bough_tree::head::{ForkPoint, Head, MAX_MANIFEST_BYTES};
 
-use crate::{Partition, restored_origin};
+use crate::{Partition, RecordEntry, restored_origin};
 
 /// What is left of a branch's damaged current manifest.
 #[derive(Debug, Clone)]
@@ -128,7 +128,7 @@ impl Partition {
         let before = head.version();
         let point = self.first_history_point(&mut head, now_ms, before)?;
         self.owned.lock().insert((branch.clone(), new_term));
-        self.name_term(&head, incarnation, point)?;
+        self.name_term(&head, incarnation, point, RecordEntry::Synced)?;
         let fence = self.fence(branch, new_term);
         fence.store(new_term, Ordering::Release);
         head.set_fence(fence);

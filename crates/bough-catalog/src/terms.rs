@@ -4,6 +4,18 @@
 use super::*;
 use crate::error::{CatalogError, CatalogResult};
 
+/// Whether writing a `CURRENT_TERM` record syncs its directory entry before returning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordEntry {
+    /// The record is durable on return.
+    Synced,
+    /// The record's bytes are synced and it is visible, but its directory entry is durable
+    /// only at the directory's next sync: after a power loss the previous record (or none)
+    /// may be back. Only where recovery's `settle` puts the branch back at the term the
+    /// record names from the branch's manifests, durable before the record is written.
+    Unsynced,
+}
+
 /// The highest term each branch name is used with anywhere, once scanned, and how many
 /// terms were recorded so far (a scan that ran while one was recorded is stale).
 #[derive(Debug, Default)]
@@ -175,7 +187,14 @@ impl Partition {
         deleted: bool,
         incarnation: u64,
     ) -> CatalogResult<()> {
-        self.write_term_record_hinted(branch, term, deleted, incarnation, None)
+        self.write_term_record_hinted(
+            branch,
+            term,
+            deleted,
+            incarnation,
+            None,
+            RecordEntry::Synced,
+        )
     }
 
     /// [`write_term_record`](Self::write_term_record) with the expiry hint `hint` (`None`:
@@ -188,6 +207,7 @@ impl Partition {
         deleted: bool,
         incarnation: u64,
         hint: Option<ExpiryHint>,
+        entry: RecordEntry,
     ) -> CatalogResult<()> {
         let path = self
             .files
@@ -216,7 +236,12 @@ impl Partition {
             incarnation,
             expiry,
         };
-        self.storage().write_atomic(&path, &ct.encode())?;
+        match entry {
+            RecordEntry::Synced => self.storage().write_atomic(&path, &ct.encode())?,
+            RecordEntry::Unsynced => self
+                .storage()
+                .write_atomic_entry_unsynced(&path, &ct.encode())?,
+        }
         self.terms.lock().insert(branch.clone(), ct);
         self.note_term(branch, term);
         Ok(())
@@ -428,11 +453,17 @@ impl Partition {
     /// create it anew, and a reopen does not finish an operation that reported failure. If
     /// the removal fails too, heads of the older terms are fenced (a reopen will finish the
     /// operation, as after a crash, so they must not acknowledge anything meanwhile).
-    pub(crate) fn point_current_term(&self, head: &Head, incarnation: u64) -> CatalogResult<()> {
+    pub(crate) fn point_current_term(
+        &self,
+        head: &Head,
+        incarnation: u64,
+        entry: RecordEntry,
+    ) -> CatalogResult<()> {
         let (branch, term) = (head.branch(), head.term());
         let hint =
             Self::policy(head).map_or(ExpiryHint::Unknown, |p| ExpiryHint::of(p.expires_at_ms));
-        let Err(e) = self.write_term_record_hinted(branch, term, false, incarnation, Some(hint))
+        let Err(e) =
+            self.write_term_record_hinted(branch, term, false, incarnation, Some(hint), entry)
         else {
             return Ok(());
         };

@@ -283,7 +283,9 @@ impl Local {
     }
 
     /// `write_atomic` (`replace`) and `create_new` (not `replace`).
-    fn install(&self, path: &str, bytes: &[u8], replace: bool) -> IoResult<()> {
+    /// `sync_entry` false: the directory is not synced after the rename (see
+    /// [`Storage::write_atomic_entry_unsynced`]).
+    fn install(&self, path: &str, bytes: &[u8], replace: bool, sync_entry: bool) -> IoResult<()> {
         path::check_file(path)?;
         self.poison.check()?;
         let (parent, _) = path::split(path);
@@ -302,6 +304,9 @@ impl Local {
                 tracing::warn!(error = %e2, path = %temp, "could not remove temp file");
             }
             return Err(e);
+        }
+        if !sync_entry {
+            return Ok(());
         }
         self.sync_dir_entries(parent)
     }
@@ -346,10 +351,13 @@ macro_rules! local_storage {
                 read_file(&self.local, path, max_len)
             }
             fn write_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
-                self.local.install(path, bytes, true)
+                self.local.install(path, bytes, true, true)
+            }
+            fn write_atomic_entry_unsynced(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
+                self.local.install(path, bytes, true, false)
             }
             fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
-                self.local.install(path, bytes, false)
+                self.local.install(path, bytes, false, true)
             }
             fn delete(&self, path: &str) -> IoResult<()> {
                 delete(&self.local, path)

@@ -267,8 +267,10 @@ impl MemoryStorage {
     }
 
     /// Shared tail of `write_atomic` and `create_new`: the temporary file is written and
-    /// synced (faults consulted in the same order as the local backends), then installed.
-    fn install(&self, path: &str, bytes: &[u8], replace: bool) -> IoResult<()> {
+    /// synced (faults consulted in the same order as the local backends), then installed;
+    /// the directory is synced after unless `sync_entry` is false (see
+    /// [`Storage::write_atomic_entry_unsynced`]).
+    fn install(&self, path: &str, bytes: &[u8], replace: bool, sync_entry: bool) -> IoResult<()> {
         let _change = self.change();
         path::check_file(path)?;
         self.shared.poison.check()?;
@@ -301,6 +303,9 @@ impl MemoryStorage {
             }
             self.fault(FaultOp::Rename, "rename", path)?;
             g.current.insert(name.to_string(), Node::File(inode));
+        }
+        if !sync_entry {
+            return Ok(());
         }
         self.sync_fault("sync_dir", parent)?;
         let mut g = d.lock();
@@ -379,11 +384,15 @@ impl Storage for MemoryStorage {
     }
 
     fn write_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
-        self.install(path, bytes, true)
+        self.install(path, bytes, true, true)
+    }
+
+    fn write_atomic_entry_unsynced(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
+        self.install(path, bytes, true, false)
     }
 
     fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
-        self.install(path, bytes, false)
+        self.install(path, bytes, false, true)
     }
 
     fn delete(&self, path: &str) -> IoResult<()> {

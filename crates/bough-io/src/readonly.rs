@@ -52,6 +52,10 @@ impl Storage for ReadOnlyStorage {
         refuse("replace", path)
     }
 
+    fn write_atomic_entry_unsynced(&self, path: &str, _bytes: &[u8]) -> IoResult<()> {
+        refuse("replace", path)
+    }
+
     fn create_new(&self, path: &str, _bytes: &[u8]) -> IoResult<()> {
         refuse("create", path)
     }

@@ -156,6 +156,14 @@ pub trait Storage: Send + Sync + Debug {
     /// Replaces `path` atomically and durably: write a temporary file, sync it, rename it
     /// over `path`, sync the directory.
     fn write_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<()>;
+    /// [`write_atomic`](Self::write_atomic) without the directory sync: the bytes are
+    /// synced before the rename, so after a power loss `path` holds either them or what it
+    /// held before (never a torn mix), and the new entry is durable at the directory's
+    /// next `sync_dir`. For records that recovery rebuilds from files already durable when
+    /// they are lost. Backends without directory syncs write as `write_atomic` does.
+    fn write_atomic_entry_unsynced(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
+        self.write_atomic(path, bytes)
+    }
     /// Creates `path` with `bytes` only if it does not exist, durably (file and directory
     /// synced). Returns `AlreadyExists` if it does. Never leaves a partial file under `path`.
     fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()>;

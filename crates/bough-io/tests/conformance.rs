@@ -94,6 +94,7 @@ conformance!(
     set_len_truncates_and_extends,
     read_file_guards_its_length,
     write_atomic_replaces,
+    write_atomic_entry_unsynced_syncs_the_bytes_not_the_directory,
     create_new_refuses_existing_and_leaves_nothing_partial,
     lists_deletes_and_directories,
     sync_failure_poisons_but_reads_continue,
@@ -309,6 +310,27 @@ fn write_atomic_replaces(env: Env) {
         kind_of(s.write_atomic("nodir/m", b"x")),
         ErrorKind::NotFound
     );
+}
+
+fn write_atomic_entry_unsynced_syncs_the_bytes_not_the_directory(env: Env) {
+    let s = &*env.storage;
+    s.create_dir("p").expect("create_dir");
+    s.write_atomic("p/r", b"first").expect("first");
+    let before = s.stats().snapshot();
+    s.write_atomic_entry_unsynced("p/r", b"second")
+        .expect("second");
+    let d = s.stats().snapshot().since(&before);
+    assert_eq!((d.writes, d.syncs, d.dir_syncs), (1, 1, 0));
+    assert_eq!(s.read_file("p/r", 100).expect("read"), b"second");
+    assert_no_temp_files(s, "p");
+    // A failed rename leaves the old contents and no temporary file.
+    env.faults.fail_next(FaultOp::Rename, libc::EIO, 1);
+    assert_eq!(
+        kind_of(s.write_atomic_entry_unsynced("p/r", b"third")),
+        ErrorKind::Io
+    );
+    assert_eq!(s.read_file("p/r", 100).expect("read"), b"second");
+    assert_no_temp_files(s, "p");
 }
 
 fn create_new_refuses_existing_and_leaves_nothing_partial(env: Env) {

@@ -1,0 +1,37 @@
+//! Branch creation on its own: a partition with one buffered write, then COUNT branches
+//! created from `main`, each timed. Prints the p50 and the slowest; run it under `strace
+//! -f -T` to see which file operations a creation pays for.
+//! `cargo run --release --example fork_probe -p bough [-- COUNT]` (default 200); the files
+//! go under `$BOUGH_PROBE_DIR` (default: the system's temporary directory).
+use bough::{Options, Store};
+
+fn main() {
+    let count: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(200);
+    let dir = match std::env::var_os("BOUGH_PROBE_DIR") {
+        Some(d) => tempfile::tempdir_in(d).expect("probe dir"),
+        None => tempfile::tempdir().expect("temporary dir"),
+    };
+    let store = Store::open(Options::new(dir.path()).maintenance_interval_ms(0)).expect("open");
+    let part = store.partition("bench", 0).expect("partition");
+    let main = part.branch("main").expect("branch");
+    main.put_blocking("k", "v").expect("put");
+    let mut took: Vec<f64> = (0..count)
+        .map(|i| {
+            let started = std::time::Instant::now();
+            part.create_branch(&format!("fork-{i}"), "main")
+                .expect("create");
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    took.sort_by(f64::total_cmp);
+    let at = |q: f64| took.get(((took.len() as f64 - 1.0) * q) as usize).copied();
+    println!(
+        "{count} creations: p50 {:.3} ms, p90 {:.3} ms, max {:.3} ms",
+        at(0.5).unwrap_or(0.0),
+        at(0.9).unwrap_or(0.0),
+        at(1.0).unwrap_or(0.0)
+    );
+}
