@@ -116,14 +116,30 @@ impl Partition {
             bough_manifest::ext::set(&mut exts, bough_manifest::MERGE_BASES, bytes);
         }
         // Manifest first, CURRENT_TERM second: a crash in between is finished by `recover`.
-        let mut head = Head::create(
-            self.files.clone(),
-            self.cfg.clone(),
-            name.clone(),
-            term,
-            Some(&fork),
-            exts,
-        )?;
+        // The record is written and synced while the manifest is (renamed into place only
+        // after it is durable), as `point_current_term` will write it.
+        let hint = bough_manifest::BranchPolicy::from_extensions(&exts)
+            .map_or(ExpiryHint::Unknown, |p| ExpiryHint::of(p.expires_at_ms));
+        let (record_path, record) = self.term_record(name, term, false, incarnation, Some(hint));
+        let (created, staged) = self.with_record_staged(&record_path, &record.encode(), || {
+            Head::create(
+                self.files.clone(),
+                self.cfg.clone(),
+                name.clone(),
+                term,
+                Some(&fork),
+                exts,
+            )
+        });
+        let mut head = match created {
+            Ok(head) => head,
+            Err(e) => {
+                if let Some(s) = staged {
+                    self.storage().discard_staged(s);
+                }
+                return Err(e.into());
+            }
+        };
         // The branch's history starts with its first state.
         // A new incarnation: nothing before it to account for.
         let before = head.version();
@@ -133,7 +149,7 @@ impl Partition {
         // durable, and recovery settles a lost or stale record of a new branch from it
         // (`settle`: the newest manifest is newer than the record, or there is none). One
         // directory sync fewer per creation (see ARCHITECTURE.md, "Branch creation").
-        self.name_term(&head, incarnation, point, RecordEntry::Unsynced)?;
+        self.name_term(&head, incarnation, point, RecordEntry::Unsynced(staged))?;
         // A reused name still has its deleted incarnation's fence (u64::MAX). The new term is
         // above every term of that incarnation, so setting the fence to it keeps their heads
         // fenced and lets this one commit.
@@ -141,6 +157,40 @@ impl Partition {
         fence.store(term, Ordering::Release);
         head.set_fence(fence);
         Ok(head)
+    }
+
+    /// Runs `create` (which writes the new branch's manifest) while `record` is staged for
+    /// `path` (`Storage::stage_atomic`): on a thread of its own on local disks, where the two
+    /// files' syncs then overlap (one sync fewer in series per creation); not at all
+    /// elsewhere (the memory backend's sync points stay in one deterministic order). A
+    /// staging that failed is not retried: the record is written as usual, which reports
+    /// the failure if it persists (a failed sync has poisoned the storage).
+    fn with_record_staged<T>(
+        &self,
+        path: &str,
+        record: &[u8],
+        create: impl FnOnce() -> T,
+    ) -> (T, Option<bough_io::Staged>) {
+        let storage = self.storage();
+        if !matches!(
+            storage.kind(),
+            bough_io::BackendKind::Pread | bough_io::BackendKind::IoUring
+        ) {
+            return (create(), None);
+        }
+        std::thread::scope(|s| {
+            let staging = s.spawn(|| storage.stage_atomic(path, record));
+            let created = create();
+            let staged = match staging.join() {
+                Ok(Ok(staged)) => Some(staged),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, path, "staging a CURRENT_TERM record failed");
+                    None
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            (created, staged)
+        })
     }
 
     /// Deletes a branch: a tombstone `CURRENT_TERM` first (the branch is gone from then on),

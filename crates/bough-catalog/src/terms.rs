@@ -5,15 +5,17 @@ use super::*;
 use crate::error::{CatalogError, CatalogResult};
 
 /// Whether writing a `CURRENT_TERM` record syncs its directory entry before returning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum RecordEntry {
     /// The record is durable on return.
     Synced,
     /// The record's bytes are synced and it is visible, but its directory entry is durable
     /// only at the directory's next sync: after a power loss the previous record (or none)
     /// may be back. Only where recovery's `settle` puts the branch back at the term the
-    /// record names from the branch's manifests, durable before the record is written.
-    Unsynced,
+    /// record names from the branch's manifests, durable before the record is written. With the record staged ahead
+    /// (`Storage::stage_atomic`: written and synced while the manifest was), used if it is
+    /// the record to write.
+    Unsynced(Option<bough_io::Staged>),
 }
 
 /// The highest term each branch name is used with anywhere, once scanned, and how many
@@ -209,6 +211,39 @@ impl Partition {
         hint: Option<ExpiryHint>,
         entry: RecordEntry,
     ) -> CatalogResult<()> {
+        let (path, ct) = self.term_record(branch, term, deleted, incarnation, hint);
+        let bytes = ct.encode();
+        match entry {
+            RecordEntry::Synced => self.storage().write_atomic(&path, &bytes)?,
+            RecordEntry::Unsynced(None) => {
+                self.storage().write_atomic_entry_unsynced(&path, &bytes)?;
+            }
+            // Staged while the manifest was written: used only if it is this very record.
+            RecordEntry::Unsynced(Some(staged))
+                if staged.path() == path && staged.bytes() == bytes =>
+            {
+                self.storage().install_staged(staged)?;
+            }
+            RecordEntry::Unsynced(Some(staged)) => {
+                self.storage().discard_staged(staged);
+                self.storage().write_atomic_entry_unsynced(&path, &bytes)?;
+            }
+        }
+        self.terms.lock().insert(branch.clone(), ct);
+        self.note_term(branch, term);
+        Ok(())
+    }
+
+    /// The path of `branch`'s `CURRENT_TERM` and the record
+    /// [`write_term_record_hinted`](Self::write_term_record_hinted) writes there.
+    pub(crate) fn term_record(
+        &self,
+        branch: &BranchName,
+        term: Term,
+        deleted: bool,
+        incarnation: u64,
+        hint: Option<ExpiryHint>,
+    ) -> (String, CurrentTerm) {
         let path = self
             .files
             .path_of(&CurrentTermName::new(branch.clone()).to_string());
@@ -236,15 +271,7 @@ impl Partition {
             incarnation,
             expiry,
         };
-        match entry {
-            RecordEntry::Synced => self.storage().write_atomic(&path, &ct.encode())?,
-            RecordEntry::Unsynced => self
-                .storage()
-                .write_atomic_entry_unsynced(&path, &ct.encode())?,
-        }
-        self.terms.lock().insert(branch.clone(), ct);
-        self.note_term(branch, term);
-        Ok(())
+        (path, ct)
     }
 
     /// Whether this instance keeps the expiry hints of `CURRENT_TERM` records: only where

@@ -51,4 +51,4 @@ pub use lock::{DirLock, lock_dir, lock_dir_wait};
 pub use memory::{CrashPolicy, CrashReport, MemoryStorage, RandomCrash};
 pub use readonly::ReadOnlyStorage;
 pub use stats::{IoStats, IoStatsSnapshot};
-pub use storage::{BackendKind, FileStamp, OpenOptions, Storage, StorageFile};
+pub use storage::{BackendKind, FileStamp, OpenOptions, Staged, Storage, StorageFile};

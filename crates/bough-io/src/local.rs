@@ -16,7 +16,7 @@ use crate::error::{IoError, IoResult};
 use crate::faults::{self, FaultInjector, FaultOp};
 use crate::path;
 use crate::stats::{IoStats, Poison};
-use crate::storage::{BackendKind, FileStamp, OpenOptions, Storage, StorageFile};
+use crate::storage::{BackendKind, FileStamp, OpenOptions, Staged, Storage, StorageFile};
 use crate::uring::{self, RingPool};
 
 mod file;
@@ -282,6 +282,39 @@ impl Local {
         Ok((temp, abs))
     }
 
+    /// [`Storage::stage_atomic`]: the temporary file written and synced.
+    fn stage(&self, path: &str, bytes: &[u8]) -> IoResult<Staged> {
+        path::check_file(path)?;
+        self.poison.check()?;
+        let (temp, _) = self.write_temp(path, bytes)?;
+        Ok(Staged::written(path, bytes, temp))
+    }
+
+    /// [`Storage::install_staged`]: renamed over its path, the directory not synced.
+    fn install_staged(&self, staged: Staged) -> IoResult<()> {
+        let Some(temp) = staged.temp() else {
+            return self.install(staged.path(), staged.bytes(), true, false);
+        };
+        let (path, temp_abs) = (staged.path(), self.abs(temp));
+        let renamed = self.poison.check().and_then(|()| {
+            self.fault(FaultOp::Rename, "rename", path)?;
+            std::fs::rename(&temp_abs, self.abs(path)).map_err(|e| map_os("rename", path, e))
+        });
+        if renamed.is_err() {
+            self.discard(&staged);
+        }
+        renamed
+    }
+
+    /// Removes a staged temporary file that will not be installed.
+    fn discard(&self, staged: &Staged) {
+        if let Some(temp) = staged.temp()
+            && let Err(e) = std::fs::remove_file(self.abs(temp))
+        {
+            tracing::warn!(error = %e, path = %temp, "could not remove temp file");
+        }
+    }
+
     /// `write_atomic` (`replace`) and `create_new` (not `replace`).
     /// `sync_entry` false: the directory is not synced after the rename (see
     /// [`Storage::write_atomic_entry_unsynced`]).
@@ -355,6 +388,15 @@ macro_rules! local_storage {
             }
             fn write_atomic_entry_unsynced(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
                 self.local.install(path, bytes, true, false)
+            }
+            fn stage_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<Staged> {
+                self.local.stage(path, bytes)
+            }
+            fn install_staged(&self, staged: Staged) -> IoResult<()> {
+                self.local.install_staged(staged)
+            }
+            fn discard_staged(&self, staged: Staged) {
+                self.local.discard(&staged)
             }
             fn create_new(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
                 self.local.install(path, bytes, false, true)

@@ -56,6 +56,14 @@ impl Storage for ReadOnlyStorage {
         refuse("replace", path)
     }
 
+    fn stage_atomic(&self, path: &str, _bytes: &[u8]) -> IoResult<crate::Staged> {
+        refuse("replace", path)
+    }
+
+    fn install_staged(&self, staged: crate::Staged) -> IoResult<()> {
+        refuse("replace", staged.path())
+    }
+
     fn create_new(&self, path: &str, _bytes: &[u8]) -> IoResult<()> {
         refuse("create", path)
     }

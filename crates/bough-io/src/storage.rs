@@ -143,6 +143,49 @@ pub trait StorageFile: Send + Sync + Debug {
     fn preallocate(&self, offset: u64, len: u64) -> IoResult<()>;
 }
 
+/// A replacement of a file staged by [`Storage::stage_atomic`]: its bytes, and the synced
+/// temporary file holding them where the backend wrote one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    path: String,
+    bytes: Vec<u8>,
+    temp: Option<String>,
+}
+
+impl Staged {
+    /// Bytes held for a backend that writes them only when installing.
+    pub fn held(path: &str, bytes: &[u8]) -> Self {
+        Staged {
+            path: path.to_string(),
+            bytes: bytes.to_vec(),
+            temp: None,
+        }
+    }
+
+    /// Bytes already written and synced to the temporary file `temp`.
+    pub fn written(path: &str, bytes: &[u8], temp: String) -> Self {
+        Staged {
+            temp: Some(temp),
+            ..Staged::held(path, bytes)
+        }
+    }
+
+    /// The file it replaces.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The replacement's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The synced temporary file, where one was written.
+    pub fn temp(&self) -> Option<&str> {
+        self.temp.as_deref()
+    }
+}
+
 /// A storage backend rooted at one directory (or namespace).
 pub trait Storage: Send + Sync + Debug {
     /// Which backend this is.
@@ -163,6 +206,24 @@ pub trait Storage: Send + Sync + Debug {
     /// they are lost. Backends without directory syncs write as `write_atomic` does.
     fn write_atomic_entry_unsynced(&self, path: &str, bytes: &[u8]) -> IoResult<()> {
         self.write_atomic(path, bytes)
+    }
+    /// The first half of [`write_atomic_entry_unsynced`](Self::write_atomic_entry_unsynced):
+    /// the temporary file written and synced, so that this can run (on another thread)
+    /// while the caller makes durable what must precede the rename. Backends whose
+    /// replacement is one request keep the bytes and write them at
+    /// [`install_staged`](Self::install_staged).
+    fn stage_atomic(&self, path: &str, bytes: &[u8]) -> IoResult<Staged> {
+        Ok(Staged::held(path, bytes))
+    }
+    /// The second half: `staged` renamed into place, its directory entry left to the next
+    /// `sync_dir` (as [`write_atomic_entry_unsynced`](Self::write_atomic_entry_unsynced)).
+    fn install_staged(&self, staged: Staged) -> IoResult<()> {
+        self.write_atomic_entry_unsynced(&staged.path, &staged.bytes)
+    }
+    /// Drops a staged replacement that will not be installed (its temporary file, if any,
+    /// is removed; one left behind by a crash goes at the next recovery).
+    fn discard_staged(&self, staged: Staged) {
+        drop(staged);
     }
     /// Creates `path` with `bytes` only if it does not exist, durably (file and directory
     /// synced). Returns `AlreadyExists` if it does. Never leaves a partial file under `path`.

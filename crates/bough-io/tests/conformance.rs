@@ -95,6 +95,7 @@ conformance!(
     read_file_guards_its_length,
     write_atomic_replaces,
     write_atomic_entry_unsynced_syncs_the_bytes_not_the_directory,
+    a_staged_replacement_lands_only_when_installed,
     create_new_refuses_existing_and_leaves_nothing_partial,
     lists_deletes_and_directories,
     sync_failure_poisons_but_reads_continue,
@@ -329,6 +330,23 @@ fn write_atomic_entry_unsynced_syncs_the_bytes_not_the_directory(env: Env) {
         kind_of(s.write_atomic_entry_unsynced("p/r", b"third")),
         ErrorKind::Io
     );
+    assert_eq!(s.read_file("p/r", 100).expect("read"), b"second");
+    assert_no_temp_files(s, "p");
+}
+
+fn a_staged_replacement_lands_only_when_installed(env: Env) {
+    let s = &*env.storage;
+    s.create_dir("p").expect("create_dir");
+    s.write_atomic("p/r", b"first").expect("first");
+    let staged = s.stage_atomic("p/r", b"second").expect("stage");
+    assert_eq!(s.read_file("p/r", 100).expect("read"), b"first");
+    let before = s.stats().snapshot();
+    s.install_staged(staged).expect("install");
+    assert_eq!(s.stats().snapshot().since(&before).dir_syncs, 0);
+    assert_eq!(s.read_file("p/r", 100).expect("read"), b"second");
+    assert_no_temp_files(s, "p");
+    let dropped = s.stage_atomic("p/r", b"third").expect("stage");
+    s.discard_staged(dropped);
     assert_eq!(s.read_file("p/r", 100).expect("read"), b"second");
     assert_no_temp_files(s, "p");
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use bough::io::{CrashPolicy, MemoryStorage, RandomCrash, Storage};
+use bough::io::{CrashPolicy, FaultInjector, FaultOp, MemoryStorage, RandomCrash, Storage};
 use bough::{Branch, ManualClock, Options, Store, WriteBatch};
 
 const T0: u64 = 1_700_000_000_000;
@@ -136,5 +136,99 @@ fn a_reused_name_whose_tombstone_comes_back_is_settled_from_the_new_manifest() {
         );
         drop((dev, p));
         store.close().expect("close");
+    }
+}
+
+fn open_local(dir: &std::path::Path, backend: bough::Backend, faults: FaultInjector) -> Store {
+    Store::builder(
+        Options::new(dir)
+            .backend(backend)
+            .maintenance_interval_ms(0),
+    )
+    .faults(faults)
+    .open()
+    .expect("open")
+}
+
+fn temp_files(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir.join(DIR))
+        .expect("partition directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+/// On a local disk the record is written and synced on a thread of its own while the
+/// manifest is, and renamed into place after the manifest's directory sync: two file
+/// syncs and one directory sync per creation, nothing left behind.
+#[test]
+fn a_creation_on_a_local_disk_pays_two_file_syncs_and_one_directory_sync() {
+    for backend in [bough::Backend::Pread, bough::Backend::IoUring] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = open_local(dir.path(), backend, FaultInjector::new());
+        eprintln!("backend: {}", store.backend());
+        let p = store.partition("t", 0).expect("partition");
+        let main = p.branch("main").expect("main");
+        put(&main, 0..40, "a");
+        let expected = contents(&main);
+        for i in 0..5 {
+            let before = store.io_stats();
+            p.create_branch(&format!("dev{i}"), "main").expect("create");
+            let after = store.io_stats();
+            assert_eq!(
+                (
+                    after.syncs - before.syncs,
+                    after.dir_syncs - before.dir_syncs
+                ),
+                (2, 1),
+                "{backend:?}: syncs of creation {i}"
+            );
+        }
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+        drop((main, p));
+        store.close().expect("close");
+        let store = open_local(dir.path(), backend, FaultInjector::new());
+        let p = store.partition("t", 0).expect("partition");
+        for i in 0..5 {
+            let dev = p.branch(&format!("dev{i}")).expect("dev");
+            assert_eq!(contents(&dev), expected, "{backend:?}: dev{i}");
+        }
+    }
+}
+
+/// A failed sync anywhere in a creation (the manifest's, the staged record's, the
+/// directory's): an acknowledged branch is there after a reopen, an unacknowledged one is
+/// there whole or not at all, no temporary file stays, and the name can be used.
+#[test]
+fn a_failed_sync_during_a_creation_on_a_local_disk_leaves_a_consistent_partition() {
+    for skip in 0..4 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let faults = FaultInjector::new();
+        let store = open_local(dir.path(), bough::Backend::Pread, faults.clone());
+        let p = store.partition("t", 0).expect("partition");
+        let main = p.branch("main").expect("main");
+        put(&main, 0..40, "a");
+        let expected = contents(&main);
+        faults.fail_after(FaultOp::Sync, skip, 5 /* EIO */, u64::MAX);
+        let created = p.create_branch("dev", "main").map(|_| ());
+        faults.clear();
+        drop((main, p));
+        let _ = store.close();
+        drop(store);
+        let store = open_local(dir.path(), bough::Backend::Pread, FaultInjector::new());
+        let p = store.partition("t", 0).expect("partition");
+        let ctx = format!("sync {skip} failed, creation: {created:?}");
+        match p.branch("dev") {
+            Ok(dev) => assert_eq!(contents(&dev), expected, "{ctx}"),
+            Err(e) => {
+                assert!(
+                    created.is_err(),
+                    "{ctx}: the acknowledged branch is gone: {e}"
+                );
+                p.create_branch("dev", "main").expect("the name is free");
+            }
+        }
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new(), "{ctx}");
     }
 }
