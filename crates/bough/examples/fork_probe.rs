@@ -1,15 +1,16 @@
-//! Branch creation on its own: a partition with one buffered write, then COUNT branches
-//! created from `main`, each timed. Prints the p50 and the slowest; run it under `strace
-//! -f -T` to see which file operations a creation pays for.
-//! `cargo run --release --example fork_probe -p bough [-- COUNT]` (default 200); the files
-//! go under `$BOUGH_PROBE_DIR` (default: the system's temporary directory).
-use bough::{Options, Store};
+//! Branch creation on its own: a partition whose `main` holds BUFFERED keys in its write
+//! buffer (100-byte values, 10k-key batches; at least one), then COUNT branches created
+//! from `main`, each timed. Prints the p50 and the slowest; run it under `strace -f -T` to
+//! see which file operations a creation pays for.
+//! `cargo run --release --example fork_probe -p bough [-- COUNT BUFFERED]` (default 200
+//! and 1); the files go under `$BOUGH_PROBE_DIR` (default: the system's temporary
+//! directory).
+use bough::{Options, Store, WriteBatch};
 
 fn main() {
-    let count: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(200);
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
+    let count = args.next().flatten().unwrap_or(200);
+    let buffered = args.next().flatten().unwrap_or(1).max(1);
     let dir = match std::env::var_os("BOUGH_PROBE_DIR") {
         Some(d) => tempfile::tempdir_in(d).expect("probe dir"),
         None => tempfile::tempdir().expect("temporary dir"),
@@ -17,7 +18,13 @@ fn main() {
     let store = Store::open(Options::new(dir.path()).maintenance_interval_ms(0)).expect("open");
     let part = store.partition("bench", 0).expect("partition");
     let main = part.branch("main").expect("branch");
-    main.put_blocking("k", "v").expect("put");
+    for start in (0..buffered).step_by(10_000) {
+        let mut wb = WriteBatch::new();
+        for i in start..(start + 10_000).min(buffered) {
+            wb.put(format!("key{i:012}"), vec![b'v'; 100]);
+        }
+        main.write_blocking(wb).expect("write");
+    }
     let mut took: Vec<f64> = (0..count)
         .map(|i| {
             let started = std::time::Instant::now();
