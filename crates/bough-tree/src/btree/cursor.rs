@@ -24,9 +24,9 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
     // Which children the descent took at the top (for the kept levels of `top`).
     let mut taken = Taken::default();
     for depth in 0..=MAX_DEPTH {
-        let n = match step(t, depth, taken, id)? {
-            Step::Kept(n) => Held::Kept(n),
-            Step::Fetched(Node::Index(n)) => Held::Owned(n),
+        let (n, kept) = match step(t, depth, taken, id)? {
+            Step::Kept(k) => (Held::Kept(&k.node), Some(k)),
+            Step::Fetched(Node::Index(n)) => (Held::Owned(n), None),
             Step::Fetched(Node::Leaf(p)) => {
                 // The search borrows from the page; only the entry found is copied out.
                 let view = LeafView::new(&p).map_err(|e| bad_page(t, id, e.0))?;
@@ -37,11 +37,16 @@ pub fn get(t: &dyn TreeRead, root: PageId, key: &[u8]) -> TreeResult<Option<Entr
             }
         };
         levels.index(t, id, depth)?;
-        let range = KeyRange {
-            lo: lo.as_ref().and_then(|(n, i)| n.key(*i)),
-            hi: hi.as_ref().and_then(|(n, i)| n.key(*i)),
-        };
-        range.check_index(t, id, &n)?;
+        if kept.is_none_or(|k| !k.checked()) {
+            let range = KeyRange {
+                lo: lo.as_ref().and_then(|(n, i)| n.key(*i)),
+                hi: hi.as_ref().and_then(|(n, i)| n.key(*i)),
+            };
+            range.check_index(t, id, &n)?;
+            if let Some(k) = kept {
+                k.mark_checked();
+            }
+        }
         let i = n.child_for(key);
         id = n.children[i];
         match depth {

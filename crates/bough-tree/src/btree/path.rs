@@ -69,7 +69,7 @@ impl Path {
                 below_child: self.stack.get(1).map_or(0, |(_, i)| *i),
             };
             let node = match step(t, depth, taken, id)? {
-                Step::Kept(n) => Node::Index(n.clone()),
+                Step::Kept(k) => Node::Index(k.node.clone()),
                 Step::Fetched(n) => n,
             };
             match node {

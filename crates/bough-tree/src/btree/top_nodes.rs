@@ -23,7 +23,7 @@
 //! ([`LazyCells`]): an unread version costs about 400 bytes, a version read at one key
 //! about 2 KiB.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bough_manifest::PageId;
@@ -42,8 +42,38 @@ pub const MAX_GRANDCHILDREN: usize = 2048;
 
 type Children = LazyCells<KeptChild, 32>;
 
-/// One kept index node and the id it was read as.
-type Kept = (PageId, Arc<IndexNode>);
+/// One kept index node, the id it was read as, and whether a lookup has held it to the
+/// key range its path gives it.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    id: PageId,
+    pub(crate) node: Arc<IndexNode>,
+    checked: AtomicBool,
+}
+
+impl Kept {
+    fn new(id: PageId, node: Arc<IndexNode>) -> Self {
+        Kept {
+            id,
+            node,
+            checked: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a lookup has checked this node against its path's range. A kept node is
+    /// reached by one path only (its cell is the child index taken at each kept level
+    /// above, all of one immutable version), so every lookup gives it the same range and
+    /// one check that passed stands for all of them (`btree::get` skips the rest: they
+    /// read a few cache lines of separators per level).
+    pub(crate) fn checked(&self) -> bool {
+        self.checked.load(Ordering::Relaxed)
+    }
+
+    /// Records that a lookup's check of this node passed.
+    pub(crate) fn mark_checked(&self) {
+        self.checked.store(true, Ordering::Relaxed);
+    }
+}
 
 /// A kept child of the root, with one cell per child of its own.
 #[derive(Debug)]
@@ -81,7 +111,7 @@ impl Default for TopNodes {
 /// A node a lookup goes through: borrowed from [`TopNodes`], or fetched.
 pub(crate) enum Step<'a> {
     /// A kept index node.
-    Kept(&'a Arc<IndexNode>),
+    Kept(&'a Kept),
     /// A node fetched from the tree (a leaf, or a page not kept).
     Fetched(Node),
 }
@@ -200,9 +230,9 @@ fn kept<'a, T: HoldsNode>(
     wrap: impl FnOnce(Kept) -> T,
 ) -> TreeResult<(Step<'a>, bool)> {
     if let Some(held) = slot.get() {
-        let (kept_id, n) = held.kept();
-        if *kept_id == id {
-            return Ok((Step::Kept(n), false));
+        let k = held.kept();
+        if k.id == id {
+            return Ok((Step::Kept(k), false));
         }
         // Never for one immutable version; a guard, not a path.
         return fetch().map(|n| (Step::Fetched(n), false));
@@ -212,9 +242,9 @@ fn kept<'a, T: HoldsNode>(
         return Ok((Step::Fetched(node), false));
     };
     // A racing lookup may have set it first: the same page either way.
-    let filled = slot.set(wrap((id, n.clone()))).is_ok();
+    let filled = slot.set(wrap(Kept::new(id, n.clone()))).is_ok();
     match slot.get().map(HoldsNode::kept) {
-        Some((kept_id, n)) if *kept_id == id => Ok((Step::Kept(n), filled)),
+        Some(k) if k.id == id => Ok((Step::Kept(k), filled)),
         _ => Ok((Step::Fetched(node), filled)),
     }
 }
