@@ -131,19 +131,29 @@ impl Partition {
                 exts,
             )
         });
+        // A staged record that will not be installed leaves no temporary file behind.
+        let discard = |staged: Option<bough_io::Staged>| {
+            if let Some(s) = staged {
+                self.storage().discard_staged(s);
+            }
+        };
         let mut head = match created {
             Ok(head) => head,
             Err(e) => {
-                if let Some(s) = staged {
-                    self.storage().discard_staged(s);
-                }
+                discard(staged);
                 return Err(e.into());
             }
         };
         // The branch's history starts with its first state.
         // A new incarnation: nothing before it to account for.
         let before = head.version();
-        let point = self.first_history_point(&mut head, origin.created_at_ms, before)?;
+        let point = match self.first_history_point(&mut head, origin.created_at_ms, before) {
+            Ok(point) => point,
+            Err(e) => {
+                discard(staged);
+                return Err(e);
+            }
+        };
         self.owned.lock().insert((name.clone(), term));
         // The record's directory entry is left to the next directory sync: the manifest is
         // durable, and recovery settles a lost or stale record of a new branch from it
