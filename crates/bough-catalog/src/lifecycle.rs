@@ -118,9 +118,8 @@ impl Partition {
         // Manifest first, CURRENT_TERM second: a crash in between is finished by `recover`.
         // The record is written and synced while the manifest is (renamed into place only
         // after it is durable), as `point_current_term` will write it.
-        let hint = bough_manifest::BranchPolicy::from_extensions(&exts)
-            .map_or(ExpiryHint::Unknown, |p| ExpiryHint::of(p.expires_at_ms));
-        let (record_path, record) = self.term_record(name, term, false, incarnation, Some(hint));
+        let hint = Some(crate::terms::expiry_hint(&exts));
+        let (record_path, record) = self.term_record(name, term, false, incarnation, hint);
         let (created, staged) = self.with_record_staged(&record_path, &record.encode(), || {
             Head::create(
                 self.files.clone(),

@@ -12,10 +12,17 @@ pub(crate) enum RecordEntry {
     /// The record's bytes are synced and it is visible, but its directory entry is durable
     /// only at the directory's next sync: after a power loss the previous record (or none)
     /// may be back. Only where recovery's `settle` puts the branch back at the term the
-    /// record names from the branch's manifests, durable before the record is written. With the record staged ahead
-    /// (`Storage::stage_atomic`: written and synced while the manifest was), used if it is
-    /// the record to write.
+    /// record names from the branch's manifests, durable before the record is written.
+    /// With the record staged ahead (`Storage::stage_atomic`: written and synced while the
+    /// manifest was), used if it is the record to write.
     Unsynced(Option<bough_io::Staged>),
+}
+
+/// The expiry hint a `CURRENT_TERM` record carries for a branch whose manifest has the
+/// extensions `exts` (unknown when its policy does not decode).
+pub(crate) fn expiry_hint(exts: &[(u64, Vec<u8>)]) -> ExpiryHint {
+    bough_manifest::BranchPolicy::from_extensions(exts)
+        .map_or(ExpiryHint::Unknown, |p| ExpiryHint::of(p.expires_at_ms))
 }
 
 /// The highest term each branch name is used with anywhere, once scanned, and how many
@@ -487,8 +494,7 @@ impl Partition {
         entry: RecordEntry,
     ) -> CatalogResult<()> {
         let (branch, term) = (head.branch(), head.term());
-        let hint =
-            Self::policy(head).map_or(ExpiryHint::Unknown, |p| ExpiryHint::of(p.expires_at_ms));
+        let hint = expiry_hint(head.extensions());
         let Err(e) =
             self.write_term_record_hinted(branch, term, false, incarnation, Some(hint), entry)
         else {

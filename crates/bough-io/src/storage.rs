@@ -145,7 +145,7 @@ pub trait StorageFile: Send + Sync + Debug {
 
 /// A replacement of a file staged by [`Storage::stage_atomic`]: its bytes, and the synced
 /// temporary file holding them where the backend wrote one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Staged {
     path: String,
     bytes: Vec<u8>,

@@ -7,14 +7,13 @@
 //! directory).
 use bough::{Options, Store, WriteBatch};
 
+mod probe;
+
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
     let count = args.next().flatten().unwrap_or(200);
     let buffered = args.next().flatten().unwrap_or(1).max(1);
-    let dir = match std::env::var_os("BOUGH_PROBE_DIR") {
-        Some(d) => tempfile::tempdir_in(d).expect("probe dir"),
-        None => tempfile::tempdir().expect("temporary dir"),
-    };
+    let dir = probe::probe_dir();
     let store = Store::open(Options::new(dir.path()).maintenance_interval_ms(0)).expect("open");
     let part = store.partition("bench", 0).expect("partition");
     let main = part.branch("main").expect("branch");

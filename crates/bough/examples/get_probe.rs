@@ -5,7 +5,9 @@
 //! `cargo run --release --example get_probe -p bough [-- KEYS ROUNDS]` (default 2,000,000
 //! keys, 5 rounds); the files go under `$BOUGH_PROBE_DIR` (default: the system's
 //! temporary directory).
-use bough::{Options, Store, WriteBatch};
+use bough::WriteBatch;
+
+mod probe;
 
 const BATCH: usize = 10_000;
 
@@ -13,34 +15,11 @@ fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
     let keys = args.next().flatten().unwrap_or(2_000_000);
     let rounds = args.next().flatten().unwrap_or(5);
-    let dir = match std::env::var_os("BOUGH_PROBE_DIR") {
-        Some(d) => tempfile::tempdir_in(d).expect("probe dir"),
-        None => tempfile::tempdir().expect("temporary dir"),
-    };
-    let opts = Options::new(dir.path())
-        .cache_bytes(1 << 30)
-        .cache_data_pages(true);
-    let store = Store::open(opts).expect("open");
-    let main = store
-        .partition("bench", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("branch");
+    let dir = probe::probe_dir();
+    let (_store, main) = probe::open_bench(dir.path());
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = move || {
-        // xorshift64: spread over the whole key space, as the benchmark's keys are.
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let all: Vec<[u8; 16]> = (0..keys)
-        .map(|_| {
-            let r = next();
-            let mut k = [0u8; 16];
-            k[..8].copy_from_slice(&r.to_be_bytes());
-            k[8..].copy_from_slice(&r.wrapping_mul(31).to_le_bytes());
-            k
-        })
+        .map(|_| probe::random_key(probe::xorshift(&mut x)))
         .collect();
     for chunk in all.chunks(BATCH) {
         let mut wb = WriteBatch::new();
@@ -50,7 +29,9 @@ fn main() {
         main.write_blocking(wb).expect("write");
     }
     main.checkpoint_blocking().expect("checkpoint");
-    let order: Vec<usize> = (0..keys).map(|_| next() as usize % keys).collect();
+    let order: Vec<usize> = (0..keys)
+        .map(|_| probe::xorshift(&mut x) as usize % keys)
+        .collect();
     for k in &all {
         std::hint::black_box(main.get_blocking(k).expect("get"));
     }

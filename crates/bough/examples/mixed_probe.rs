@@ -8,7 +8,9 @@
 //! system's temporary directory).
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use bough::{Options, Store, WriteBatch};
+use bough::WriteBatch;
+
+mod probe;
 
 fn key(i: u64) -> [u8; 16] {
     let mut k = [0u8; 16];
@@ -17,31 +19,13 @@ fn key(i: u64) -> [u8; 16] {
     k
 }
 
-fn next(x: &mut u64) -> u64 {
-    // xorshift64
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>().ok());
     let keys = args.next().flatten().unwrap_or(2_000_000);
     let secs = args.next().flatten().unwrap_or(15);
     let readers = args.next().flatten().unwrap_or(2);
-    let dir = match std::env::var_os("BOUGH_PROBE_DIR") {
-        Some(d) => tempfile::tempdir_in(d).expect("probe dir"),
-        None => tempfile::tempdir().expect("temporary dir"),
-    };
-    let opts = Options::new(dir.path())
-        .cache_bytes(1 << 30)
-        .cache_data_pages(true);
-    let store = Store::open(opts).expect("open");
-    let main = store
-        .partition("bench", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("branch");
+    let dir = probe::probe_dir();
+    let (store, main) = probe::open_bench(dir.path());
     for start in (0..keys).step_by(10_000) {
         let mut wb = WriteBatch::new();
         for i in start..(start + 10_000).min(keys) {
@@ -61,7 +45,7 @@ fn main() {
             while !stop.load(Ordering::Relaxed) {
                 let mut wb = WriteBatch::new();
                 // 100 distinct keys spread over the key space (a batch holds a key once).
-                let base = next(&mut x) % keys;
+                let base = probe::xorshift(&mut x) % keys;
                 for j in 0..100 {
                     wb.put(key((base + j * 7919) % keys), vec![b'w'; 100]);
                 }
@@ -74,7 +58,10 @@ fn main() {
             s.spawn(move || {
                 let mut x = 0xABCD_EF01_2345_6789u64 ^ t;
                 while !stop.load(Ordering::Relaxed) {
-                    std::hint::black_box(main.get_blocking(key(next(&mut x) % keys)).expect("get"));
+                    std::hint::black_box(
+                        main.get_blocking(key(probe::xorshift(&mut x) % keys))
+                            .expect("get"),
+                    );
                 }
             });
         }
@@ -94,20 +81,7 @@ fn main() {
     );
     println!(
         "files: {:.1} MiB",
-        disk_bytes(dir.path()) as f64 / 1048576.0
+        probe::disk_bytes(dir.path()) as f64 / 1048576.0
     );
     store.close().expect("close");
-}
-
-fn disk_bytes(p: &std::path::Path) -> u64 {
-    let mut sum = 0;
-    for e in std::fs::read_dir(p).expect("read_dir").flatten() {
-        let Ok(m) = e.metadata() else { continue };
-        sum += if m.is_dir() {
-            disk_bytes(&e.path())
-        } else {
-            m.len()
-        };
-    }
-    sum
 }

@@ -5,7 +5,9 @@
 //! part, and the files left on disk.
 //! `cargo run --release --example wa_probe -p bough [-- KEYS]` (default 2,000,000); the
 //! files go under `$BOUGH_PROBE_DIR` (default: the system's temporary directory).
-use bough::{Options, Store, WriteBatch};
+use bough::{Store, WriteBatch};
+
+mod probe;
 
 const BATCH: u64 = 10_000;
 const USER_BYTES_PER_KEY: u64 = 16 + 100;
@@ -15,18 +17,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2_000_000);
-    let dir = match std::env::var_os("BOUGH_PROBE_DIR") {
-        Some(d) => tempfile::tempdir_in(d).expect("probe dir"),
-        None => tempfile::tempdir().expect("temporary dir"),
-    };
-    let opts = Options::new(dir.path())
-        .cache_bytes(1 << 30)
-        .cache_data_pages(true);
-    let store = Store::open(opts).expect("open");
-    let main = store
-        .partition("bench", 0)
-        .and_then(|p| p.branch("main"))
-        .expect("branch");
+    let dir = probe::probe_dir();
+    let (store, main) = probe::open_bench(dir.path());
     let user = (keys * USER_BYTES_PER_KEY) as f64;
     let per_user = |store: &Store| store.io_stats().write_bytes as f64 / user;
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -34,14 +26,7 @@ fn main() {
     for _ in 0..keys / BATCH {
         let mut wb = WriteBatch::new();
         for _ in 0..BATCH {
-            // xorshift64: keys spread over the whole key space, as the benchmark's are.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let mut k = [0u8; 16];
-            k[..8].copy_from_slice(&x.to_be_bytes());
-            k[8..].copy_from_slice(&x.wrapping_mul(31).to_le_bytes());
-            wb.put(k, vec![b'v'; 100]);
+            wb.put(probe::random_key(probe::xorshift(&mut x)), vec![b'v'; 100]);
         }
         main.write_blocking(wb).expect("write");
     }
@@ -72,21 +57,8 @@ fn main() {
     );
     println!(
         "files: {:.1} MiB for {:.1} MiB of user data",
-        disk_bytes(dir.path()) as f64 / 1048576.0,
+        probe::disk_bytes(dir.path()) as f64 / 1048576.0,
         user / 1048576.0
     );
     store.close().expect("close");
-}
-
-fn disk_bytes(p: &std::path::Path) -> u64 {
-    let mut sum = 0;
-    for e in std::fs::read_dir(p).expect("read_dir").flatten() {
-        let Ok(m) = e.metadata() else { continue };
-        sum += if m.is_dir() {
-            disk_bytes(&e.path())
-        } else {
-            m.len()
-        };
-    }
-    sum
 }
