@@ -30,6 +30,7 @@ use crate::page::mapping::{MappingNode, fanout};
 mod background;
 mod buffered;
 mod checkpoint;
+mod checkpoint_notice;
 mod commit;
 mod expiry;
 mod fork_share;
@@ -46,6 +47,7 @@ mod txn;
 
 pub use background::BackgroundDone;
 pub use checkpoint::{ForkPoint, InheritedLog};
+pub use checkpoint_notice::CheckpointNotice;
 use commit::{Staged, TreeCtx, stage};
 pub use expiry::ttl_key;
 pub use prewarm::Prewarmed;
@@ -93,6 +95,8 @@ pub struct HeadConfig {
     /// Checkpoints of a full write buffer run on their own thread while commits go on
     /// (`head/background.rs`); `false`: the commit that fills the buffer checkpoints it.
     pub background_checkpoints: bool,
+    /// Told when a large checkpoint of the write buffer is installed (`None`: nobody is).
+    pub checkpoint_notice: Option<CheckpointNotice>,
 }
 
 impl Default for HeadConfig {
@@ -109,6 +113,7 @@ impl Default for HeadConfig {
             buffer_budget: None,
             history: false,
             background_checkpoints: false,
+            checkpoint_notice: None,
         }
     }
 }

@@ -21,7 +21,7 @@ use bough_names::{BranchName, PartitionDir, PartitionId, TableName, classify_dir
 use bough_tree::btree::{self, Mutation, Op};
 use bough_tree::cache::PageCache;
 use bough_tree::diff::Change;
-use bough_tree::head::{Head, HeadConfig, Published, TreeSnapshot};
+use bough_tree::head::{CheckpointNotice, Head, HeadConfig, Published, TreeSnapshot};
 use bough_tree::page::leaf::{Entry, ValueLoc};
 use parking_lot::Mutex;
 
@@ -65,6 +65,7 @@ mod stats;
 mod table;
 mod tags;
 mod visit;
+mod wake;
 mod writer_ops;
 
 pub use branch::Branch;
@@ -86,6 +87,7 @@ use shard::*;
 pub use table::Table;
 use tags::Named;
 pub use tags::TagInfo;
+use wake::Woken;
 use writer_ops::*;
 
 /// A batch waiting in a group commit: its mutations, whether it waits for its log
@@ -144,7 +146,8 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
     lock: Mutex<Option<DirLock>>,
-    maintenance_stop: Mutex<Option<mpsc::Sender<()>>>,
+    /// Wakes the maintenance thread: closing, or a large checkpoint's garbage to collect.
+    wake: Arc<wake::Wake>,
     /// Opened with [`Store::open_read_only`]: nothing is written, every change is refused.
     read_only: bool,
     /// Threads for async reads that need storage.
@@ -254,6 +257,8 @@ impl Store {
         read_only: bool,
     ) -> Result<Store> {
         tracing::info!(backend = %storage.kind(), read_only, "store opened");
+        let wake = Arc::new(wake::Wake::default());
+        let maintained = opts.maintenance_interval_ms > 0 && !read_only;
         let head_cfg = HeadConfig {
             page_size: opts.page_size,
             file_pages: (opts.data_file_size / u64::from(opts.page_size)) as u32,
@@ -274,6 +279,10 @@ impl Store {
             }))),
             history: opts.history_window_ms > 0,
             background_checkpoints: opts.background_checkpoints,
+            checkpoint_notice: maintained.then(|| {
+                let wake = wake.clone();
+                CheckpointNotice::new(move |dir, branch| wake.checkpointed(dir, branch))
+            }),
         };
         let head_cfg = crate::cloud::head_config(&opts, head_cfg);
         let mut shards = Vec::new();
@@ -309,13 +318,13 @@ impl Store {
             threads: Mutex::new(threads),
             closed: AtomicBool::new(false),
             lock: Mutex::new(lock),
-            maintenance_stop: Mutex::new(None),
+            wake,
             read_only,
             readers: readers::Readers::default(),
             maintaining: Mutex::new(()),
             opts,
         });
-        if inner.opts.maintenance_interval_ms > 0 && !read_only {
+        if maintained {
             start_maintenance(&inner);
         }
         Ok(Store::for_caller(inner))
@@ -549,9 +558,7 @@ impl Inner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Some(stop) = self.maintenance_stop.lock().take() {
-            let _ = stop.send(());
-        }
+        self.wake.stop();
         // A pass in flight finishes while the writers it may wait on still run.
         self.wait_for_maintenance();
         for s in &self.shards {
@@ -603,68 +610,6 @@ impl Inner {
         }
         self.partitions.lock().clear();
         self.lock.lock().take();
-    }
-
-    /// One maintenance pass; `tick`: the background thread's, which leaves busy branches
-    /// alone for a while ([`activity::Activity::defer_tick`]); otherwise every branch is
-    /// maintained now.
-    fn maintain(self: &Arc<Self>, tick: bool) -> Result<()> {
-        self.maintenance_pass(|| self.maintain_partitions(tick))
-    }
-
-    fn maintain_partitions(self: &Arc<Self>, tick: bool) -> Result<()> {
-        let store = Store::internal(self.clone());
-        let parts: Vec<Arc<PartitionEntry>> = self.partitions.lock().values().cloned().collect();
-        let ratio = self.opts.compaction_garbage_ratio;
-        for p in parts {
-            // Expired branches go first, as a user would delete them (their children stay).
-            let handle = PartitionHandle {
-                store: store.clone(),
-                dir: p.part.dir().clone(),
-            };
-            if let Err(e) = handle.expire_branches() {
-                tracing::warn!(partition = %p.part.dir(), error = %e, "cannot expire branches");
-            }
-            let entries: Vec<Arc<BranchEntry>> = p.branches.lock().values().cloned().collect();
-            if entries.is_empty() {
-                continue;
-            }
-            // Forks by reference checkpoint after the parents they wait for (before the
-            // usage is measured, so it sees the files those parents' checkpoints write).
-            store.offer_awaited_shares(&p, &entries);
-            // One usage per partition per tick, shared by its branches (outside their write
-            // queues, so no writer waits for the walk). Without it nobody can tell which
-            // files are shared: the partition's branches are not compacted this tick, the
-            // rest of the work goes on (GC reports the damage).
-            let usage = usage_of(&p)
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "cannot measure the partition; compaction skipped");
-                })
-                .ok();
-            let idle_ms = self.opts.maintenance_interval_ms;
-            for b in entries {
-                if tick && b.activity.defer_tick(self.clock.now_ms(), idle_ms) {
-                    continue;
-                }
-                let branch = Branch {
-                    store: store.clone(),
-                    entry: b.clone(),
-                };
-                // Each step is a request of its own: the branch's writes go on between them.
-                branch.expire_now()?;
-                if let Some(usage) = &usage {
-                    let usage = usage.clone();
-                    branch.call(|reply| BranchOp::Compact {
-                        ratio,
-                        usage,
-                        reply,
-                    })?;
-                }
-                branch.call(|reply| BranchOp::CheckpointIfDirty { reply })?;
-            }
-        }
-        store.gc()?;
-        Ok(())
     }
 }
 

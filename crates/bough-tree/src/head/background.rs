@@ -356,8 +356,10 @@ impl Head {
         self.log.buffer.release(upto);
         self.log.buffered = self.version().saturating_sub(upto);
         self.charge_buffer();
+        let written = pages.len();
         self.keep_written(&pages, staged);
         self.publish();
+        self.notice_checkpoint(written);
         // Forks this tree has passed let go; one at exactly `upto` is offered the tree by
         // this head's next checkpoint in line, never here (see `head/fork_share.rs`).
         self.drop_passed_forks();

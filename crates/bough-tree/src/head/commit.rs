@@ -164,9 +164,11 @@ impl Head {
         for (tag, v) in staged_ext {
             bough_manifest::ext::set(&mut self.extensions, tag, v);
         }
+        let written = pages.len();
         self.keep_written(&pages, staged);
         // The state is durable: readers see it whatever becomes of its history point.
         self.publish();
+        self.notice_checkpoint(written);
         self.fill_fork_shares();
         self.write_history_point(now_ms, before)?;
         Ok(applied)

@@ -57,7 +57,7 @@ impl Head {
         let moved = moves.len() as u64;
         let files = self.files.clone();
         let ranges = snap.ranges.clone();
-        self.commit_inner(&[], true, now_ms, move |txn, _| {
+        let relocate = move |txn: &mut Txn<'_>, _: &mut Applied| {
             for (id, addr) in moves {
                 let h = files.handle(&ranges, addr.file_id())?;
                 let (k, payload, offset) = files.read_raw(&h, addr.page_index())?;
@@ -80,8 +80,74 @@ impl Head {
                 txn.st.mapping.set_raw(id, raw, &src)?;
             }
             Ok(())
-        })?;
+        };
+        if self.relocation_keeps_buffer()? {
+            self.relocate_keeping_buffer(now_ms, relocate)?;
+        } else {
+            self.commit_inner(&[], true, now_ms, relocate)?;
+        }
         Ok(moved)
+    }
+
+    /// Whether a relocation may leave the write buffer as it is: it holds writes, and the
+    /// record can name the `LOG` in force unchanged (the head appends to a log of its own,
+    /// has not yet to take its parent's tree, and no fork or staged extension waits for a
+    /// record that absorbs the buffer). Otherwise the relocation's record checkpoints the
+    /// buffer, as every record used to.
+    fn relocation_keeps_buffer(&self) -> TreeResult<bool> {
+        Ok(!self.log.buffer.is_empty()
+            && self.log.fork_base.is_none()
+            && self.pending_ext.is_empty()
+            && !self.forks_waiting()
+            && !self.inherits_log()?
+            && !self.refs_in_force()?.is_empty())
+    }
+
+    /// Writes a relocation in one manifest record that keeps the write buffer
+    /// (ARCHITECTURE.md, "Compaction under load"): moving pages changes no content, so the
+    /// record's tree holds what the tree held, at the same `covered` version, and its
+    /// `LOG` is the one in force. Recovery replays the same log records on top of it.
+    /// Compaction thus never turns a large checkpoint into a small one.
+    fn relocate_keeping_buffer(
+        &mut self,
+        now_ms: u64,
+        relocate: impl FnOnce(&mut Txn<'_>, &mut Applied) -> TreeResult<()>,
+    ) -> TreeResult<()> {
+        self.check_poisoned()?;
+        let payload = bough_manifest::encode_log_refs(&self.refs_in_force()?);
+        let mut applied = Applied::default();
+        let ctx = self.tree_ctx();
+        let staged = commit::stage(&ctx, self.state.clone(), &[], true, &mut applied, relocate)?;
+        let commit::Staged {
+            st,
+            pages,
+            new_files,
+            staged,
+            checkpoint,
+            changes,
+        } = staged;
+        if let Err(e) = self.write_pages(&st, &pages, &new_files, now_ms) {
+            self.skip_file_ids(&new_files);
+            return Err(e);
+        }
+        let record = commit::record_of(
+            &st,
+            self.seq + 1,
+            checkpoint,
+            changes,
+            vec![(bough_manifest::LOG, payload)],
+        );
+        if let Err(e) = self.append_record(&record, "a relocation") {
+            self.skip_file_ids(&new_files);
+            return Err(e);
+        }
+        self.seq += 1;
+        self.state = st;
+        self.keep_written(&pages, staged);
+        self.publish();
+        let version = self.version();
+        self.write_history_point(now_ms, version)?;
+        Ok(())
     }
 
     /// Live pages per file id of this head (tree, overflow and mapping pages).

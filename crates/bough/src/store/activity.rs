@@ -1,12 +1,13 @@
 //! [`Activity`]: when a branch last took a write, so the maintenance thread checkpoints a
 //! branch's write buffer once the branch goes idle instead of on every tick.
 //!
-//! Every maintenance step of a branch (expiry, compaction, the mapping checkpoint) reads its
-//! tree, so it checkpoints the write buffer first. Run on every tick under a steady load,
-//! that turned one large checkpoint per full buffer into one small one per tick, each
-//! rewriting the leaves its writes touch. A branch that took a write within the last
-//! interval is now left alone for the tick, at most [`MAX_DEFERRED_TICKS`] ticks in a row,
-//! so expiry and compaction still run under a load that never pauses.
+//! Expiry and the mapping checkpoint read a branch's tree, so they checkpoint the write
+//! buffer first. Run on every tick under a steady load, that turned one large checkpoint
+//! per full buffer into one small one per tick, each rewriting the leaves its writes touch.
+//! A branch that took a write within the last interval is now left alone for the tick, at
+//! most [`MAX_DEFERRED_TICKS`] ticks in a row, so expiry still runs under a load that never
+//! pauses. (Compaction keeps the buffer; under load it follows each large checkpoint:
+//! `store/wake.rs`.)
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

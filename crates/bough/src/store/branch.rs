@@ -644,6 +644,7 @@ impl Branch {
         self.call(|reply| BranchOp::Compact {
             ratio,
             usage,
+            give_way: false,
             reply,
         })
     }

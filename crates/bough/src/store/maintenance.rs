@@ -1,19 +1,147 @@
 //! The maintenance thread: expiry, compaction, checkpoints of idle branches and GC on a
-//! timer.
+//! timer, and compaction and GC right after a large checkpoint (`store/wake.rs`).
 
 use super::*;
 
+impl Inner {
+    /// One maintenance pass; `tick`: the background thread's, which leaves busy branches
+    /// alone for a while ([`activity::Activity::defer_tick`]); otherwise every branch is
+    /// maintained now.
+    pub(super) fn maintain(self: &Arc<Self>, tick: bool) -> Result<()> {
+        self.maintenance_pass(|| self.maintain_partitions(tick))
+    }
+
+    fn maintain_partitions(self: &Arc<Self>, tick: bool) -> Result<()> {
+        let store = Store::internal(self.clone());
+        let parts: Vec<Arc<PartitionEntry>> = self.partitions.lock().values().cloned().collect();
+        let ratio = self.opts.compaction_garbage_ratio;
+        for p in parts {
+            // Expired branches go first, as a user would delete them (their children stay).
+            let handle = PartitionHandle {
+                store: store.clone(),
+                dir: p.part.dir().clone(),
+            };
+            if let Err(e) = handle.expire_branches() {
+                tracing::warn!(partition = %p.part.dir(), error = %e, "cannot expire branches");
+            }
+            let entries: Vec<Arc<BranchEntry>> = p.branches.lock().values().cloned().collect();
+            if entries.is_empty() {
+                continue;
+            }
+            // Forks by reference checkpoint after the parents they wait for (before the
+            // usage is measured, so it sees the files those parents' checkpoints write).
+            store.offer_awaited_shares(&p, &entries);
+            // One usage per partition per tick, shared by its branches (outside their write
+            // queues, so no writer waits for the walk). Without it nobody can tell which
+            // files are shared: the partition's branches are not compacted this tick, the
+            // rest of the work goes on (GC reports the damage).
+            let usage = usage_of(&p)
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "cannot measure the partition; compaction skipped");
+                })
+                .ok();
+            let idle_ms = self.opts.maintenance_interval_ms;
+            for b in entries {
+                if tick && b.activity.defer_tick(self.clock.now_ms(), idle_ms) {
+                    continue;
+                }
+                let branch = Branch {
+                    store: store.clone(),
+                    entry: b.clone(),
+                };
+                // Each step is a request of its own: the branch's writes go on between them.
+                branch.expire_now()?;
+                if let Some(usage) = &usage {
+                    let usage = usage.clone();
+                    branch.call(|reply| BranchOp::Compact {
+                        ratio,
+                        usage,
+                        give_way: false,
+                        reply,
+                    })?;
+                }
+                branch.call(|reply| BranchOp::CheckpointIfDirty { reply })?;
+            }
+        }
+        store.gc()?;
+        Ok(())
+    }
+
+    /// The pass that follows large checkpoints (ARCHITECTURE.md, "Compaction under load"):
+    /// each branch in `due` is compacted, keeping its write buffer and giving way to a
+    /// checkpoint that runs again, and its partition is collected, so the files the
+    /// checkpoint turned into garbage go now rather than at a tick that puts a busy
+    /// branch off.
+    fn collect_after_checkpoints(self: &Arc<Self>, due: &[(String, BranchName)]) -> Result<()> {
+        self.maintenance_pass(|| {
+            let store = Store::internal(self.clone());
+            let ratio = self.opts.compaction_garbage_ratio;
+            let mut dirs: Vec<&str> = due.iter().map(|(d, _)| d.as_str()).collect();
+            dirs.sort_unstable();
+            dirs.dedup();
+            for dir in dirs {
+                let Some(p) = self.partitions.lock().get(dir).cloned() else {
+                    continue;
+                };
+                match usage_of(&p) {
+                    Ok(usage) => {
+                        for (_, name) in due.iter().filter(|(d, _)| d == dir) {
+                            let Some(entry) = p.branches.lock().get(name).cloned() else {
+                                continue;
+                            };
+                            let branch = Branch {
+                                store: store.clone(),
+                                entry,
+                            };
+                            let compacted = branch.call(|reply| BranchOp::Compact {
+                                ratio,
+                                usage: usage.clone(),
+                                give_way: true,
+                                reply,
+                            });
+                            if let Err(e) = compacted {
+                                tracing::warn!(partition = dir, branch = %name, error = %e, "compaction after a checkpoint failed");
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = dir, error = %e, "cannot measure the partition; compaction skipped");
+                    }
+                }
+                prune_history(&p, self);
+                match gc_partition(&p, self.cloud.as_ref(), false) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::Busy && self.cloud.is_some() => {
+                        tracing::info!(partition = dir, error = %e, "GC skipped: another process holds the lease");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
 pub(super) fn start_maintenance(inner: &Arc<Inner>) {
-    let (tx, rx) = mpsc::channel::<()>();
-    *inner.maintenance_stop.lock() = Some(tx);
     let weak: Weak<Inner> = Arc::downgrade(inner);
+    let wake = inner.wake.clone();
     let every = Duration::from_millis(inner.opts.maintenance_interval_ms);
     let _ = std::thread::Builder::new()
         .name("bough-maintenance".into())
         .spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+            let mut next_tick = std::time::Instant::now() + every;
+            loop {
+                let woken = wake.wait(next_tick);
                 let Some(inner) = weak.upgrade() else { return };
-                if let Err(e) = inner.maintain(true)
+                let pass = match woken {
+                    Woken::Stop => return,
+                    Woken::Tick => {
+                        next_tick = std::time::Instant::now() + every;
+                        inner.maintain(true)
+                    }
+                    Woken::Checkpointed(due) => inner.collect_after_checkpoints(&due),
+                };
+                if let Err(e) = pass
                     && e.kind() != ErrorKind::Closed
                 {
                     tracing::warn!(error = %e, "background maintenance failed");

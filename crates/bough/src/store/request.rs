@@ -50,10 +50,14 @@ pub(super) enum BranchOp {
     },
     /// One piece of the expiry sweep; answers whether it removed anything (more may follow).
     ExpirePiece { limit: usize, reply: Reply<bool> },
-    /// Compaction of the branch's mostly-garbage files that only it holds.
+    /// Compaction of the branch's mostly-garbage files that only it holds. It moves pages
+    /// and changes no content, so it leaves the write buffer as it is (`Head::relocate_files`).
     Compact {
         ratio: f64,
         usage: Arc<Usage>,
+        /// Do nothing while a checkpoint of the buffer runs (waiting for it would hold up
+        /// the branch's commits): the pass that follows a checkpoint asks this way.
+        give_way: bool,
         reply: Reply<CompactionReport>,
     },
     /// Write the mapping's dirty chunks into mapping pages, if there are any.
@@ -197,8 +201,9 @@ pub(super) struct TruncateProgress {
 
 impl BranchOp {
     /// Whether the operation reads the branch's data (then the write buffer is
-    /// checkpointed before it runs); deleting the branch does not, and a sync only syncs
-    /// (a checkpoint would cost it a tree update and two more syncs).
+    /// checkpointed before it runs); deleting the branch does not, a sync only syncs (a
+    /// checkpoint would cost it a tree update and two more syncs), and compaction moves
+    /// pages without reading what they hold.
     pub(super) fn reads_data(&self) -> bool {
         // A branch is created from the buffered state by reference (ARCHITECTURE.md,
         // "Forks"); a staging branch's fork point checkpoints on its own.
@@ -208,6 +213,7 @@ impl BranchOp {
                 | BranchOp::DeleteExpired { .. }
                 | BranchOp::Sync { .. }
                 | BranchOp::CreateBranch { .. }
+                | BranchOp::Compact { .. }
         )
     }
 

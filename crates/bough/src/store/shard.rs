@@ -196,8 +196,16 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
         BranchOp::Compact {
             ratio,
             usage,
+            give_way,
             reply,
-        } => answer(reply, label, compact(head, ratio, now, &usage)),
+        } => {
+            let result = if give_way && head.checkpoint_running() {
+                Ok(CompactionReport::default())
+            } else {
+                compact(head, ratio, now, &usage)
+            };
+            answer(reply, label, result);
+        }
         BranchOp::CheckpointIfDirty { reply } => {
             answer(reply, label, checkpoint_if_dirty(head, now));
         }
