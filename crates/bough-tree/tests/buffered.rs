@@ -706,3 +706,118 @@ fn the_operation_that_finds_a_failed_background_sync_is_refused_as_poisoned() {
         .expect_err("poisoned");
     assert_eq!(again.kind(), bough_io::ErrorKind::Poisoned, "{again}");
 }
+
+/// A full log file is left for the next one while a background checkpoint runs (its thread
+/// held at the read gate here, reading a leaf): no commit waits for the checkpoint, the
+/// checkpoint installs after the rotation with a `LOG` from the file its log resumes in,
+/// and a power loss before or after the install loses no acknowledged commit.
+/// (`stall_probe`: a commit that met a full log file used to wait 0.35-0.4 s.)
+#[test]
+fn a_full_log_file_is_left_for_the_next_while_a_background_checkpoint_runs() {
+    let faults = FaultInjector::new();
+    let mem = MemoryStorage::with_faults(faults.clone());
+    let main = BranchName::main();
+    let budget = Arc::new(bough_tree::buffer::BufferBudget::new(usize::MAX));
+    let config = HeadConfig {
+        buffer_budget: Some(Arc::clone(&budget)),
+        ..background_cfg(8 << 10)
+    };
+    // Leaves are not cached: the checkpoint's thread reads them from the files.
+    let uncached = |m: &MemoryStorage| {
+        let s: Arc<dyn Storage> = Arc::new(m.clone());
+        let _ = s.create_dir("t.0");
+        Arc::new(FileTable::new(
+            s,
+            "t.0".into(),
+            4096,
+            Arc::new(PageCache::new(1 << 20)),
+            false,
+        ))
+    };
+    let mut head = Head::create(
+        uncached(&mem),
+        config.clone(),
+        main.clone(),
+        0,
+        None,
+        Vec::new(),
+    )
+    .unwrap();
+    let mut model = BTreeMap::new();
+    let key = |i: u64| format!("k{:03}", i % 200).into_bytes();
+    let commit = |head: &mut Head, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, i: u64| {
+        let v = format!("{i:060}").into_bytes();
+        head.commit(&[put(&key(i), &v, i + 1)], i + 1).unwrap();
+        model.insert(key(i), v);
+    };
+    for i in 0..200u64 {
+        commit(&mut head, &mut model, i);
+    }
+    head.checkpoint_buffer(300).unwrap();
+    // (The load above may have waited for its own background checkpoints.)
+    let waited = budget.commit_checkpoints().0;
+    faults.stall_reads();
+    // A commit that waits for the held checkpoint would wait forever: the gate opens by
+    // itself after a while, and the assertions below then fail instead of hanging.
+    let watchdog = {
+        let faults = faults.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(20));
+            faults.release_reads();
+        })
+    };
+    let mut i = 1_000u64;
+    while !head.checkpoint_running() {
+        commit(&mut head, &mut model, i);
+        i += 1;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while faults.stalled_reads() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the checkpoint's thread reads a leaf"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let logs = |m: &MemoryStorage| {
+        m.list("t.0")
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with("wal_"))
+            .count()
+    };
+    let before = logs(&mem);
+    // 128 KiB log files of 4 KiB records: a new file within 32 commits, long before the
+    // buffer reaches twice its bound (the back-pressure that does wait).
+    for _ in 0..32 {
+        if logs(&mem) > before {
+            break;
+        }
+        commit(&mut head, &mut model, i);
+        i += 1;
+    }
+    assert!(logs(&mem) > before, "the log rotated");
+    assert!(head.checkpoint_running(), "the checkpoint is still held");
+    assert_eq!(
+        budget.commit_checkpoints().0,
+        waited,
+        "no commit waited for it"
+    );
+    let check = |image: &MemoryStorage, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str| {
+        let reopened = Head::open(files(image), config.clone(), main.clone(), 0)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(&read_all(&reopened.snapshot()), model, "{what}");
+    };
+    let (image, _) = mem.crash_image(CrashPolicy::DropAllUnsynced);
+    check(&image, &model, "power loss with the checkpoint held");
+    faults.release_reads();
+    commit(&mut head, &mut model, i);
+    head.checkpoint_buffer(5_000).unwrap();
+    assert!(!head.checkpoint_running());
+    assert_eq!(read_all(&head.snapshot()), model);
+    let (image, _) = mem.crash_image(CrashPolicy::DropAllUnsynced);
+    check(&image, &model, "power loss after the install");
+    drop(head);
+    check(&mem, &model, "reopen");
+    drop(watchdog);
+}

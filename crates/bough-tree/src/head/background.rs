@@ -11,8 +11,10 @@
 //! - **The tree state does not change while a checkpoint runs.** The thread works on a
 //!   copy taken at the freeze, and every head operation that changes the tree state, the
 //!   data files or the manifest waits for it and installs it first
-//!   ([`Head::finish_background`]); only buffered commits (log appends) run beside it. A
-//!   full log file waits too, so the `LOG` in force is the one the freeze saw.
+//!   ([`Head::finish_background`]); only buffered commits (log appends) run beside it,
+//!   and rotations that keep the buffer: they only add a file to the `LOG` in force, which
+//!   keeps naming the file the checkpoint's `LOG` resumes in (a rotation that cannot, the
+//!   `LOG` naming `MAX_LOG_FILES` files already, waits for the checkpoint).
 //! - **Durability order as for every checkpoint:** pages written and synced (the thread)
 //!   → log synced → manifest record synced (the head) → readers get the new tree → frozen
 //!   runs dropped. The record's `LOG` starts at the log position right after the frozen
