@@ -72,7 +72,7 @@ impl<'a> KeyRange<'a> {
     }
 
     fn below_hi(&self, k: &[u8]) -> bool {
-        self.hi.is_none_or(|hi| k < hi)
+        self.hi.is_none_or(|hi| crate::key_order::less(k, hi))
     }
 
     /// Index page `id` (`n`) has every separator strictly inside this range (its first

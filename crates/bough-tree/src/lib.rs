@@ -20,6 +20,7 @@ pub mod diff;
 pub mod error;
 pub mod files;
 pub mod head;
+pub mod key_order;
 pub mod lazy_cells;
 pub mod lww;
 pub mod mapping;

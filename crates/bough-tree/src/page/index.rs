@@ -147,7 +147,7 @@ impl IndexNode {
         let (mine, rest) = key.split_at(h.prefix.min(key.len()));
         // Every separator starts with `shared`: a key below or above it is below or above
         // them all.
-        match mine.cmp(shared) {
+        match crate::key_order::cmp(mine, shared) {
             std::cmp::Ordering::Less => return 0,
             std::cmp::Ordering::Greater => return self.key_count(),
             std::cmp::Ordering::Equal => {}
@@ -161,7 +161,7 @@ impl IndexNode {
                 _ => self
                     .key(mid)
                     .and_then(|k| k.get(h.prefix..))
-                    .is_some_and(|k| k <= rest),
+                    .is_some_and(|k| !crate::key_order::less(rest, k)),
             };
             if at_most {
                 lo = mid + 1;

@@ -303,7 +303,7 @@ impl<'a> LeafView<'a> {
             .key
             .get(raw.shared..)
             .ok_or(CodecError("leaf key prefix too long"))?;
-        if at.taken && raw.suffix <= prev_tail {
+        if at.taken && !crate::key_order::less(prev_tail, raw.suffix) {
             return Err(CodecError("leaf keys out of order"));
         }
         at.key.truncate(raw.shared);
@@ -371,7 +371,7 @@ impl<'a> LeafView<'a> {
         if self.count == 0 {
             return Ok(None);
         }
-        let mut c = self.restart_cursor(|restart| restart <= key)?;
+        let mut c = self.restart_cursor(|restart| !crate::key_order::less(key, restart))?;
         let end = (c.next + RESTART_INTERVAL).min(self.count);
         while c.next < end {
             match c.step_cmp(Some(key))? {
@@ -390,7 +390,7 @@ impl<'a> LeafView<'a> {
         if self.count == 0 {
             return Ok(self.cursor());
         }
-        let mut c = self.restart_cursor(|restart| restart < key)?;
+        let mut c = self.restart_cursor(|restart| crate::key_order::less(restart, key))?;
         let end = (c.next + RESTART_INTERVAL).min(self.count);
         while c.next < end {
             if c.step_unless(Some(key), std::cmp::Ordering::is_ge)?

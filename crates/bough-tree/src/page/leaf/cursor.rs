@@ -169,7 +169,7 @@ impl<'a> LeafCursor<'a> {
         let (shared, rest) = prev
             .split_at_checked(e.shared)
             .ok_or(CodecError("leaf key prefix too long"))?;
-        if self.taken && e.suffix <= rest {
+        if self.taken && !crate::key_order::less(rest, e.suffix) {
             return Err(CodecError("leaf keys out of order"));
         }
         let order = match stop_at {
@@ -209,9 +209,9 @@ impl<'a> LeafCursor<'a> {
 pub(crate) fn cmp_joined(head: &[u8], tail: &[u8], q: &[u8]) -> std::cmp::Ordering {
     let n = head.len().min(q.len());
     let (q_head, q_tail) = q.split_at(n);
-    match head.get(..n).unwrap_or(head).cmp(q_head) {
+    match crate::key_order::cmp(head.get(..n).unwrap_or(head), q_head) {
         std::cmp::Ordering::Equal if head.len() > q.len() => std::cmp::Ordering::Greater,
-        std::cmp::Ordering::Equal => tail.cmp(q_tail),
+        std::cmp::Ordering::Equal => crate::key_order::cmp(tail, q_tail),
         o => o,
     }
 }
