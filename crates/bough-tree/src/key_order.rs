@@ -22,7 +22,9 @@ pub fn cmp(a: &[u8], b: &[u8]) -> Ordering {
     // of one, or a whole tail of the longer one when the other ran out of words).
     // (`done` is within both: `get` cannot miss.)
     let done = a.len().min(b.len()) / 8 * 8;
-    a.get(done..).unwrap_or_default().cmp(b.get(done..).unwrap_or_default())
+    a.get(done..)
+        .unwrap_or_default()
+        .cmp(b.get(done..).unwrap_or_default())
 }
 
 /// `a < b` in byte-wise order.
