@@ -32,6 +32,7 @@ mod buffered;
 mod checkpoint;
 mod checkpoint_notice;
 mod commit;
+mod deferred_work;
 mod expiry;
 mod fork_share;
 mod history;
@@ -49,12 +50,13 @@ pub use background::BackgroundDone;
 pub use checkpoint::{ForkPoint, InheritedLog};
 pub use checkpoint_notice::CheckpointNotice;
 use commit::{Staged, TreeCtx, stage};
+pub use deferred_work::DeferredWork;
 pub use expiry::ttl_key;
 pub use prewarm::Prewarmed;
 use reservation::{FIRST_RESERVATION, release_file};
 use snapshot::{Fetch, tree_node};
 pub use snapshot::{Published, TreeSnapshot};
-use txn::{Active, HeadState, StagedPage, Txn, leaf_addrs};
+use txn::{Active, HeadState, StagedPage, Txn};
 
 pub use resume::FOLD_LOG_BYTES;
 
@@ -172,6 +174,9 @@ pub struct Head {
     /// Branches forked by reference from this head waiting for its tree at their fork
     /// version (`head/fork_share.rs`).
     fork_shares: Vec<(u64, std::sync::Weak<fork_share::ShareSlot>)>,
+    /// What the last installed background checkpoint left for after the head is released
+    /// (`head/deferred_work.rs`).
+    deferred: Option<DeferredWork>,
 }
 
 /// The file-id high-water a head at `term` continues from: `durable` (the manifest's), or
@@ -406,6 +411,7 @@ impl Head {
             background: None,
             background_done: None,
             fork_shares: Vec::new(),
+            deferred: None,
         };
         head.charge_buffer();
         Ok(head)

@@ -598,6 +598,80 @@ fn a_full_buffer_is_checkpointed_in_the_background_while_commits_go_on() {
     assert_eq!(read_all(&head.snapshot()), model);
 }
 
+/// Installing a background checkpoint caches none of its pages while the head is held:
+/// they wait in deferred work the store runs once it has let go of the head (a commit
+/// waiting for the head would otherwise pay for tens of thousands of cache inserts), and
+/// reads are exact before it runs as after.
+#[test]
+fn a_background_checkpoint_is_cached_only_once_the_head_lets_its_deferred_work_go() {
+    let mem = MemoryStorage::new();
+    let mut head = background_head(&mem);
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let ready_tx = std::sync::Mutex::new(ready_tx);
+    head.set_background_done(bough_tree::head::BackgroundDone::new(move || {
+        let _ = ready_tx.lock().map(|t| t.send(()));
+    }));
+    let mut model = BTreeMap::new();
+    let mut i = 0u64;
+    while !head.checkpoint_running() {
+        assert!(i < 10_000, "no background checkpoint started");
+        let k = format!("k{:04}", (i * 37) % 600).into_bytes();
+        let v = format!("{i:064}").into_bytes();
+        head.commit(&[put(&k, &v, i + 1)], i + 1).unwrap();
+        model.insert(k, v);
+        i += 1;
+    }
+    ready
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the background checkpoint never finished");
+    let cache = head.files().cache().clone();
+    let before = cache.bytes();
+    assert!(
+        head.take_deferred_work().is_none(),
+        "deferred work before any install"
+    );
+    let replaced = Arc::downgrade(&head.snapshot());
+    head.install_finished_background();
+    assert!(
+        !head.checkpoint_running(),
+        "the finished checkpoint was not installed"
+    );
+    assert_eq!(
+        cache.bytes(),
+        before,
+        "the install cached pages while holding the head"
+    );
+    assert_eq!(
+        read_all(&head.snapshot()),
+        model,
+        "reads before the deferred work"
+    );
+    assert!(
+        replaced.upgrade().is_some(),
+        "the replaced snapshot (and the buffer runs it holds) was freed under the head"
+    );
+    let work = head.take_deferred_work().expect("the install left no work");
+    assert!(work.pages() > 0);
+    assert!(
+        head.take_deferred_work().is_none(),
+        "deferred work is taken once"
+    );
+    work.run();
+    assert!(
+        cache.bytes() > before,
+        "running the deferred work cached nothing"
+    );
+    assert!(
+        replaced.upgrade().is_none(),
+        "the replaced snapshot outlived the deferred work"
+    );
+    assert_eq!(
+        read_all(&head.snapshot()),
+        model,
+        "reads after the deferred work"
+    );
+}
+
 /// Power loss at any moment of background checkpoints (running, done, installed), with
 /// unsynced writes dropped or landing in any way: every acknowledged commit is back, and
 /// the reopened head goes on.

@@ -359,8 +359,7 @@ impl Head {
         self.log.buffered = self.version().saturating_sub(upto);
         self.charge_buffer();
         let written = pages.len();
-        self.keep_written(&pages, staged);
-        self.publish();
+        self.publish_deferring(&pages, staged);
         self.notice_checkpoint(written);
         // Forks this tree has passed let go; one at exactly `upto` is offered the tree by
         // this head's next checkpoint in line, never here (see `head/fork_share.rs`).

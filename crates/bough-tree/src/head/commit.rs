@@ -185,26 +185,9 @@ impl Head {
         }
     }
 
-    /// Caches what a durable update wrote: pages of index and mapping nodes are likely read
-    /// next, and so are the leaves (the next commit to the same keys would otherwise read
-    /// them back from the file). Overflow pages are read in runs past the cache: not kept.
-    pub(crate) fn keep_written(&self, pages: &[StagedPage], staged: HashMap<PageAddr, CachedPage>) {
-        let leaves = leaf_addrs(pages, self.files.caches_data_pages());
-        for (addr, page) in staged {
-            let keep = match page {
-                CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_)) => true,
-                CachedPage::Tree(Node::Leaf(_)) => leaves.contains(&addr),
-            };
-            if keep && let Ok(h) = self.files.handle(&self.state.ranges, addr.file_id()) {
-                self.files.cache().insert(
-                    crate::cache::PageCache::key(h.cache_id, addr.page_index()),
-                    page,
-                );
-            }
-        }
-    }
-
-    pub(crate) fn publish(&self) {
+    /// Publishes the head's state; returns the snapshot it replaces (see
+    /// [`Published::store`]).
+    pub(crate) fn publish(&self) -> Arc<TreeSnapshot> {
         let mapping = self.state.mapping.view();
         // A commit that only added to the write buffer leaves the tree as it was: its
         // decoded top nodes stay valid and are shared (the current snapshot is alive
@@ -228,7 +211,7 @@ impl Head {
             version: self.version(),
             buffer: self.log.buffer.clone(),
             top,
-        }));
+        }))
     }
 
     /// Writes staged pages and makes them durable. A failed write leaves the head as it was

@@ -120,6 +120,7 @@ impl Head {
             background: None,
             background_done: None,
             fork_shares: Vec::new(),
+            deferred: None,
             manifest_path: path,
             manifest,
             manifest_end: replayed.end_offset,

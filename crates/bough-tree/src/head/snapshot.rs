@@ -315,9 +315,11 @@ impl Published {
         read(&self.current.load())
     }
 
-    pub(super) fn store(&self, s: Arc<TreeSnapshot>) {
+    /// Makes `s` the current snapshot; returns the one it replaces (its last reference,
+    /// unless a reader holds it: the caller chooses where it is freed).
+    pub(super) fn store(&self, s: Arc<TreeSnapshot>) -> Arc<TreeSnapshot> {
         self.register(&s);
-        self.current.store(s);
+        self.current.swap(s)
     }
 
     /// Counts `s` among the snapshots handed out, so GC keeps what it reaches while

@@ -641,11 +641,6 @@ impl Branch {
         let ratio = self.store.inner.opts.compaction_garbage_ratio;
         let entry = self.store.partition_entry(self.partition_dir())?;
         let usage = usage_of(&entry).map_err(|e| e.at(&self.entry.label))?;
-        self.call(|reply| BranchOp::Compact {
-            ratio,
-            usage,
-            give_way: false,
-            reply,
-        })
+        compact_in_steps(self, ratio, &usage, false)
     }
 }

@@ -37,6 +37,12 @@ pub(super) fn new_branch_entry(
                 && let Some(mut h) = e.head.try_lock()
             {
                 h.install_finished_background();
+                let work = h.take_deferred_work();
+                drop(h);
+                // This is the checkpoint's own thread, done with its work: it runs it.
+                if let Some(work) = work {
+                    work.run();
+                }
             }
         }));
         BranchEntry {
@@ -50,4 +56,20 @@ pub(super) fn new_branch_entry(
             activity: activity::Activity::default(),
         }
     })
+}
+
+/// Runs what an installed background checkpoint left (taken from the head while it was
+/// held: caching its pages, freeing what it replaced) on a thread of its own, so neither
+/// the head nor the caller that installed it waits (`bough_tree::head::DeferredWork`).
+/// None of it is a duty: work that finds no thread is dropped here.
+pub(super) fn run_deferred(work: Option<bough_tree::head::DeferredWork>) {
+    let Some(work) = work else {
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("bough-deferred".into())
+        .spawn(move || work.run());
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "no thread for a checkpoint's deferred work: its pages are left uncached");
+    }
 }

@@ -58,7 +58,9 @@ pub(super) enum BranchOp {
         /// Do nothing while a checkpoint of the buffer runs (waiting for it would hold up
         /// the branch's commits): the pass that follows a checkpoint asks this way.
         give_way: bool,
-        reply: Reply<CompactionReport>,
+        /// One step's report and whether victims were left for the next step
+        /// (`maintenance::compact_in_steps`).
+        reply: Reply<(CompactionReport, bool)>,
     },
     /// Write the mapping's dirty chunks into mapping pages, if there are any.
     CheckpointIfDirty { reply: Reply<()> },

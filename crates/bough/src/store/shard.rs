@@ -163,8 +163,8 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
     fn answer<T>(reply: Reply<T>, label: &str, result: Result<T>) {
         reply.send(result.map_err(|e| e.at(label)));
     }
-    let mut head = branch.head.lock();
-    let head = &mut *head;
+    let mut guard = branch.head.lock();
+    let head = &mut *guard;
     let now = ctx.clock.now_ms();
     let label = &*branch.label;
     // Everything but a plain commit reads the branch's tree: it checkpoints the write
@@ -200,9 +200,9 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
             reply,
         } => {
             let result = if give_way && head.checkpoint_running() {
-                Ok(CompactionReport::default())
+                Ok((CompactionReport::default(), false))
             } else {
-                compact(head, ratio, now, &usage)
+                compact_step(head, ratio, now, &usage)
             };
             answer(reply, label, result);
         }
@@ -336,6 +336,9 @@ fn serve(branch: &BranchEntry, op: BranchOp, ctx: &ShardContext) {
             pick::pick(head, now, &part, ends, range, opts),
         ),
     }
+    let work = guard.take_deferred_work();
+    drop(guard);
+    branch_entry::run_deferred(work);
 }
 
 /// Commits several batches of one branch as one tree update. Batches keep their order:
@@ -407,7 +410,9 @@ pub(super) fn commit_now(
     }
     let now = clock.now_ms();
     let committed = head.commit_owned(muts, now, sync);
+    let work = head.take_deferred_work();
     drop(head);
+    branch_entry::run_deferred(work);
     branch.activity.wrote(now);
     committed
         .map(|_| ())
