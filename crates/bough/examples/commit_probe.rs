@@ -1,7 +1,7 @@
 //! What a single-key durable commit costs next to the raw write + `fdatasync` it needs:
 //! 4 KiB and 128-byte records into a laid-out file, then Bough on io_uring and on pread,
 //! five alternating rounds of 2,000 commits (p50 and mean in µs); `eight`: 8 writers on
-//! one branch (commits/s). Ratios within one run are what count on a shared machine.
+//! one branch (commits/s), on io_uring and on pread alternately. Ratios within one run are what count on a shared machine.
 //! `cargo run --release --example commit_probe -p bough [-- eight|bough]`; the files go
 //! under `$BOUGH_PROBE_DIR` (default: the system's temporary directory).
 use bough::{Options, Store, WriteBatch};
@@ -61,9 +61,9 @@ fn bough(n: usize, b: bough::Backend) -> (f64, f64) {
     pct(v)
 }
 
-fn bough8(n: usize) -> (f64, f64) {
+fn bough8(n: usize, backend: bough::Backend) -> (f64, f64) {
     let dir = probe_dir();
-    let store = Store::open(Options::new(dir.path())).unwrap();
+    let store = Store::open(Options::new(dir.path()).backend(backend)).unwrap();
     let p = store.partition("t", 0).unwrap();
     let main = p.branch("main").unwrap();
     let before = store.io_stats();
@@ -88,8 +88,12 @@ fn bough8(n: usize) -> (f64, f64) {
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("eight") {
         for _ in 0..3 {
-            let (rate, syncs) = bough8(8000);
-            println!("8 writers: {rate:.0} commits/s, {syncs:.3} syncs per commit");
+            for backend in [bough::Backend::IoUring, bough::Backend::Pread] {
+                let (rate, syncs) = bough8(8000, backend);
+                println!(
+                    "8 writers ({backend:?}): {rate:.0} commits/s, {syncs:.3} syncs per commit"
+                );
+            }
         }
         return;
     }
