@@ -812,7 +812,7 @@ fn why(res: &Results, wl: &str, peer: Option<&str>, device: Option<&Device>) -> 
         }
     } else if wl.starts_with("get_warm") {
         parts.push(
-            "LMDB binary-searches a memory-mapped page in place; Bough takes the top three levels and the mapping chunk from the tree version's kept nodes, probes the page cache once for the leaf (a shard lock and a reference count), scans up to 16 prefix-compressed entries of one restart block and copies the value out".into(),
+            "LMDB binary-searches a memory-mapped page in place; Bough takes the top three levels and the mapping chunk from the tree version's kept nodes, probes the page cache once for the leaf (a shard lock and a reference count), scans up to 4 prefix-compressed entries of one restart block and copies the value out".into(),
         );
     } else if wl.starts_with("scan") {
         parts.push(

@@ -152,8 +152,8 @@ impl<'a> LeafCursor<'a> {
         stop: fn(std::cmp::Ordering) -> bool,
     ) -> Result<Option<std::cmp::Ordering>, CodecError> {
         let i = self.next;
-        let restart = i.is_multiple_of(RESTART_INTERVAL);
-        if restart && self.view.restart_offset(i / RESTART_INTERVAL)? != self.r.pos() {
+        let restart = i.is_multiple_of(self.view.interval);
+        if restart && self.view.restart_offset(i / self.view.interval)? != self.r.pos() {
             return Err(CodecError(
                 "leaf restart offset does not point at its entry",
             ));
