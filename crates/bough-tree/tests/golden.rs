@@ -13,6 +13,16 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// `entries` as a leaf payload, checked to decode back to them.
+fn encode_leaf(entries: &[Entry]) -> Vec<u8> {
+    let bytes = leaf::encode(entries);
+    assert_eq!(
+        leaf::LeafView::new(&bytes).unwrap().entries().unwrap(),
+        entries
+    );
+    bytes
+}
+
 #[test]
 fn leaf_page() {
     let entries = vec![
@@ -39,11 +49,7 @@ fn leaf_page() {
             },
         },
     ];
-    let bytes = leaf::encode(&entries);
-    assert_eq!(
-        leaf::LeafView::new(&bytes).unwrap().entries().unwrap(),
-        entries
-    );
+    let bytes = encode_leaf(&entries);
     insta::assert_snapshot!(hex(&bytes));
 }
 
@@ -71,11 +77,7 @@ fn leaf_page_with_tombstones() {
             value: ValueLoc::Tombstone,
         },
     ];
-    let bytes = leaf::encode(&entries);
-    assert_eq!(
-        leaf::LeafView::new(&bytes).unwrap().entries().unwrap(),
-        entries
-    );
+    let bytes = encode_leaf(&entries);
     insta::assert_snapshot!(hex(&bytes));
 }
 
@@ -119,12 +121,8 @@ fn numbered_entries(n: u64) -> Vec<Entry> {
 #[test]
 fn leaf_page_restarts_every_four_entries() {
     let entries = numbered_entries(6);
-    let bytes = leaf::encode(&entries);
+    let bytes = encode_leaf(&entries);
     assert_eq!(&bytes[..4], &[6, 0, 2, 0]);
-    assert_eq!(
-        leaf::LeafView::new(&bytes).unwrap().entries().unwrap(),
-        entries
-    );
     insta::assert_snapshot!(hex(&bytes));
 }
 
@@ -158,10 +156,6 @@ fn a_leaf_of_tree_pages_version_1_reads_the_same() {
     }
     assert!(view.get(b"key008").unwrap().is_none());
     // Written now, the same entries take restarts every 4 (and so more bytes).
-    let now = leaf::encode(&entries);
+    let now = encode_leaf(&entries);
     assert_eq!(&now[..4], &[20, 0, 5, 0]);
-    assert_eq!(
-        leaf::LeafView::new(&now).unwrap().entries().unwrap(),
-        entries
-    );
 }

@@ -1,7 +1,8 @@
 //! What a single-key durable commit costs next to the raw write + `fdatasync` it needs:
 //! 4 KiB and 128-byte records into a laid-out file, then Bough on io_uring and on pread,
 //! five alternating rounds of 2,000 commits (p50 and mean in µs); `eight`: 8 writers on
-//! one branch (commits/s), on io_uring and on pread alternately. Ratios within one run are what count on a shared machine.
+//! one branch (commits/s), on io_uring and on pread alternately. Ratios within one run are
+//! what count on a shared machine.
 //! `cargo run --release --example commit_probe -p bough [-- eight|bough]`; the files go
 //! under `$BOUGH_PROBE_DIR` (default: the system's temporary directory).
 use bough::{Options, Store, WriteBatch};

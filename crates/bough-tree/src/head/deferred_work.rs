@@ -63,25 +63,29 @@ impl DeferredWork {
     /// Caches the pages and frees the replaced snapshot. A file gone meanwhile (collected)
     /// is skipped: its pages are unreachable.
     pub fn run(self) {
-        let DeferredWork {
-            files,
-            ranges,
-            leaves,
-            staged,
-            replaced,
-        } = self;
-        drop(replaced);
-        for (addr, page) in staged {
-            let keep = match page {
-                CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_)) => true,
-                CachedPage::Tree(Node::Leaf(_)) => leaves.contains(&addr),
-            };
-            if keep && let Ok(h) = files.handle(&ranges, addr.file_id()) {
-                files.cache().insert(
-                    crate::cache::PageCache::key(h.cache_id, addr.page_index()),
-                    page,
-                );
-            }
+        drop(self.replaced);
+        cache_written(&self.files, &self.ranges, &self.leaves, self.staged);
+    }
+}
+
+/// Caches the written pages `staged` resolves through `ranges`: index and mapping pages,
+/// and of the leaves those in `leaves`.
+fn cache_written(
+    files: &FileTable,
+    ranges: &BranchFileMapping,
+    leaves: &HashSet<PageAddr>,
+    staged: HashMap<PageAddr, CachedPage>,
+) {
+    for (addr, page) in staged {
+        let keep = match page {
+            CachedPage::Mapping(_) | CachedPage::Tree(Node::Index(_)) => true,
+            CachedPage::Tree(Node::Leaf(_)) => leaves.contains(&addr),
+        };
+        if keep && let Ok(h) = files.handle(ranges, addr.file_id()) {
+            files.cache().insert(
+                crate::cache::PageCache::key(h.cache_id, addr.page_index()),
+                page,
+            );
         }
     }
 }
@@ -89,8 +93,8 @@ impl DeferredWork {
 impl Head {
     /// Caches what a durable update wrote, now (the head's own thread pays).
     pub(crate) fn keep_written(&self, pages: &[StagedPage], staged: HashMap<PageAddr, CachedPage>) {
-        let ranges = Arc::new(self.state.ranges.clone());
-        DeferredWork::new(self.files.clone(), ranges, pages, staged).run();
+        let leaves = leaf_addrs(pages, self.files.caches_data_pages());
+        cache_written(&self.files, &self.state.ranges, &leaves, staged);
     }
 
     /// Publishes an installed background checkpoint whose pages are `pages` (decoded in
@@ -104,9 +108,11 @@ impl Head {
         if let Some(old) = self.deferred.take() {
             old.run();
         }
-        let ranges = Arc::new(self.state.ranges.clone());
+        let replaced = self.publish();
+        // The ranges the new snapshot was published with (no second copy of them).
+        let ranges = self.published.load().ranges.clone();
         let mut work = DeferredWork::new(self.files.clone(), ranges, pages, staged);
-        work.replaced = Some(self.publish());
+        work.replaced = Some(replaced);
         self.deferred = Some(work);
     }
 
